@@ -1,0 +1,24 @@
+/*
+ * Compiler helpers shared by core/ and preload/: branch hints, symbol visibility and the
+ * named memory-ordering helpers that shared counters and flags use.
+ */
+#ifndef RSK_COMPILER_H
+#define RSK_COMPILER_H
+
+#define rsk_likely(x) __builtin_expect(!!(x), 1)
+#define rsk_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Symbols that leave librdmasock.so: the libc names and rdmasock_* (see preload/rdmasock.map). */
+#define RSK_EXPORT __attribute__((visibility("default")))
+
+#define RSK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Plain counters: nobody orders anything on them, they are only summed at the end. */
+#define rsk_counter_add(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define rsk_counter_read(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+/* Publication: a pointer stored with release is read with acquire (fd table slots). */
+#define rsk_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define rsk_consume(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+
+#endif

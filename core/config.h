@@ -1,0 +1,73 @@
+/*
+ * Configuration from RDMASOCK_* environment variables. Parsed once at start; every invalid
+ * value produces one clear line through the error callback and leaves the safe default.
+ */
+#ifndef RSK_CONFIG_H
+#define RSK_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+
+enum rsk_mode {
+	RSK_MODE_AUTO = 0,
+	RSK_MODE_KERNEL,
+	RSK_MODE_SHM,
+	RSK_MODE_VERBS,
+};
+
+enum rsk_log_level {
+	RSK_LOG_ERROR = 0,
+	RSK_LOG_WARN,
+	RSK_LOG_INFO,
+	RSK_LOG_DEBUG,
+};
+
+#define RSK_CONFIG_MAX_RULES 32
+
+struct rsk_port_range {
+	uint16_t lo, hi;
+};
+
+struct rsk_config {
+	enum rsk_mode mode;
+	enum rsk_log_level log_level;
+	char log_file[PATH_MAX];
+	char stats_file[PATH_MAX];
+	struct rsk_port_range include[RSK_CONFIG_MAX_RULES];
+	unsigned int n_include;
+	struct rsk_port_range exclude[RSK_CONFIG_MAX_RULES];
+	unsigned int n_exclude;
+	unsigned int spin_us;
+	unsigned int buf_size;
+	unsigned int buf_count;
+	unsigned int inline_size;
+	unsigned int connect_timeout_ms;
+	char device[64];
+};
+
+/* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */
+#define RSK_DEFAULT_SPIN_US 50
+#define RSK_DEFAULT_BUF_SIZE 32768
+#define RSK_DEFAULT_BUF_COUNT 8
+#define RSK_DEFAULT_INLINE 64
+#define RSK_DEFAULT_CONNECT_TIMEOUT_MS 1000
+
+extern struct rsk_config rsk_config;
+
+/* Fill @c with defaults only. */
+void rsk_config_defaults(struct rsk_config *c);
+
+/*
+ * Parse the environment through @get (getenv in the library, a table in tests) into @c.
+ * @err, if not NULL, receives one message per invalid value. Returns the number of invalid
+ * values (0 = all good); @c always ends up fully valid.
+ */
+int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
+		     void (*err)(const char *msg, void *arg), void *arg);
+
+/* Port policy: may a connection on @port be accelerated? (include list empty = all ports). */
+int rsk_config_port_allowed(const struct rsk_config *c, uint16_t port);
+
+const char *rsk_mode_name(enum rsk_mode mode);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * Logging to stderr or RDMASOCK_LOG_FILE, never stdout (stdout belongs to the application).
+ * Writes go through the real write(), one line per call, so lines from threads and
+ * processes sharing the target do not interleave mid-line.
+ */
+#ifndef RSK_LOG_H
+#define RSK_LOG_H
+
+#include "compiler.h"
+#include "config.h"
+
+extern int rsk_log_level_now;
+
+/* Open the log target named by @c (stderr when none). Returns 0 or -errno (stderr is kept). */
+int rsk_log_open(const struct rsk_config *c);
+
+void rsk_log_write(enum rsk_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define rsk_log(level, ...)                                                                        \
+	do {                                                                                       \
+		if (rsk_unlikely((int)(level) <= rsk_log_level_now))                               \
+			rsk_log_write((level), __VA_ARGS__);                                       \
+	} while (0)
+
+#define rsk_err(...) rsk_log(RSK_LOG_ERROR, __VA_ARGS__)
+#define rsk_warn(...) rsk_log(RSK_LOG_WARN, __VA_ARGS__)
+#define rsk_info(...) rsk_log(RSK_LOG_INFO, __VA_ARGS__)
+#define rsk_dbg(...) rsk_log(RSK_LOG_DEBUG, __VA_ARGS__)
+
+/*
+ * Move a library-internal fd out of the application's way (above the numbers it is likely
+ * to use, close-on-exec) and mark it internal in the fd table so the application cannot
+ * close it by accident. Returns the new fd or -errno (the old fd is closed either way).
+ */
+int rsk_fd_hide(int fd);
+
+/* Release an fd obtained from rsk_fd_hide(). */
+void rsk_fd_unhide_close(int fd);
+
+/* True when @fd is one of the library's own fds. */
+int rsk_fd_is_internal(int fd);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * Socket objects: the type-stable pool, fd-slot bookkeeping (track, dup, release), and the
+ * accounting of kernel connections. Kernel sockets cost nothing on their data path: their
+ * bytes are read from TCP_INFO once, when the last fd naming them closes (or at exit).
+ */
+#include <errno.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+
+/* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
+#define RSK_TCP_SYN_SENT 2
+#define RSK_TCP_CLOSE 7
+
+static pthread_mutex_t rsk_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_sock *rsk_pool_free;
+
+static struct rsk_sock *rsk_sock_alloc(void)
+{
+	struct rsk_sock *s;
+
+	pthread_mutex_lock(&rsk_pool_lock);
+	s = rsk_pool_free;
+	if (s != NULL)
+		rsk_pool_free = s->next_free;
+	pthread_mutex_unlock(&rsk_pool_lock);
+	if (s == NULL) {
+		s = calloc(1, sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		pthread_mutex_init(&s->lock, NULL);
+	}
+	/* refs stays 0 until the object is fully initialised and published. */
+	s->nfds = 0;
+	s->state = RSK_SOCK_NEW;
+	s->counted = 0;
+	s->accounted = 0;
+	s->transport = RDMASOCK_TRANSPORT_KERNEL;
+	return s;
+}
+
+static void rsk_sock_free(struct rsk_sock *s)
+{
+	pthread_mutex_lock(&rsk_pool_lock);
+	s->next_free = rsk_pool_free;
+	rsk_pool_free = s;
+	pthread_mutex_unlock(&rsk_pool_lock);
+}
+
+int rsk_sock_wanted(int domain, int type)
+{
+	return (domain == AF_INET || domain == AF_INET6) &&
+	       (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM;
+}
+
+static uintptr_t rsk_sock_slot(struct rsk_sock *s)
+{
+	return (uintptr_t)s | (s->transport == RDMASOCK_TRANSPORT_KERNEL ? RSK_FDTAB_TAG_KERNEL : 0);
+}
+
+int rsk_sock_track(int fd, int domain, int state)
+{
+	struct rsk_sock *s = rsk_sock_alloc();
+	int rc;
+
+	if (s == NULL)
+		return -ENOMEM;
+	s->domain = domain;
+	s->state = state;
+	s->nfds = 1;
+	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
+	rc = rsk_fdtab_store(fd, rsk_sock_slot(s));
+	if (rc < 0) {
+		__atomic_store_n(&s->refs, 0, __ATOMIC_RELEASE);
+		rsk_sock_free(s);
+	}
+	return rc;
+}
+
+static int rsk_ref_inc_not_zero(int *refs)
+{
+	int old = __atomic_load_n(refs, __ATOMIC_RELAXED);
+
+	do {
+		if (old == 0)
+			return 0;
+	} while (!__atomic_compare_exchange_n(refs, &old, old + 1, 1, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+struct rsk_sock *rsk_sock_get(int fd)
+{
+	uintptr_t v;
+	struct rsk_sock *s;
+
+	for (;;) {
+		v = rsk_fdtab_load(fd);
+		if (v == 0 || rsk_fd_is_internal(fd))
+			return NULL;
+		s = rsk_fdtab_ptr(v);
+		if (!rsk_ref_inc_not_zero(&s->refs))
+			continue; /* being freed; the slot must change soon */
+		if (rsk_fdtab_load(fd) == v)
+			return s;
+		rsk_sock_put(s); /* recycled under us: look again */
+	}
+}
+
+void rsk_sock_put(struct rsk_sock *s)
+{
+	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		rsk_sock_free(s);
+}
+
+int rsk_sock_dup(int oldfd, int newfd)
+{
+	struct rsk_sock *s = rsk_sock_get(oldfd);
+	int rc;
+
+	if (s == NULL)
+		return 0;
+	__atomic_add_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
+	rc = rsk_fdtab_store(newfd, rsk_sock_slot(s)); /* the reference we took is the slot's */
+	if (rc < 0) {
+		__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
+		rsk_sock_put(s);
+	}
+	return rc;
+}
+
+/* Count a kernel connection once, with the reason it did not get a faster path. */
+static void rsk_sock_count(struct rsk_sock *s, uint16_t port)
+{
+	if (__atomic_exchange_n(&s->counted, 1, __ATOMIC_ACQ_REL))
+		return;
+	rsk_stats_conn(s->transport);
+	if (s->transport == RDMASOCK_TRANSPORT_KERNEL)
+		rsk_stats_fallback(rsk_sock_fallback_reason(port));
+}
+
+static uint16_t rsk_sock_peer_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (RSK_REAL(getpeername)(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+static uint16_t rsk_sock_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+/*
+ * Take a kernel socket's byte counts from TCP_INFO. A non-blocking connect that nobody
+ * confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
+ */
+static void rsk_sock_account(struct rsk_sock *s, int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (s->transport != RDMASOCK_TRANSPORT_KERNEL ||
+	    __atomic_exchange_n(&s->accounted, 1, __ATOMIC_ACQ_REL))
+		return;
+	memset(&ti, 0, sizeof(ti));
+	if (RSK_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return;
+	if (s->state == RSK_SOCK_CONNECTING &&
+	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
+	     (ti.tcpi_state != RSK_TCP_SYN_SENT && ti.tcpi_state != RSK_TCP_CLOSE))) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_sock_peer_port(fd));
+	}
+	if (s->state != RSK_SOCK_CONNECTED)
+		return;
+	/* The kernel's counts may include the SYN and FIN (one byte each): good enough. */
+	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL], ti.tcpi_bytes_acked);
+	rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_KERNEL],
+			ti.tcpi_bytes_received);
+}
+
+int rsk_sock_release_fd(int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+	struct rsk_sock *s;
+
+	if (v == 0 || rsk_fd_is_internal(fd) || !rsk_fdtab_replace(fd, v, 0))
+		return 0;
+	s = rsk_fdtab_ptr(v);
+	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0)
+		rsk_sock_account(s, fd);
+	rsk_sock_put(s); /* the slot's reference */
+	return 1;
+}
+
+void rsk_sock_connect_done(int fd, int rc)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0 || rc == -EISCONN) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_sock_peer_port(fd));
+	} else if (rc == -EINPROGRESS || rc == -EALREADY) {
+		s->state = RSK_SOCK_CONNECTING;
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_sock_so_error_seen(int fd, int err)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSK_SOCK_CONNECTING && err == 0 && rsk_sock_peer_port(fd) != 0) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_sock_peer_port(fd));
+	} else if (s->state == RSK_SOCK_CONNECTING && err != 0) {
+		s->state = RSK_SOCK_NEW;
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_sock_listen_done(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	s->state = RSK_SOCK_LISTENING;
+	rsk_sock_put(s);
+}
+
+void rsk_sock_accept_done(int lfd, int fd)
+{
+	struct rsk_sock *ls = rsk_sock_get(lfd);
+	struct rsk_sock *s;
+
+	if (ls == NULL)
+		return;
+	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0) {
+		s = rsk_sock_get(fd);
+		if (s != NULL) {
+			rsk_sock_count(s, rsk_sock_local_port(fd));
+			rsk_sock_put(s);
+		}
+	}
+	rsk_sock_put(ls);
+}
+
+static int rsk_sock_account_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	(void)arg;
+	(void)v;
+	if (s != NULL) {
+		rsk_sock_account(s, fd);
+		rsk_sock_put(s);
+	}
+	return 0;
+}
+
+void rsk_sock_account_open(void)
+{
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_account_one, NULL);
+}
+
+enum rdmasock_fallback rsk_sock_fallback_reason(uint16_t port)
+{
+	if (rsk_config.mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config, port))
+		return RDMASOCK_FB_POLICY;
+	return RDMASOCK_FB_NO_PEER;
+}

@@ -1,0 +1,52 @@
+/*
+ * Process-wide counters: connections, bytes and messages per transport, credit stalls and
+ * fallbacks by reason. Incremented by the engine and transports (relaxed atomics: they
+ * only ever go up and are read as a snapshot), read by rdmasock_get_stats() and the JSON
+ * line written at exit to RDMASOCK_STATS.
+ */
+#ifndef RSK_STATS_H
+#define RSK_STATS_H
+
+#include <stddef.h>
+
+#include "compiler.h"
+#include "rdmasock.h"
+
+extern struct rdmasock_stats rsk_stats;
+
+static inline void rsk_stats_conn(enum rdmasock_transport t)
+{
+	rsk_counter_add(&rsk_stats.connections[t], 1);
+}
+
+static inline void rsk_stats_sent(enum rdmasock_transport t, size_t bytes)
+{
+	rsk_counter_add(&rsk_stats.bytes_sent[t], bytes);
+	rsk_counter_add(&rsk_stats.messages_sent[t], 1);
+}
+
+static inline void rsk_stats_received(enum rdmasock_transport t, size_t bytes)
+{
+	rsk_counter_add(&rsk_stats.bytes_received[t], bytes);
+	rsk_counter_add(&rsk_stats.messages_received[t], 1);
+}
+
+void rsk_stats_fallback(enum rdmasock_fallback why);
+
+const char *rsk_transport_name(enum rdmasock_transport t);
+const char *rsk_fallback_name(enum rdmasock_fallback why);
+
+/* Snapshot of the counters plus @extra (open kernel sockets' bytes, added by the caller). */
+void rsk_stats_snapshot(struct rdmasock_stats *out);
+
+/* Render @s as the one-line JSON object (no newline). Returns the length, or -ENOSPC. */
+int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *program, char *buf,
+		     size_t size);
+
+/* Append one JSON line for this process to @path (O_APPEND, one write). Returns 0 or -errno. */
+int rsk_stats_append(const char *path, const struct rdmasock_stats *s);
+
+/* Zero every counter: a forked child starts its own account. */
+void rsk_stats_reset(void);
+
+#endif

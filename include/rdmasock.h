@@ -1,0 +1,92 @@
+/*
+ * librdmasock public interface. Applications need none of it: LD_PRELOAD=librdmasock.so is
+ * the whole integration. This header names the environment variables, the stats keys, and
+ * the few rdmasock_* entry points for programs that want to ask the library directly.
+ */
+#ifndef RDMASOCK_H
+#define RDMASOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RDMASOCK_VERSION_MAJOR 0
+#define RDMASOCK_VERSION_MINOR 1
+#define RDMASOCK_VERSION_PATCH 0
+
+/* Environment variables (see README "Configuration"). */
+#define RDMASOCK_ENV_TRANSPORT "RDMASOCK_TRANSPORT"       /* auto|kernel|shm|verbs */
+#define RDMASOCK_ENV_LOG "RDMASOCK_LOG"                   /* error|warn|info|debug */
+#define RDMASOCK_ENV_LOG_FILE "RDMASOCK_LOG_FILE"         /* path; default stderr */
+#define RDMASOCK_ENV_STATS "RDMASOCK_STATS"               /* path; JSON line at exit */
+#define RDMASOCK_ENV_INCLUDE_PORTS "RDMASOCK_INCLUDE_PORTS" /* "6379,8000-8100" */
+#define RDMASOCK_ENV_EXCLUDE_PORTS "RDMASOCK_EXCLUDE_PORTS" /* "22,53" */
+#define RDMASOCK_ENV_SPIN_US "RDMASOCK_SPIN_US"
+#define RDMASOCK_ENV_BUF_SIZE "RDMASOCK_BUF_SIZE"
+#define RDMASOCK_ENV_BUF_COUNT "RDMASOCK_BUF_COUNT"
+#define RDMASOCK_ENV_INLINE "RDMASOCK_INLINE"
+#define RDMASOCK_ENV_CONNECT_TIMEOUT_MS "RDMASOCK_CONNECT_TIMEOUT_MS"
+#define RDMASOCK_ENV_DEVICE "RDMASOCK_DEVICE"
+
+/* Transports, the index of every per-transport counter. */
+enum rdmasock_transport {
+	RDMASOCK_TRANSPORT_KERNEL = 0,
+	RDMASOCK_TRANSPORT_SHM = 1,
+	RDMASOCK_TRANSPORT_VERBS = 2,
+	RDMASOCK_TRANSPORT_COUNT
+};
+
+/* Why a connection stayed on (or went back to) the kernel. Names are the JSON keys. */
+enum rdmasock_fallback {
+	RDMASOCK_FB_POLICY = 0,    /* "policy": RDMASOCK_TRANSPORT=kernel or a port rule */
+	RDMASOCK_FB_NO_PEER,       /* "no_peer": no preloaded listener at the destination */
+	RDMASOCK_FB_NOT_LOCAL,     /* "not_local": shm only, destination on another host */
+	RDMASOCK_FB_NO_DEVICE,     /* "no_device": no usable RDMA device */
+	RDMASOCK_FB_NO_ROUTE,      /* "no_route": rdma_cm could not resolve address/route */
+	RDMASOCK_FB_REFUSED,       /* "refused": the peer rejected the accelerated connect */
+	RDMASOCK_FB_TIMEOUT,       /* "timeout": the accelerated connect took too long */
+	RDMASOCK_FB_MEMLOCK,       /* "memlock": ulimit -l too low to register memory */
+	RDMASOCK_FB_RESOURCES,     /* "resources": memory, fds, QP or ring creation failed */
+	RDMASOCK_FB_HANDSHAKE,     /* "handshake": version or parameters not agreed */
+	RDMASOCK_FB_UNSUPPORTED,   /* "unsupported": socket state/options we cannot carry */
+	RDMASOCK_FB_NEGATIVE_CACHE, /* "negative_cache": destination recently failed */
+	RDMASOCK_FB_COUNT
+};
+
+struct rdmasock_stats {
+	uint64_t connections[RDMASOCK_TRANSPORT_COUNT];
+	uint64_t bytes_sent[RDMASOCK_TRANSPORT_COUNT];
+	uint64_t bytes_received[RDMASOCK_TRANSPORT_COUNT];
+	uint64_t messages_sent[RDMASOCK_TRANSPORT_COUNT];
+	uint64_t messages_received[RDMASOCK_TRANSPORT_COUNT];
+	uint64_t credit_stalls;
+	uint64_t fallbacks[RDMASOCK_FB_COUNT];
+};
+
+/* "MAJOR.MINOR.PATCH". */
+const char *rdmasock_version(void);
+
+/*
+ * Copy this process's counters into @out (@size = sizeof(*out), for ABI growth). Returns 0,
+ * or -1 with errno EINVAL. Kernel byte counts include only closed sockets (they are read
+ * from TCP_INFO when the socket is closed) plus, here, the sockets open right now.
+ */
+int rdmasock_get_stats(struct rdmasock_stats *out, size_t size);
+
+/* Write the stats JSON line (the RDMASOCK_STATS format) into @buf. Returns its length. */
+int rdmasock_stats_json(char *buf, size_t size);
+
+/*
+ * Transport carrying @fd: RDMASOCK_TRANSPORT_KERNEL/SHM/VERBS, or -1 with errno EBADF
+ * when @fd is not a socket this library knows (then it is a plain kernel fd).
+ */
+int rdmasock_fd_transport(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

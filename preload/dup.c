@@ -1,0 +1,50 @@
+/*
+ * dup, dup2, dup3: the new fd names the same socket object as the old one, so the stream is
+ * shared exactly as the kernel shares an open file description.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "preload.h"
+#include "sock.h"
+
+RSK_EXPORT int dup(int fd)
+{
+	int nfd = RSK_REAL(dup)(fd);
+
+	if (nfd >= 0 && rsk_fdtab_load(fd) != 0 && !rsk_fd_is_internal(fd))
+		(void)rsk_sock_dup(fd, nfd);
+	return nfd;
+}
+
+/* dup2/dup3 onto @fd2: what the real call will silently close must be released first. */
+static int rsk_dup_onto(int fd, int fd2, int flags, int is_dup3)
+{
+	int rc;
+
+	if (rsk_fd_is_internal(fd2)) {
+		errno = EBUSY; /* Linux's own answer when the target number is not usable now */
+		return -1;
+	}
+	if (fd != fd2 && rsk_fdtab_load(fd2) != 0 && RSK_REAL(fcntl)(fd, F_GETFD) >= 0)
+		rsk_sock_release_fd(fd2);
+	rc = is_dup3 ? RSK_REAL(dup3)(fd, fd2, flags) : RSK_REAL(dup2)(fd, fd2);
+	if (rc >= 0 && fd != fd2 && rsk_fdtab_load(fd) != 0 && !rsk_fd_is_internal(fd))
+		(void)rsk_sock_dup(fd, fd2);
+	return rc;
+}
+
+RSK_EXPORT int dup2(int fd, int fd2)
+{
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0))
+		return RSK_REAL(dup2)(fd, fd2);
+	return rsk_dup_onto(fd, fd2, 0, 0);
+}
+
+RSK_EXPORT int dup3(int fd, int fd2, int flags)
+{
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0))
+		return RSK_REAL(dup3)(fd, fd2, flags);
+	return rsk_dup_onto(fd, fd2, flags, 1);
+}

@@ -1,0 +1,40 @@
+/*
+ * epoll family: epoll_create, epoll_create1, epoll_ctl, epoll_wait, epoll_pwait,
+ * epoll_pwait2. The application's epoll set holds the real kernel objects behind its fds, so
+ * level/edge/oneshot/exclusive and nested epoll keep the kernel's exact semantics.
+ */
+#include <sys/epoll.h>
+
+#include "preload.h"
+
+RSK_EXPORT int epoll_create(int size)
+{
+	return RSK_REAL(epoll_create)(size);
+}
+
+RSK_EXPORT int epoll_create1(int flags)
+{
+	return RSK_REAL(epoll_create1)(flags);
+}
+
+RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	return RSK_REAL(epoll_ctl)(epfd, op, fd, ev);
+}
+
+RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	return RSK_REAL(epoll_wait)(epfd, ev, max, timeout);
+}
+
+RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+			   const sigset_t *mask)
+{
+	return RSK_REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+}
+
+RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+			    const struct timespec *tmo, const sigset_t *mask)
+{
+	return RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
+}

@@ -1,0 +1,99 @@
+/*
+ * Socket life-cycle calls: socket, socketpair, bind, listen, accept, accept4, connect,
+ * shutdown, getsockopt, setsockopt, getsockname, getpeername. They perform the real call
+ * and tell core/sock what happened; every decision about a socket is made in core.
+ */
+#include <sys/socket.h>
+
+#include "preload.h"
+#include "sock.h"
+
+RSK_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = RSK_REAL(socket)(domain, type, protocol);
+
+	if (fd < 0 || rsk_guard || !rsk_sock_wanted(domain, type))
+		return fd;
+	rsk_init_ensure();
+	(void)rsk_sock_track(fd, domain, RSK_SOCK_NEW); /* untracked = plain kernel socket */
+	return fd;
+}
+
+RSK_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	return RSK_REAL(socketpair)(domain, type, protocol, sv);
+}
+
+RSK_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	return RSK_REAL(bind)(fd, addr, len);
+}
+
+RSK_EXPORT int listen(int fd, int backlog)
+{
+	int rc = RSK_REAL(listen)(fd, backlog);
+
+	if (rc == 0 && rsk_fdtab_load(fd) != 0)
+		rsk_sock_listen_done(fd);
+	return rc;
+}
+
+RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int nfd = RSK_REAL(accept4)(fd, addr, len, flags);
+
+	if (nfd >= 0 && rsk_fdtab_load(fd) != 0 && !rsk_guard)
+		rsk_sock_accept_done(fd, nfd);
+	return nfd;
+}
+
+RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	int nfd = RSK_REAL(accept)(fd, addr, len);
+
+	if (nfd >= 0 && rsk_fdtab_load(fd) != 0 && !rsk_guard)
+		rsk_sock_accept_done(fd, nfd);
+	return nfd;
+}
+
+RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	int rc = RSK_REAL(connect)(fd, addr, len);
+	int saved = errno;
+
+	if (rsk_fdtab_load(fd) != 0 && !rsk_guard) {
+		rsk_sock_connect_done(fd, rc < 0 ? -saved : 0);
+		errno = saved;
+	}
+	return rc;
+}
+
+RSK_EXPORT int shutdown(int fd, int how)
+{
+	return RSK_REAL(shutdown)(fd, how);
+}
+
+RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
+
+	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL &&
+	    rsk_fdtab_load(fd) != 0)
+		rsk_sock_so_error_seen(fd, *(int *)val);
+	return rc;
+}
+
+RSK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	return RSK_REAL(setsockopt)(fd, level, name, val, len);
+}
+
+RSK_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return RSK_REAL(getsockname)(fd, addr, len);
+}
+
+RSK_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return RSK_REAL(getpeername)(fd, addr, len);
+}

@@ -1,0 +1,96 @@
+/*
+ * Send family: write, writev, send, sendto, sendmsg, sendmmsg, and the file-to-socket calls
+ * sendfile, sendfile64 and splice. Kernel fds pass straight through; accelerated sockets map
+ * onto one core send call.
+ */
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "io.h"
+#include "preload.h"
+
+static ssize_t rsk_write_iov(int fd, const struct iovec *iov, int cnt, int flags)
+{
+	struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
+
+	return rsk_ret(rsk_io_sendmsg(fd, &msg, flags));
+}
+
+RSK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct iovec iov = {(void *)buf, n};
+
+	RSK_PASS_UNLESS_ACCEL(fd, write, fd, buf, n);
+	return rsk_write_iov(fd, &iov, 1, 0);
+}
+
+RSK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	RSK_PASS_UNLESS_ACCEL(fd, writev, fd, iov, cnt);
+	return rsk_write_iov(fd, iov, cnt, 0);
+}
+
+RSK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec iov = {(void *)buf, n};
+
+	RSK_PASS_UNLESS_ACCEL(fd, send, fd, buf, n, flags);
+	return rsk_write_iov(fd, &iov, 1, flags);
+}
+
+RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
+			  socklen_t alen)
+{
+	struct iovec iov = {(void *)buf, n};
+
+	RSK_PASS_UNLESS_ACCEL(fd, sendto, fd, buf, n, flags, addr, alen);
+	/* A connected stream ignores the address, as TCP does (EISCONN only for other types). */
+	return rsk_write_iov(fd, &iov, 1, flags);
+}
+
+RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
+	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
+}
+
+RSK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	unsigned int i;
+	ssize_t rc;
+
+	RSK_PASS_UNLESS_ACCEL(fd, sendmmsg, fd, vec, vlen, flags);
+	for (i = 0; i < vlen; i++) {
+		rc = rsk_io_sendmsg(fd, &vec[i].msg_hdr, flags);
+		if (rc < 0) {
+			if (i > 0)
+				break;
+			return (int)rsk_ret(rc);
+		}
+		vec[i].msg_len = (unsigned int)rc;
+	}
+	return (int)i;
+}
+
+RSK_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	RSK_PASS_UNLESS_ACCEL(out, sendfile, out, in, off, n);
+	return rsk_ret(rsk_io_sendfile(out, in, off, n));
+}
+
+RSK_EXPORT ssize_t sendfile64(int out, int in, off64_t *off, size_t n)
+{
+	RSK_PASS_UNLESS_ACCEL(out, sendfile64, out, in, off, n);
+	return rsk_ret(rsk_io_sendfile(out, in, (off_t *)off, n));
+}
+
+RSK_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n,
+			  unsigned int flags)
+{
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(in)) &&
+		       !rsk_fdtab_is_accel(rsk_fdtab_load(out))))
+		return RSK_REAL(splice)(in, off_in, out, off_out, n, flags);
+	if (rsk_fdtab_is_accel(rsk_fdtab_load(out)))
+		return rsk_ret(rsk_io_sendfile(out, in, (off_t *)off_in, n));
+	return rsk_ret(rsk_io_splice_from(in, out, off_out, n));
+}

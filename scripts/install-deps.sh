@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs, non-interactively and idempotently, every Debian 12 package the build, the tests
+# and the benchmarks need. Distro services are never left running: tests start their own
+# servers on free loopback ports and stop them by PID.
+set -euo pipefail
+
+BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
+TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
+           libmemcached-tools valgrind procps iproute2 netcat-openbsd"
+
+want=""
+for p in $BUILD_PKGS $TEST_PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want="$want $p"
+done
+
+if [ -n "$want" ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	# Forbid maintainer scripts from starting services while we install (policy-rc.d 101).
+	policy=/usr/sbin/policy-rc.d
+	had_policy=0
+	[ -e "$policy" ] && had_policy=1
+	if [ "$had_policy" = 0 ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod +x "$policy"
+	fi
+	apt-get update -qq || apt-get update
+	apt-get install -y -qq --no-install-recommends $want
+	[ "$had_policy" = 0 ] && rm -f "$policy"
+fi
+
+# Whatever got started anyway (no policy-rc.d honoured, or a previous install) is stopped.
+for svc in redis-server memcached nginx; do
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+		systemctl stop "$svc" || true
+	fi
+	service "$svc" stop >/dev/null 2>&1 || true
+done
+for prog in redis-server memcached nginx; do
+	pkill -x "$prog" >/dev/null 2>&1 || true
+done
+exit 0

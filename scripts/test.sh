@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# README command 2: install what is needed, build with warnings as errors, run the whole
+# test suite (unit + integration), then the unit tests again under ASan/UBSan.
+# Usage (as root on Debian 12): bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSK_WERROR=ON >/dev/null
+cmake --build build-ci -j "$jobs"
+(cd build-ci && ctest --output-on-failure --timeout 600)
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRSK_WERROR=ON -DRSK_ASAN=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+(cd build-asan && ctest --output-on-failure -L unit)

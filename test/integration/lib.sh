@@ -1,0 +1,183 @@
+# Shared harness of the integration tests (sourced, bash). Starts real programs on free
+# loopback ports, with and without LD_PRELOAD=librdmasock.so, stops them by PID, and reads
+# the RDMASOCK_STATS lines to assert which transport carried the bytes.
+#
+# Environment (set by ctest, see test/integration/CMakeLists.txt):
+#   RSK_LIB            path to librdmasock.so
+#   RSK_PROGS          directory of the test programs built from test/progs
+#   RSK_TEST_TRANSPORT transport the preloaded runs use: kernel (default), shm, auto
+set -u
+
+RSK_LIB=${RSK_LIB:?RSK_LIB must name librdmasock.so}
+RSK_PROGS=${RSK_PROGS:-}
+RSK_TEST_TRANSPORT=${RSK_TEST_TRANSPORT:-kernel}
+RSK_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsk-test.XXXXXX")
+RSK_STATS=$RSK_TMP/stats.jsonl
+RSK_PIDS=()
+
+rsk_cleanup() {
+	local pid
+	for pid in "${RSK_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${RSK_PIDS[@]}"; do
+		# bounded wait, then force
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null
+	done
+	if [ "${RSK_KEEP_TMP:-0}" = 1 ]; then
+		echo "kept $RSK_TMP" >&2
+	else
+		rm -rf "$RSK_TMP"
+	fi
+}
+trap rsk_cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	if [ -s "$RSK_STATS" ]; then
+		echo "--- stats:" >&2
+		cat "$RSK_STATS" >&2
+	fi
+	exit 1
+}
+
+skip() {
+	echo "SKIP: $*" >&2
+	exit 77
+}
+
+need() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "$c is not installed (scripts/install-deps.sh installs it)"
+	done
+}
+
+# A TCP port nobody listens on right now (the kernel picks it).
+free_port() {
+	python3 - <<'PY'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+# wait_port PORT [SECONDS]: until something accepts on 127.0.0.1:PORT.
+wait_port() {
+	local port=$1 secs=${2:-10} i
+	for i in $(seq $((secs * 20))); do
+		if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	fail "nothing listens on port $port after ${secs}s"
+}
+
+# Run a command with the library preloaded, stats appended to $RSK_STATS.
+pre() {
+	LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS "$@"
+}
+
+# start_bg NAME [pre] CMD...: run CMD in the background (output in $RSK_TMP/NAME.log),
+# preloaded when the word "pre" comes first; its PID (the program's own, not a shell's) is
+# remembered as $PID_NAME and the program is stopped at exit.
+start_bg() {
+	local name=$1
+	shift
+	(
+		if [ "${1:-}" = pre ]; then
+			shift
+			export LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT \
+				RDMASOCK_STATS=$RSK_STATS
+		fi
+		exec "$@"
+	) >"$RSK_TMP/$name.log" 2>&1 &
+	RSK_PIDS+=($!)
+	eval "PID_$name=$!"
+}
+
+# stop_bg NAME [SIGNAL]: stop a background program and wait for it (it writes its stats).
+stop_bg() {
+	local name=$1 sig=${2:-TERM} pid
+	pid=$(eval echo "\${PID_$name}")
+	kill -"$sig" "$pid" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && { kill -KILL "$pid"; fail "$name did not stop on SIG$sig"; }
+	wait "$pid" 2>/dev/null || true
+}
+
+# stats_get FIELD TRANSPORT [PROGRAM]: sum of FIELD[TRANSPORT] over the stats lines (of PROGRAM).
+stats_get() {
+	python3 - "$RSK_STATS" "$1" "$2" "${3:-}" <<'PY'
+import json, sys
+path, field, key, prog = sys.argv[1:5]
+total = 0
+try:
+    lines = open(path).read().splitlines()
+except FileNotFoundError:
+    lines = []
+for line in lines:
+    o = json.loads(line)
+    if prog and o["program"] != prog:
+        continue
+    total += o[field][key]
+print(total)
+PY
+}
+
+# stats_lines [PROGRAM]: how many processes (of PROGRAM) wrote a stats line.
+stats_lines() {
+	python3 - "$RSK_STATS" "${1:-}" <<'PY'
+import json, sys
+n = 0
+try:
+    for line in open(sys.argv[1]).read().splitlines():
+        if not sys.argv[2] or json.loads(line)["program"] == sys.argv[2]:
+            n += 1
+except FileNotFoundError:
+    pass
+print(n)
+PY
+}
+
+# assert_carried TRANSPORT MIN_CONNS [PROGRAM]: TRANSPORT accounted at least MIN_CONNS
+# connections and carried at least 99% of all bytes (sent + received, every transport); no
+# other transport counted a connection.
+assert_carried() {
+	python3 - "$RSK_STATS" "$1" "$2" "${3:-}" <<'PY' || fail "stats do not show $1 carrying the traffic"
+import json, sys
+path, want, min_conns, prog = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+conns, bytes_ = {}, {}
+lines = [json.loads(l) for l in open(path).read().splitlines()]
+lines = [o for o in lines if not prog or o["program"] == prog]
+if not lines:
+    sys.exit("no stats line%s" % (" from " + prog if prog else ""))
+for o in lines:
+    for t, n in o["connections"].items():
+        conns[t] = conns.get(t, 0) + n
+    for f in ("bytes_sent", "bytes_received"):
+        for t, n in o[f].items():
+            bytes_[t] = bytes_.get(t, 0) + n
+total = sum(bytes_.values())
+print("connections %s, bytes %s" % (conns, bytes_))
+if conns.get(want, 0) < min_conns:
+    sys.exit("%s connections %d < %d" % (want, conns.get(want, 0), min_conns))
+others = {t: n for t, n in conns.items() if t != want and n}
+if others:
+    sys.exit("connections on other transports: %s" % others)
+if total == 0 or bytes_.get(want, 0) < 0.99 * total:
+    sys.exit("%s carried %d of %d bytes" % (want, bytes_.get(want, 0), total))
+PY
+}
+
+# The transport that must carry the bytes of a preloaded pair on this host.
+case "$RSK_TEST_TRANSPORT" in
+kernel) RSK_EXPECT=kernel ;;
+shm | auto) RSK_EXPECT=shm ;;
+verbs) RSK_EXPECT=verbs ;;
+*) fail "unknown RSK_TEST_TRANSPORT=$RSK_TEST_TRANSPORT" ;;
+esac
