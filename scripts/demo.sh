@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# README command 1: install what is needed, build build/librdmasock.so, and run the main job:
+# redis-server + redis-benchmark without and with the library (interleaved, medians) for
+# -c 1, -c 50 and -c 50 -P 16 (SET and GET), one comparison table, and which transport
+# carried the connections (from the RDMASOCK_STATS lines the preloaded processes write).
+# Usage (as root on Debian 12, from anywhere): bash scripts/demo.sh   (~1-3 minutes after install+build)
+#
+# Environment (defaults in brackets):
+#   RDMASOCK_TRANSPORT [auto]  transport of the preloaded runs (auto|kernel|shm|verbs)
+#   DEMO_REPS [5]              repetitions per side, interleaved (kernel, lib, kernel, ...)
+#   DEMO_SECS [1]              target seconds per redis-benchmark test (sizes -n)
+#   DEMO_SKIP_INSTALL [0]      1: do not run scripts/install-deps.sh (it stops every
+#                              redis-server/memcached/nginx on the machine by name)
+#   BENCH_PIN [off]            off | split | same: CPU pinning, see bench/lib.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${DEMO_SKIP_INSTALL:-0}" != 1 ]; then
+	bash scripts/install-deps.sh
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)" >/dev/null
+export RDMASOCK_LIB=$PWD/build/librdmasock.so
+[ -f "$RDMASOCK_LIB" ] || {
+	echo "error: build produced no $RDMASOCK_LIB" >&2
+	exit 1
+}
+
+source bench/lib.sh
+bench_init
+
+REPS=${DEMO_REPS:-5}
+SECS=${DEMO_SECS:-1}
+MODE=${RDMASOCK_TRANSPORT:-auto}
+STATS=$BENCH_TMP/rdmasock-stats.jsonl
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || bench_die "DEMO_REPS must be a positive integer"
+read -ra PIN_S <<<"$(bench_pin server)"
+read -ra PIN_C <<<"$(bench_pin client)"
+
+# shellcheck disable=SC2034 # used through "${!envv}" (envv="ENV_${side}[@]")
+ENV_kernel=(env -u LD_PRELOAD)
+# shellcheck disable=SC2034
+ENV_lib=(env LD_PRELOAD="$RDMASOCK_LIB" RDMASOCK_TRANSPORT="$MODE" RDMASOCK_STATS="$STATS")
+
+WORKLOADS=("-c 1" "-c 50" "-c 50 -P 16")
+declare -A N VAL # N[workload] = -n; VAL[workload/test/side] = per-repetition rps values
+
+# bench_one SIDE WORKLOAD N PORT: one redis-benchmark -t set,get run; sets RES="SET GET".
+bench_one() {
+	local side=$1 wl=$2 n=$3 port=$4 envv="ENV_${1}[@]" out
+	RES=""
+	# shellcheck disable=SC2086 # $wl is a word list on purpose
+	out=$(timeout -k 5 $((SECS * 30 + 60)) "${PIN_C[@]}" "${!envv}" redis-benchmark \
+		-h 127.0.0.1 -p "$port" $wl -n "$n" -t set,get --csv 2>/dev/null) || return 1
+	RES=$(awk -F'","' '/^"SET"/ { s = $2 } /^"GET"/ { g = $2 } END {
+		if (s == "" || g == "") exit 1; print s, g }' <<<"$out")
+}
+
+# server_up SIDE: a fresh redis-server on a free port (PORT, BENCH_SERVER_PID).
+server_up() {
+	local envv="ENV_${1}[@]"
+	bench_start_on_free_port "$BENCH_TMP/redis-$1" "${PIN_S[@]}" "${!envv}" redis-server \
+		--bind 127.0.0.1 --port '{PORT}' --save '' --appendonly no --dir "$BENCH_TMP" \
+		--daemonize no --protected-mode no || bench_die "redis-server ($1) did not start"
+	PORT=$BENCH_SERVER_PORT
+}
+
+# Size -n per workload from one short run without the library.
+server_up kernel
+for wl in "${WORKLOADS[@]}"; do
+	bench_one kernel "$wl" 20000 "$PORT" || bench_die "calibration run failed ($wl)"
+	N[$wl]=$(awk -v g="${RES#* }" -v s="$SECS" 'BEGIN {
+		n = int(g * s / 1000) * 1000; if (n < 5000) n = 5000; print n }')
+	bench_log "calibration $wl: GET ${RES#* } rps -> -n ${N[$wl]}"
+done
+bench_stop_server "$BENCH_SERVER_PID" || true
+
+# One repetition of one side: fresh server, all workloads, server stopped (so the preloaded
+# server writes its RDMASOCK_STATS line).
+rep() {
+	local side=$1 i=$2 wl
+	server_up "$side"
+	for wl in "${WORKLOADS[@]}"; do
+		bench_one "$side" "$wl" "${N[$wl]}" "$PORT" || bench_die "redis-benchmark $wl failed ($side)"
+		VAL[$wl/SET/$side]="${VAL[$wl/SET/$side]:-} ${RES% *}"
+		VAL[$wl/GET/$side]="${VAL[$wl/GET/$side]:-} ${RES#* }"
+		bench_log "rep $i $side $wl: SET ${RES% *} GET ${RES#* } rps"
+	done
+	bench_stop_server "$BENCH_SERVER_PID" || bench_log "redis-server ($side) needed SIGKILL"
+}
+rep_kernel() { rep kernel "$1"; }
+rep_lib() { rep lib "$1"; }
+bench_interleave "$REPS" rep_kernel rep_lib
+
+echo
+echo "### redis-benchmark: kernel (no library) vs librdmasock (RDMASOCK_TRANSPORT=$MODE)"
+echo
+echo "medians of $REPS interleaved repetitions per side; -n per workload sized for ~${SECS}s per test;"
+echo "pinning: ${BENCH_PIN:-off}; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| workload | kernel rps (no library) | librdmasock rps | ratio |"
+echo "|---|---|---|---|"
+for wl in "${WORKLOADS[@]}"; do
+	for t in SET GET; do
+		# shellcheck disable=SC2086
+		k=$(bench_median ${VAL[$wl/$t/kernel]})
+		# shellcheck disable=SC2086
+		l=$(bench_median ${VAL[$wl/$t/lib]})
+		echo "| $t $wl -n ${N[$wl]} | $k | $l | $(bench_ratio "$l" "$k") |"
+	done
+done
+echo
+echo "Raw rps per repetition (run order):"
+for wl in "${WORKLOADS[@]}"; do
+	for t in SET GET; do
+		echo "- $t $wl: kernel${VAL[$wl/$t/kernel]} / librdmasock${VAL[$wl/$t/lib]}"
+	done
+done
+
+echo
+echo "### Transport that carried the connections (RDMASOCK_STATS, RDMASOCK_TRANSPORT=$MODE)"
+echo
+if [ ! -s "$STATS" ]; then
+	echo "No RDMASOCK_STATS line was written: the library did not run in the preloaded processes."
+	exit 1
+fi
+python3 - "$STATS" <<'EOF'
+import collections, json, sys
+per = collections.defaultdict(lambda: {"procs": 0, "conn": collections.Counter(),
+                                       "sent": collections.Counter(), "fb": collections.Counter()})
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    d = json.loads(line)
+    p = per[d.get("program", "?")]
+    p["procs"] += 1
+    p["conn"].update(d.get("connections", {}))
+    p["sent"].update(d.get("bytes_sent", {}))
+    p["fb"].update({k: v for k, v in d.get("fallbacks", {}).items() if v})
+print("| program | processes | conns kernel | conns shm | conns verbs | bytes sent kernel | bytes sent shm | bytes sent verbs | fallback reasons (kernel conns) |")
+print("|---|---|---|---|---|---|---|---|---|")
+total = collections.Counter()
+for prog, p in sorted(per.items()):
+    c, s = p["conn"], p["sent"]
+    total.update(c)
+    fb = ", ".join(f"{k}={v}" for k, v in sorted(p["fb"].items())) or "-"
+    print(f"| {prog} | {p['procs']} | {c['kernel']} | {c['shm']} | {c['verbs']} "
+          f"| {s['kernel']} | {s['shm']} | {s['verbs']} | {fb} |")
+used = [t for t in ("kernel", "shm", "verbs") if total[t]]
+print()
+print("Connections were carried by: " + (", ".join(f"{t} ({total[t]})" for t in used) or "none counted"))
+EOF
