@@ -1,42 +1,475 @@
 /*
- * Accelerated data-path entry points (see io.h). Until a transport accelerates a socket,
- * no fd slot names an accelerated socket and these are never reached: they answer EBADF,
- * which is what a stale slot would deserve.
+ * The accelerated socket calls (see io.h). Each data call runs the engine under the
+ * connection's lock, syncs the app end's readiness, and, when it must wait, spins for
+ * RDMASOCK_SPIN_US (a cross-core wake-up costs ~30 us here) before sleeping in poll() on
+ * the app end itself, whose readiness the peer's kick changes.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "config.h"
+#include "conn.h"
 #include "io.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+
+static int64_t rsk_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static inline void rsk_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * A blocking call interrupted by a signal: TCP restarts it when every handler was installed
+ * with SA_RESTART, and returns EINTR otherwise. We cannot tell which signal came, so EINTR
+ * is returned when any caught signal lacks SA_RESTART.
+ */
+static int rsk_io_restartable(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
+ * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
+ */
+static int rsk_io_sleep(int fd, short events, int64_t deadline_us)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	int64_t left;
+	int ms = -1, rc;
+
+	if (deadline_us) {
+		left = deadline_us - rsk_now_us();
+		if (left <= 0)
+			return -EAGAIN;
+		ms = (int)((left + 999) / 1000);
+	}
+	rc = RSK_REAL(poll)(&p, 1, ms);
+	if (rc < 0 && errno == EINTR && !rsk_io_restartable())
+		return -EINTR;
+	return 0;
+}
+
+struct rsk_io_ctx {
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+	int nonblock;
+	int64_t deadline, spin_end;
+};
+
+static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *x)
+{
+	x->s = rsk_sock_get(fd);
+	if (x->s == NULL || x->s->conn == NULL) {
+		if (x->s != NULL)
+			rsk_sock_put(x->s);
+		return -EBADF;
+	}
+	x->c = x->s->conn;
+	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
+	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
+	x->spin_end = 0;
+	return 0;
+}
+
+/* Nothing to do yet: spin a little, then sleep. Returns 0 to retry, or -errno. */
+static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
+{
+	int64_t now;
+
+	if (x->nonblock)
+		return -EAGAIN;
+	now = rsk_now_us();
+	if (x->spin_end == 0)
+		x->spin_end = now + rsk_config.spin_us;
+	if (now < x->spin_end) {
+		rsk_cpu_relax();
+		return 0;
+	}
+	return rsk_io_sleep(fd, events, x->deadline);
+}
+
+/* Advance a private copy of an iovec past @n bytes. */
+static void rsk_iov_advance(struct iovec **iov, int *cnt, size_t n)
+{
+	while (*cnt > 0 && n >= (*iov)->iov_len) {
+		n -= (*iov)->iov_len;
+		(*iov)++;
+		(*cnt)--;
+	}
+	if (*cnt > 0 && n > 0) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + n;
+		(*iov)->iov_len -= n;
+	}
+}
+
+static size_t rsk_iov_len(const struct iovec *iov, int cnt)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+#define RSK_IOV_STACK 64
+
+static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt,
+				int flags)
+{
+	size_t want = rsk_iov_len(iov, cnt), total = 0;
+	uint64_t msgs;
+	ssize_t n;
+	int rc;
+
+	if (want == 0)
+		return 0;
+	for (;;) {
+		rsk_conn_lock(x->c);
+		msgs = x->c->st.msgs_rcvd;
+		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
+		msgs = x->c->st.msgs_rcvd - msgs;
+		rsk_conn_sync(x->c, fd);
+		rsk_conn_unlock(x->c);
+		if (msgs)
+			rsk_counter_add(&rsk_stats.messages_received[x->c->transport], msgs);
+		if (n > 0) {
+			if (!(flags & MSG_PEEK))
+				rsk_counter_add(&rsk_stats.bytes_received[x->c->transport], n);
+			total += (size_t)n;
+			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || total == want)
+				return (ssize_t)total;
+			rsk_iov_advance(&iov, &cnt, (size_t)n);
+			continue;
+		}
+		if (n == 0 || (n != -EAGAIN && total > 0))
+			return (ssize_t)total;
+		if (n != -EAGAIN)
+			return n;
+		rc = rsk_io_wait(x, fd, POLLIN);
+		if (rc < 0)
+			return total > 0 ? (ssize_t)total : rc;
+	}
+}
 
 ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	(void)fd;
-	(void)msg;
-	(void)flags;
-	return -EBADF;
+	struct iovec stack[RSK_IOV_STACK], *iov = stack;
+	struct rsk_io_ctx x;
+	ssize_t n;
+	int cnt = (int)msg->msg_iovlen;
+
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	n = rsk_io_begin(fd, flags, 0, &x);
+	if (n < 0)
+		return n;
+	x.deadline = x.c->rcvtimeo_us ? rsk_now_us() + x.c->rcvtimeo_us : 0;
+	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL) {
+		rsk_sock_put(x.s);
+		return -ENOMEM;
+	}
+	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
+	n = rsk_io_recv_loop(&x, fd, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL));
+	if (iov != stack)
+		free(iov);
+	msg->msg_namelen = 0; /* a stream has no source address per read, as TCP */
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	rsk_sock_put(x.s);
+	return n;
+}
+
+static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt)
+{
+	size_t want = rsk_iov_len(iov, cnt), total = 0;
+	uint64_t msgs;
+	ssize_t n;
+	int rc;
+
+	if (want == 0)
+		return 0;
+	for (;;) {
+		rsk_conn_lock(x->c);
+		msgs = x->c->st.msgs_sent;
+		n = rsk_stream_send(&x->c->st, iov, cnt);
+		msgs = x->c->st.msgs_sent - msgs;
+		if (n == -EAGAIN)
+			rsk_counter_add(&rsk_stats.credit_stalls, 1);
+		rsk_conn_sync(x->c, fd);
+		rsk_conn_unlock(x->c);
+		if (n > 0) {
+			rsk_counter_add(&rsk_stats.bytes_sent[x->c->transport], n);
+			rsk_counter_add(&rsk_stats.messages_sent[x->c->transport], msgs);
+			total += (size_t)n;
+			if (total == want)
+				return (ssize_t)total;
+			rsk_iov_advance(&iov, &cnt, (size_t)n);
+			x->spin_end = 0;
+			continue;
+		}
+		if (n != -EAGAIN)
+			return total > 0 ? (ssize_t)total : n;
+		rc = rsk_io_wait(x, fd, POLLOUT);
+		if (rc < 0)
+			return total > 0 ? (ssize_t)total : rc;
+	}
 }
 
 ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	(void)fd;
-	(void)msg;
-	(void)flags;
-	return -EBADF;
+	struct iovec stack[RSK_IOV_STACK], *iov = stack;
+	struct rsk_io_ctx x;
+	ssize_t n;
+	int cnt = (int)msg->msg_iovlen;
+
+	if (cnt < 0 || cnt > IOV_MAX)
+		return -EINVAL;
+	n = rsk_io_begin(fd, flags, 0, &x);
+	if (n < 0)
+		return n;
+	x.deadline = x.c->sndtimeo_us ? rsk_now_us() + x.c->sndtimeo_us : 0;
+	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL) {
+		rsk_sock_put(x.s);
+		return -ENOMEM;
+	}
+	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
+	n = rsk_io_send_loop(&x, fd, iov, cnt);
+	if (iov != stack)
+		free(iov);
+	rsk_sock_put(x.s);
+	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return n;
 }
+
+#define RSK_BOUNCE 65536
 
 ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n)
 {
-	(void)out_fd;
-	(void)in_fd;
-	(void)off_in;
-	(void)n;
-	return -EBADF;
+	char *buf = malloc(RSK_BOUNCE);
+	struct iovec iov;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t got, sent, total = 0;
+
+	if (buf == NULL)
+		return -ENOMEM;
+	while ((size_t)total < n) {
+		size_t want = n - (size_t)total < RSK_BOUNCE ? n - (size_t)total : RSK_BOUNCE;
+
+		got = off_in ? pread(in_fd, buf, want, *off_in) : RSK_REAL(read)(in_fd, buf, want);
+		if (got <= 0) {
+			if (got < 0 && total == 0)
+				total = -errno;
+			break;
+		}
+		iov.iov_base = buf;
+		iov.iov_len = (size_t)got;
+		sent = rsk_io_sendmsg(out_fd, &msg, MSG_NOSIGNAL);
+		if (sent <= 0) {
+			if (total == 0)
+				total = sent;
+			break;
+		}
+		if (off_in)
+			*off_in += sent;
+		else if (sent < got) /* give back what we read but could not send */
+			(void)lseek(in_fd, sent - got, SEEK_CUR);
+		total += sent;
+		if (sent < got)
+			break;
+	}
+	free(buf);
+	return total;
 }
 
 ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n)
 {
-	(void)in_fd;
-	(void)out_fd;
-	(void)off_out;
-	(void)n;
-	return -EBADF;
+	char *buf = malloc(RSK_BOUNCE);
+	struct iovec iov = {buf, n < RSK_BOUNCE ? n : RSK_BOUNCE};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t got, put;
+
+	if (buf == NULL)
+		return -ENOMEM;
+	got = rsk_io_recvmsg(in_fd, &msg, 0);
+	if (got > 0) {
+		put = off_out ? pwrite(out_fd, buf, (size_t)got, *off_out)
+			      : RSK_REAL(write)(out_fd, buf, (size_t)got);
+		if (put < 0)
+			got = -errno; /* the bytes are lost, as with a failing splice target */
+		else if (off_out)
+			*off_out += put;
+	}
+	free(buf);
+	return got;
+}
+
+/* Run @fn on the connection of accelerated socket @fd with the lock held. */
+#define RSK_WITH_CONN(fd, c, body)                                                                 \
+	do {                                                                                       \
+		struct rsk_sock *s_ = rsk_sock_get(fd);                                            \
+		if (s_ == NULL || s_->conn == NULL) {                                              \
+			if (s_ != NULL)                                                            \
+				rsk_sock_put(s_);                                                  \
+			return -EBADF;                                                             \
+		}                                                                                  \
+		c = s_->conn;                                                                      \
+		rsk_conn_lock(c);                                                                  \
+		body;                                                                              \
+		rsk_conn_unlock(c);                                                                \
+		rsk_sock_put(s_);                                                                  \
+	} while (0)
+
+int rsk_io_shutdown(int fd, int how)
+{
+	struct rsk_conn *c;
+	int rc = 0;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	RSK_WITH_CONN(fd, c, {
+		if (how != SHUT_WR)
+			c->st.shut_rd = 1;
+		if (how != SHUT_RD)
+			rc = rsk_stream_shutdown_wr(&c->st);
+		rsk_conn_sync(c, fd);
+	});
+	return rc;
+}
+
+static int64_t rsk_tv_us(const struct timeval *tv)
+{
+	return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
+}
+
+int rsk_io_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct rsk_conn *c;
+	int rc = 0, err;
+
+	RSK_WITH_CONN(fd, c, {
+		if (level == SOL_SOCKET && name == SO_ERROR) {
+			if (val == NULL || len == NULL || *len < (socklen_t)sizeof(int)) {
+				rc = -EINVAL;
+			} else {
+				/* TCP reports a pending error once. */
+				err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0;
+				memcpy(val, &err, sizeof(int));
+				*len = sizeof(int);
+			}
+		} else if (RSK_REAL(getsockopt)(c->tcp_fd, level, name, val, len) < 0) {
+			rc = -errno;
+		}
+	});
+	return rc;
+}
+
+int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct rsk_conn *c;
+	int rc = 0;
+
+	RSK_WITH_CONN(fd, c, {
+		/* The TCP socket keeps every option, so getsockopt reads them back as set. */
+		if (RSK_REAL(setsockopt)(c->tcp_fd, level, name, val, len) < 0)
+			rc = -errno;
+		else if (level == SOL_SOCKET && name == SO_RCVTIMEO &&
+			 len >= (socklen_t)sizeof(struct timeval))
+			c->rcvtimeo_us = rsk_tv_us(val);
+		else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
+			 len >= (socklen_t)sizeof(struct timeval))
+			c->sndtimeo_us = rsk_tv_us(val);
+	});
+	return rc;
+}
+
+int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct rsk_conn *c;
+	int rc = 0;
+
+	RSK_WITH_CONN(fd, c, {
+		if (RSK_REAL(getsockname)(c->tcp_fd, addr, len) < 0)
+			rc = -errno;
+	});
+	return rc;
+}
+
+int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct rsk_conn *c;
+	int rc = 0;
+
+	RSK_WITH_CONN(fd, c, {
+		if (RSK_REAL(getpeername)(c->tcp_fd, addr, len) < 0)
+			rc = -errno;
+	});
+	return rc;
+}
+
+int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
+{
+	struct rsk_conn *c;
+	int rc = 0, v;
+
+	RSK_WITH_CONN(fd, c, {
+		if (req == FIONREAD) { /* = SIOCINQ */
+			(void)rsk_stream_progress(&c->st);
+			v = c->st.rx_bytes > INT32_MAX ? INT32_MAX : (int)c->st.rx_bytes;
+			memcpy((void *)arg, &v, sizeof(v));
+		} else if (req == SIOCOUTQ) {
+			v = 0; /* a SEND is in the peer's memory as soon as it returns */
+			memcpy((void *)arg, &v, sizeof(v));
+		} else if (req == FIONBIO) {
+			memcpy(&v, (void *)arg, sizeof(v));
+			c->nonblock = v != 0;
+			if (RSK_REAL(ioctl)(fd, req, arg) < 0)
+				rc = -errno;
+		} else if (RSK_REAL(ioctl)(c->tcp_fd, req, arg) < 0) {
+			rc = -errno;
+		}
+	});
+	return rc;
+}
+
+void rsk_io_setfl(int fd, int flags)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	if (s->conn != NULL)
+		s->conn->nonblock = (flags & O_NONBLOCK) != 0;
+	rsk_sock_put(s);
 }

@@ -1,7 +1,8 @@
 /*
- * Data-path entry points for accelerated sockets. preload/ maps every libc read/write-family
- * call onto these two (plus the sendfile/splice adapters), so the stream engine has one
- * receive and one send path to get right.
+ * Data-path and control entry points for accelerated sockets. preload/ maps every libc
+ * read/write-family call onto rsk_io_recvmsg/rsk_io_sendmsg, and the socket-option, ioctl,
+ * fcntl and address calls onto the rest, so the engine has one receive and one send path.
+ * All return >= 0 or -errno.
  */
 #ifndef RSK_IO_H
 #define RSK_IO_H
@@ -9,18 +10,29 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-/* recvmsg() on accelerated socket @fd. Returns bytes, 0 at EOF, or -errno. */
+/* recvmsg() on accelerated socket @fd: bytes, 0 at EOF, or -errno. Blocks unless told. */
 ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags);
 
-/* sendmsg() on accelerated socket @fd. Returns bytes accepted or -errno. */
+/* sendmsg() on accelerated socket @fd: bytes accepted or -errno (EPIPE raises SIGPIPE). */
 ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags);
 
 /*
- * sendfile()/splice() where the accelerated socket is one end: data is bounced through a
- * bounded buffer. @off_in may be NULL (use and advance the file position). Returns bytes
- * moved or -errno.
+ * sendfile()/splice() with the accelerated socket as one end: data is bounced through a
+ * bounded buffer. @off_in may be NULL (use and advance the file position).
  */
 ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n);
 ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n);
+
+int rsk_io_shutdown(int fd, int how);
+int rsk_io_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
+int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
+int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
+int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
+
+/* ioctl: FIONREAD/SIOCINQ, SIOCOUTQ, FIONBIO here; others go to the TCP socket. */
+int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg);
+
+/* fcntl(F_SETFL) on an accelerated fd happened (@flags): mirror O_NONBLOCK. */
+void rsk_io_setfl(int fd, int flags);
 
 #endif

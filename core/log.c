@@ -87,6 +87,19 @@ int rsk_fd_hide(int fd)
 	return nfd;
 }
 
+int rsk_fd_hide_dup(int fd)
+{
+	int nfd = RSK_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, rsk_fd_hide_base());
+
+	if (nfd < 0)
+		return -errno;
+	if (rsk_fdtab_store(nfd, RSK_INTERNAL_SLOT) < 0) {
+		RSK_REAL(close)(nfd);
+		return -EMFILE;
+	}
+	return nfd;
+}
+
 void rsk_fd_unhide_close(int fd)
 {
 	rsk_fdtab_replace(fd, RSK_INTERNAL_SLOT, 0);

@@ -35,6 +35,9 @@ void rsk_log_write(enum rsk_log_level level, const char *fmt, ...)
  */
 int rsk_fd_hide(int fd);
 
+/* Like rsk_fd_hide() but keeps @fd open: returns a hidden duplicate or -errno. */
+int rsk_fd_hide_dup(int fd);
+
 /* Release an fd obtained from rsk_fd_hide(). */
 void rsk_fd_unhide_close(int fd);
 

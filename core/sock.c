@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "config.h"
+#include "conn.h"
 #include "log.h"
+#include "monitor.h"
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
@@ -43,6 +45,10 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->counted = 0;
 	s->accounted = 0;
 	s->transport = RDMASOCK_TRANSPORT_KERNEL;
+	s->fb_reason = rsk_config.mode == RSK_MODE_KERNEL ? RDMASOCK_FB_POLICY : RDMASOCK_FB_NO_PEER;
+	s->conn = NULL;
+	s->lst = NULL;
+	s->nepregs = 0;
 	return s;
 }
 
@@ -136,14 +142,17 @@ int rsk_sock_dup(int oldfd, int newfd)
 	return rc;
 }
 
-/* Count a kernel connection once, with the reason it did not get a faster path. */
+/* Count a connection once; a kernel one with the reason it did not get a faster path. */
 static void rsk_sock_count(struct rsk_sock *s, uint16_t port)
 {
 	if (__atomic_exchange_n(&s->counted, 1, __ATOMIC_ACQ_REL))
 		return;
 	rsk_stats_conn(s->transport);
-	if (s->transport == RDMASOCK_TRANSPORT_KERNEL)
-		rsk_stats_fallback(rsk_sock_fallback_reason(port));
+	if (s->transport == RDMASOCK_TRANSPORT_KERNEL) {
+		if (!rsk_config_port_allowed(&rsk_config, port))
+			s->fb_reason = RDMASOCK_FB_POLICY;
+		rsk_stats_fallback(s->fb_reason);
+	}
 }
 
 static uint16_t rsk_sock_peer_port(int fd)
@@ -211,8 +220,15 @@ int rsk_sock_release_fd(int fd)
 	if (v == 0 || rsk_fd_is_internal(fd) || !rsk_fdtab_replace(fd, v, 0))
 		return 0;
 	s = rsk_fdtab_ptr(v);
-	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0)
+	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
 		rsk_sock_account(s, fd);
+		if (s->conn != NULL)
+			rsk_conn_release(s->conn);
+		if (s->lst != NULL)
+			rsk_listen_close(s->lst);
+		s->conn = NULL;
+		s->lst = NULL;
+	}
 	rsk_sock_put(s); /* the slot's reference */
 	return 1;
 }
@@ -251,31 +267,63 @@ void rsk_sock_so_error_seen(int fd, int err)
 	rsk_sock_put(s);
 }
 
-void rsk_sock_listen_done(int fd)
+void rsk_sock_listen_done(int fd, int backlog)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
 
 	if (s == NULL)
 		return;
+	pthread_mutex_lock(&s->lock);
 	s->state = RSK_SOCK_LISTENING;
+	if (s->lst == NULL && rsk_config.mode != RSK_MODE_KERNEL)
+		(void)rsk_listen_setup(s, fd, backlog);
+	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }
 
-void rsk_sock_accept_done(int lfd, int fd)
+int rsk_sock_accept_done(int lfd, int fd, int flags)
 {
 	struct rsk_sock *ls = rsk_sock_get(lfd);
 	struct rsk_sock *s;
+	int rc = fd;
 
+	(void)flags;
 	if (ls == NULL)
-		return;
-	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0) {
-		s = rsk_sock_get(fd);
-		if (s != NULL) {
+		return fd;
+	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
+	    (s = rsk_sock_get(fd)) != NULL) {
+		if (ls->lst != NULL)
+			rc = rsk_listen_accept(ls, s, fd);
+		else
+			s->fb_reason = ls->fb_reason; /* why the listener has no rendezvous */
+		if (rc >= 0)
 			rsk_sock_count(s, rsk_sock_local_port(fd));
-			rsk_sock_put(s);
-		}
+		rsk_sock_put(s);
 	}
 	rsk_sock_put(ls);
+	return rc;
+}
+
+void rsk_sock_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int i;
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
+		;
+	if (op == EPOLL_CTL_DEL && i < s->nepregs)
+		s->epregs[i] = s->epregs[--s->nepregs];
+	else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
+		s->epregs[i].epfd = epfd;
+		s->epregs[i].ev = *ev;
+		if (i == s->nepregs)
+			s->nepregs++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
 }
 
 static int rsk_sock_account_one(int fd, uintptr_t v, void *arg)
@@ -296,9 +344,74 @@ void rsk_sock_account_open(void)
 	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_account_one, NULL);
 }
 
-enum rdmasock_fallback rsk_sock_fallback_reason(uint16_t port)
+/* Walk every accelerated socket once (dups share one object): @fn(s) for each. */
+static unsigned int rsk_sock_gen;
+
+struct rsk_sock_walk {
+	unsigned int gen;
+	void (*fn)(struct rsk_sock *s);
+};
+
+static int rsk_sock_walk_one(int fd, uintptr_t v, void *arg)
 {
-	if (rsk_config.mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config, port))
-		return RDMASOCK_FB_POLICY;
-	return RDMASOCK_FB_NO_PEER;
+	struct rsk_sock_walk *w = arg;
+	struct rsk_sock *s;
+
+	if (!rsk_fdtab_is_accel(v) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	if (s->fork_gen != w->gen && s->conn != NULL) {
+		s->fork_gen = w->gen;
+		w->fn(s);
+	}
+	rsk_sock_put(s);
+	return 0;
+}
+
+static void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s))
+{
+	struct rsk_sock_walk w = {.gen = ++rsk_sock_gen, .fn = fn};
+
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_walk_one, &w);
+}
+
+static void rsk_sock_hold_one(struct rsk_sock *s)
+{
+	rsk_conn_lock(s->conn);
+	/* A child must be able to kick the server: learn its fd now if it has answered. */
+	(void)rsk_conn_resolve(s->conn, 100);
+	rsk_conn_hold(s->conn);
+	rsk_conn_unlock(s->conn);
+}
+
+static void rsk_sock_unhold_one(struct rsk_sock *s)
+{
+	__atomic_sub_fetch(&s->conn->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+void rsk_sock_fork_prepare(void)
+{
+	rsk_sock_walk_accel(rsk_sock_hold_one);
+}
+
+void rsk_sock_fork_parent_failed(void)
+{
+	rsk_sock_walk_accel(rsk_sock_unhold_one);
+}
+
+void rsk_sock_fork_child(void)
+{
+	rsk_monitor_atfork_child();
+}
+
+static void rsk_sock_exit_one(struct rsk_sock *s)
+{
+	struct rsk_conn *c = s->conn;
+
+	s->conn = NULL;
+	rsk_conn_release(c);
+}
+
+void rsk_sock_exit(void)
+{
+	rsk_sock_walk_accel(rsk_sock_exit_one);
 }

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "fdtab.h"
@@ -24,6 +25,16 @@ enum rsk_sock_state {
 	RSK_SOCK_LISTENING,
 };
 
+struct rsk_conn;
+struct rsk_listener;
+
+/* An epoll registration made while the socket was still a plain TCP socket (see epoll.c). */
+struct rsk_epreg {
+	int epfd;
+	struct epoll_event ev;
+};
+#define RSK_SOCK_EPREGS 4
+
 struct rsk_sock {
 	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
 	int nfds;   /* fd slots naming us: the last close accounts the connection */
@@ -32,7 +43,13 @@ struct rsk_sock {
 	int counted; /* the connection has been counted in the stats */
 	int accounted; /* kernel byte counts have been taken (at last close or exit) */
 	enum rdmasock_transport transport;
+	enum rdmasock_fallback fb_reason; /* why a kernel connection is not accelerated */
 	pthread_mutex_t lock;
+	struct rsk_conn *conn;      /* accelerated: the shared connection */
+	struct rsk_listener *lst;   /* listening with a rendezvous */
+	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
+	int nepregs;
+	unsigned int fork_gen;
 	struct rsk_sock *next_free;
 };
 
@@ -61,22 +78,49 @@ int rsk_sock_dup(int oldfd, int newfd);
  */
 int rsk_sock_release_fd(int fd);
 
+/*
+ * connect() on tracked socket @fd: try to accelerate it. Returns 1 when the connect was
+ * handled here (its result, 0 or -errno, in *rc), 0 when the caller must do the kernel
+ * connect (the fallback reason is recorded for the stats).
+ */
+int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc);
+
 /* Client side: the kernel connect() on @fd returned @rc (0 or -errno). */
 void rsk_sock_connect_done(int fd, int rc);
 
 /* getsockopt(SO_ERROR) on @fd reported @err: settles a pending non-blocking connect. */
 void rsk_sock_so_error_seen(int fd, int err);
 
-/* listen() succeeded on @fd. */
-void rsk_sock_listen_done(int fd);
+/* listen() succeeded on @fd: also listen on the same-host rendezvous where allowed. */
+void rsk_sock_listen_done(int fd, int backlog);
 
-/* accept() on @lfd returned kernel socket @fd: track and count it. */
-void rsk_sock_accept_done(int lfd, int fd);
+/*
+ * accept() on @lfd returned kernel socket @fd (accept4 @flags): track it and, if a preloaded
+ * client offered a faster path, switch it over. Returns @fd, or -errno when the connection
+ * had to be dropped (-ECONNABORTED, as the kernel reports a connection lost before accept).
+ */
+int rsk_sock_accept_done(int lfd, int fd, int flags);
+
+/* epoll_ctl on tracked @fd: remembered while the socket may still change its file. */
+void rsk_sock_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* fork(): count the child as a holder of every accelerated connection, then undo/adjust. */
+void rsk_sock_fork_prepare(void);
+void rsk_sock_fork_parent_failed(void);
+void rsk_sock_fork_child(void);
+
+/* Process exit: end every accelerated stream this process is the last holder of. */
+void rsk_sock_exit(void);
 
 /* Account every socket still open (at exit): their kernel byte counts enter the stats. */
 void rsk_sock_account_open(void);
 
-/* The reason a connection on @port stays on the kernel (no transport is implemented yet). */
-enum rdmasock_fallback rsk_sock_fallback_reason(uint16_t port);
+/* Internal to core: make tracked socket @s (at @fd) an accelerated one (connect.c). */
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp);
+
+/* Internal to core: listener rendezvous (listen.c). */
+int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog);
+int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd);
+void rsk_listen_close(struct rsk_listener *l);
 
 #endif

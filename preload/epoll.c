@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 
 #include "preload.h"
+#include "sock.h"
 
 RSK_EXPORT int epoll_create(int size)
 {
@@ -19,7 +20,14 @@ RSK_EXPORT int epoll_create1(int flags)
 
 RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	return RSK_REAL(epoll_ctl)(epfd, op, fd, ev);
+	uintptr_t v = rsk_fdtab_load(fd);
+	int rc = RSK_REAL(epoll_ctl)(epfd, op, fd, ev);
+
+	/* A socket not yet connected may still get a new file behind its number (see sock.h):
+	 * remember where it was registered so the registration can follow it. */
+	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
+		rsk_sock_epoll_note(epfd, op, fd, ev);
+	return rc;
 }
 
 RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)

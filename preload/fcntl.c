@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
+#include "io.h"
 #include "log.h"
 #include "preload.h"
 #include "sock.h"
@@ -15,6 +16,8 @@ static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigne
 {
 	int rc = real(fd, cmd, arg);
 
+	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
+		rsk_io_setfl(fd, (int)arg);
 	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rsk_fdtab_load(fd) != 0 &&
 	    !rsk_fd_is_internal(fd))
 		(void)rsk_sock_dup(fd, rc);
@@ -55,5 +58,7 @@ RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	return RSK_REAL(ioctl)(fd, req, arg);
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return RSK_REAL(ioctl)(fd, req, arg);
+	return (int)rsk_ret(rsk_io_ioctl(fd, req, arg));
 }

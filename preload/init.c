@@ -59,7 +59,10 @@ __attribute__((destructor)) static void rsk_destructor(void)
 	struct rdmasock_stats s;
 	int rc;
 
-	if (!__atomic_load_n(&rsk_initialised, __ATOMIC_ACQUIRE) || rsk_config.stats_file[0] == 0)
+	if (!__atomic_load_n(&rsk_initialised, __ATOMIC_ACQUIRE))
+		return;
+	rsk_sock_exit(); /* orderly FIN for our accelerated streams, as the kernel does for TCP */
+	if (rsk_config.stats_file[0] == 0)
 		return;
 	rsk_sock_account_open();
 	rsk_stats_snapshot(&s);

@@ -1,12 +1,21 @@
 /*
  * Socket life-cycle calls: socket, socketpair, bind, listen, accept, accept4, connect,
  * shutdown, getsockopt, setsockopt, getsockname, getpeername. They perform the real call
- * and tell core/sock what happened; every decision about a socket is made in core.
+ * (or hand an accelerated socket to core/io) and tell core/sock what happened; every
+ * decision about a socket is made in core.
  */
 #include <sys/socket.h>
 
+#include "io.h"
+#include "log.h"
 #include "preload.h"
 #include "sock.h"
+
+/* A tracked socket the application (not the library) is operating on. */
+static inline int rsk_tracked(int fd)
+{
+	return rsk_fdtab_load(fd) != 0 && !rsk_guard && !rsk_fd_is_internal(fd);
+}
 
 RSK_EXPORT int socket(int domain, int type, int protocol)
 {
@@ -26,6 +35,10 @@ RSK_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 RSK_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd)))) {
+		errno = EINVAL; /* already bound and connected, as the kernel would say */
+		return -1;
+	}
 	return RSK_REAL(bind)(fd, addr, len);
 }
 
@@ -33,8 +46,10 @@ RSK_EXPORT int listen(int fd, int backlog)
 {
 	int rc = RSK_REAL(listen)(fd, backlog);
 
-	if (rc == 0 && rsk_fdtab_load(fd) != 0)
-		rsk_sock_listen_done(fd);
+	if (rc == 0 && rsk_tracked(fd)) {
+		rsk_init_ensure();
+		rsk_sock_listen_done(fd, backlog);
+	}
 	return rc;
 }
 
@@ -42,8 +57,8 @@ RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	int nfd = RSK_REAL(accept4)(fd, addr, len, flags);
 
-	if (nfd >= 0 && rsk_fdtab_load(fd) != 0 && !rsk_guard)
-		rsk_sock_accept_done(fd, nfd);
+	if (nfd >= 0 && rsk_tracked(fd))
+		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, flags));
 	return nfd;
 }
 
@@ -51,17 +66,27 @@ RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	int nfd = RSK_REAL(accept)(fd, addr, len);
 
-	if (nfd >= 0 && rsk_fdtab_load(fd) != 0 && !rsk_guard)
-		rsk_sock_accept_done(fd, nfd);
+	if (nfd >= 0 && rsk_tracked(fd))
+		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, 0));
 	return nfd;
 }
 
 RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	int rc = RSK_REAL(connect)(fd, addr, len);
-	int saved = errno;
+	int rc, saved;
 
-	if (rsk_fdtab_load(fd) != 0 && !rsk_guard) {
+	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd)))) {
+		errno = EISCONN;
+		return -1;
+	}
+	if (rsk_tracked(fd) && addr != NULL) {
+		rsk_init_ensure();
+		if (rsk_sock_connect(fd, addr, len, &rc))
+			return (int)rsk_ret(rc);
+	}
+	rc = RSK_REAL(connect)(fd, addr, len);
+	saved = errno;
+	if (rsk_tracked(fd)) {
 		rsk_sock_connect_done(fd, rc < 0 ? -saved : 0);
 		errno = saved;
 	}
@@ -70,30 +95,40 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 RSK_EXPORT int shutdown(int fd, int how)
 {
-	return RSK_REAL(shutdown)(fd, how);
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return RSK_REAL(shutdown)(fd, how);
+	return (int)rsk_ret(rsk_io_shutdown(fd, how));
 }
 
 RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	int rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
+	int rc;
 
-	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL &&
-	    rsk_fdtab_load(fd) != 0)
+	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return (int)rsk_ret(rsk_io_getsockopt(fd, level, name, val, len));
+	rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
+	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL && rsk_tracked(fd))
 		rsk_sock_so_error_seen(fd, *(int *)val);
 	return rc;
 }
 
 RSK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	return RSK_REAL(setsockopt)(fd, level, name, val, len);
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return RSK_REAL(setsockopt)(fd, level, name, val, len);
+	return (int)rsk_ret(rsk_io_setsockopt(fd, level, name, val, len));
 }
 
 RSK_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return RSK_REAL(getsockname)(fd, addr, len);
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return RSK_REAL(getsockname)(fd, addr, len);
+	return (int)rsk_ret(rsk_io_getsockname(fd, addr, len));
 }
 
 RSK_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return RSK_REAL(getpeername)(fd, addr, len);
+	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+		return RSK_REAL(getpeername)(fd, addr, len);
+	return (int)rsk_ret(rsk_io_getpeername(fd, addr, len));
 }

@@ -461,7 +461,7 @@ static void test_stats_connect_accept(void **state)
 	(void)state;
 	lfd = listen_loopback(&port);
 	assert_int_equal(sock_of(lfd)->state, RSK_SOCK_LISTENING);
-	why = rsk_sock_fallback_reason(port);
+	why = RDMASOCK_FB_POLICY; /* RDMASOCK_TRANSPORT=kernel, set in main() */
 	snap(&s0);
 
 	cfd = connect_loopback(port);
@@ -650,6 +650,8 @@ static void test_stats_nonblocking_counted_at_close(void **state)
 
 int main(void)
 {
+	/* These tests are about the kernel path and its accounting: no same-host shortcut. */
+	rsk_config.mode = RSK_MODE_KERNEL;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_early_constructor),
 		cmocka_unit_test(test_lazy_round_trip),

@@ -1,0 +1,220 @@
+/*
+ * Client side of acceleration: decide whether connect() may take the same-host path, and
+ * take it. Every resource is acquired before the real TCP connect, so each failure up to
+ * that point is a clean fallback with its reason; after it the connection is ours.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "hs.h"
+#include "log.h"
+#include "monitor.h"
+#include "ready.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+#include "transport/shm.h"
+
+static uint16_t rsk_addr_port(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+/* Why @s must stay on the kernel for this connect, or -1 if it may try shm. */
+static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+	if (rsk_config.mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config,
+									   rsk_addr_port(addr)))
+		return RDMASOCK_FB_POLICY;
+	if (rsk_config.mode == RSK_MODE_VERBS)
+		return RDMASOCK_FB_NO_DEVICE; /* no verbs transport in this build yet */
+	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
+	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+					       : sizeof(struct sockaddr_in6)))
+		return RDMASOCK_FB_UNSUPPORTED;
+	if (!rsk_hs_is_local(addr))
+		return RDMASOCK_FB_NOT_LOCAL;
+	return -1;
+}
+
+/* Bind an unbound socket next to the destination so that our address is known now. */
+static int rsk_connect_bind(int fd, const struct sockaddr *dest, struct sockaddr_storage *me)
+{
+	socklen_t len = sizeof(*me);
+	struct sockaddr_storage b;
+
+	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)me, &len) < 0)
+		return -errno;
+	if (rsk_addr_port((struct sockaddr *)me) == 0) {
+		memset(&b, 0, sizeof(b));
+		memcpy(&b, dest, dest->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+							    : sizeof(struct sockaddr_in6));
+		if (b.ss_family == AF_INET)
+			((struct sockaddr_in *)&b)->sin_port = 0;
+		else
+			((struct sockaddr_in6 *)&b)->sin6_port = 0;
+		if (RSK_REAL(bind)(fd, (struct sockaddr *)&b, len) < 0)
+			return -errno;
+		len = sizeof(*me);
+		if (RSK_REAL(getsockname)(fd, (struct sockaddr *)me, &len) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+struct rsk_client_setup {
+	int rdv, memfd, app, ctl, tcp;
+	struct rsk_conn *c;
+};
+
+static void rsk_client_undo(struct rsk_client_setup *u)
+{
+	if (u->c != NULL) {
+		if (u->c->ep != NULL)
+			rsk_ep_destroy(u->c->ep);
+		munmap(u->c, u->c->map_len);
+	}
+	if (u->rdv >= 0)
+		RSK_REAL(close)(u->rdv);
+	if (u->memfd >= 0)
+		RSK_REAL(close)(u->memfd);
+	if (u->app >= 0)
+		RSK_REAL(close)(u->app);
+	if (u->ctl >= 0)
+		rsk_fd_unhide_close(u->ctl);
+	if (u->tcp >= 0)
+		rsk_fd_unhide_close(u->tcp);
+}
+
+static int rsk_conn_resolver(void *owner)
+{
+	struct rsk_conn *c = owner;
+
+	return rsk_conn_resolve(c, 1000) < 0 ? -1 : rsk_shm_peer_ctl(c->ep);
+}
+
+/* Everything up to the offer: any failure here is a fallback (returns its reason). */
+static int rsk_client_prepare(int fd, const struct sockaddr *dest, struct rsk_client_setup *u)
+{
+	struct rsk_hs_offer o;
+	socklen_t len;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	if (rsk_connect_bind(fd, dest, &o.client) < 0)
+		return RDMASOCK_FB_RESOURCES;
+	u->rdv = rsk_hs_find(dest, (struct sockaddr *)&o.client);
+	if (u->rdv < 0)
+		return u->rdv == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
+	u->memfd = rsk_shm_create(rsk_config.buf_count, rsk_config.buf_size);
+	u->c = u->memfd >= 0 ? rsk_conn_alloc(rsk_config.buf_count) : NULL;
+	if (u->c == NULL)
+		return RDMASOCK_FB_RESOURCES;
+	rc = rsk_shm_open(u->memfd, RSK_SHM_CLIENT, -1, rsk_conn_ep_mem(u->c), &u->c->ep);
+	if (rc == 0)
+		rc = rsk_stream_init(&u->c->st, u->c->ep, rsk_conn_rxq(u->c));
+	if (rc == 0)
+		rc = rsk_ready_pair(&u->app, &u->ctl);
+	if (rc == 0 && (u->ctl = rsk_fd_hide(u->ctl)) < 0)
+		rc = u->ctl;
+	if (rc == 0 && (u->tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = u->tcp;
+	if (rc < 0)
+		return RDMASOCK_FB_RESOURCES;
+	o.magic = RSK_HS_MAGIC;
+	o.version = RSK_HS_VERSION;
+	o.nbuf = rsk_config.buf_count;
+	o.buf_size = rsk_config.buf_size;
+	len = dest->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	memcpy(&o.server, dest, len);
+	if (rsk_hs_offer(u->rdv, &o, u->memfd, u->ctl) < 0)
+		return RDMASOCK_FB_RESOURCES;
+	RSK_REAL(close)(u->memfd); /* the server got its copy; our mapping stays */
+	u->memfd = -1;
+	rsk_shm_set_resolver(u->c->ep, rsk_conn_resolver, u->c);
+	return -1;
+}
+
+int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
+{
+	struct rsk_client_setup u = {.rdv = -1, .memfd = -1, .app = -1, .ctl = -1, .tcp = -1};
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int why;
+
+	if (s == NULL)
+		return 0;
+	why = rsk_connect_policy(s, addr, len);
+	if (why < 0)
+		why = rsk_client_prepare(fd, addr, &u);
+	if (why >= 0) {
+		s->fb_reason = (enum rdmasock_fallback)why;
+		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));
+		rsk_client_undo(&u);
+		rsk_sock_put(s);
+		return 0;
+	}
+	/* The offer is queued before our SYN: whoever accepts this will find it. */
+	if (RSK_REAL(connect)(fd, addr, len) < 0 && errno != EINPROGRESS) {
+		*rc = -errno;
+		rsk_client_undo(&u);
+		rsk_sock_put(s);
+		return 1;
+	}
+	u.c->answer_pending = 1;
+	u.c->offer_fd = rsk_fd_hide(u.rdv);
+	u.rdv = -1;
+	*rc = rsk_sock_become(s, fd, u.c, u.app, u.ctl, u.tcp);
+	rsk_sock_put(s);
+	return 1;
+}
+
+/* Replay epoll registrations made on the TCP socket onto the new file at the same number. */
+static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
+{
+	struct epoll_event ev;
+	int i;
+
+	for (i = 0; i < s->nepregs; i++) {
+		ev = s->epregs[i].ev;
+		(void)RSK_REAL(epoll_ctl)(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+	s->nepregs = 0;
+}
+
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp)
+{
+	int fdfl = RSK_REAL(fcntl)(fd, F_GETFD), fl = RSK_REAL(fcntl)(tcp, F_GETFL);
+
+	/* From here the application's number names the readiness socket. */
+	if (RSK_REAL(dup3)(app, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0) < 0)
+		return -errno;
+	RSK_REAL(close)(app);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		(void)RSK_REAL(fcntl)(fd, F_SETFL, O_NONBLOCK);
+	c->nonblock = fl >= 0 && (fl & O_NONBLOCK);
+	c->ctl_fd = ctl;
+	c->tcp_fd = tcp;
+	c->transport = c->ep->ops->id;
+	rsk_conn_lock(c);
+	rsk_conn_sync(c, fd);
+	rsk_conn_unlock(c);
+	s->conn = c;
+	s->transport = c->transport;
+	s->state = RSK_SOCK_CONNECTED;
+	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
+	rsk_become_replay_epoll(s, fd);
+	if (rsk_monitor_add(c) < 0)
+		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);
+	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
+	rsk_stats_conn(c->transport);
+	rsk_dbg("fd %d: connection on %s", fd, rsk_transport_name(c->transport));
+	return 0;
+}

@@ -1,0 +1,286 @@
+/*
+ * Server side of acceleration: a listener's rendezvous, the offers waiting in it, and the
+ * switch of an accepted TCP connection to the path its client offered. Offers are claimed
+ * by the client's TCP address, so in prefork servers any process can claim any offer
+ * (one that another process drained is forwarded back into the rendezvous).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "hs.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
+#include "sock.h"
+#include "stats.h"
+#include "transport/shm.h"
+
+struct rsk_offer {
+	struct rsk_offer *next;
+	struct rsk_hs_offer o;
+	int conn;  /* the accepted rendezvous connection */
+	int memfd, ctl, reply;
+	int have;  /* offer read */
+};
+
+struct rsk_listener {
+	pthread_mutex_t lock;
+	int rdv[2];
+	int nrdv;
+	struct rsk_offer *pending;
+};
+
+/* How long a process waits for an offer it knows exists but a sibling holds. */
+#define RSK_CLAIM_WAIT_MS 1000
+
+int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct rsk_listener *l;
+	int v6only = 0, reuse = 0, n, i;
+
+	len = sizeof(ss);
+	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	len = sizeof(reuse);
+	(void)RSK_REAL(getsockopt)(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &len);
+	if (reuse) { /* several listeners share the port: offers could reach the wrong one */
+		s->fb_reason = RDMASOCK_FB_UNSUPPORTED;
+		return -EOPNOTSUPP;
+	}
+	len = sizeof(v6only);
+	if (ss.ss_family == AF_INET6)
+		(void)RSK_REAL(getsockopt)(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &len);
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return -ENOMEM;
+	n = rsk_hs_listen((struct sockaddr *)&ss, v6only, backlog > 0 ? backlog : 128, l->rdv);
+	if (n < 0) {
+		rsk_dbg("fd %d: no same-host rendezvous: %s", fd, strerror(-n));
+		s->fb_reason = RDMASOCK_FB_RESOURCES;
+		free(l);
+		return n;
+	}
+	for (i = 0; i < n; i++)
+		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
+	l->nrdv = n;
+	pthread_mutex_init(&l->lock, NULL);
+	s->lst = l;
+	return 0;
+}
+
+static void rsk_offer_free(struct rsk_offer *e)
+{
+	if (e->have) {
+		RSK_REAL(close)(e->memfd);
+		RSK_REAL(close)(e->ctl);
+		if (e->reply != e->conn)
+			RSK_REAL(close)(e->reply);
+	}
+	rsk_fd_unhide_close(e->conn);
+	free(e);
+}
+
+void rsk_listen_close(struct rsk_listener *l)
+{
+	struct rsk_offer *e;
+	int i;
+
+	while ((e = l->pending) != NULL) {
+		l->pending = e->next;
+		rsk_offer_free(e);
+	}
+	for (i = 0; i < l->nrdv; i++)
+		rsk_fd_unhide_close(l->rdv[i]);
+	free(l);
+}
+
+/* Is the client behind offer @e gone (it closed its offer connection)? */
+static int rsk_offer_dead(struct rsk_offer *e)
+{
+	struct pollfd p = {.fd = e->have ? e->reply : e->conn, .events = POLLIN | POLLRDHUP};
+
+	if (RSK_REAL(poll)(&p, 1, 0) <= 0)
+		return 0;
+	/* Closed, and (for an offer not read yet) with nothing left to read. */
+	return (p.revents & (POLLHUP | POLLERR)) ||
+	       ((p.revents & POLLRDHUP) && !(p.revents & POLLIN));
+}
+
+/* Accept every waiting rendezvous connection and read the offers that have arrived. */
+static void rsk_listen_drain(struct rsk_listener *l)
+{
+	struct rsk_offer *e, **pp;
+	int i, fd, rc;
+
+	for (i = 0; i < l->nrdv; i++) {
+		while ((fd = RSK_REAL(accept4)(l->rdv[i], NULL, NULL,
+					       SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+			e = calloc(1, sizeof(*e));
+			if (e == NULL || (fd = rsk_fd_hide(fd)) < 0) {
+				free(e);
+				continue;
+			}
+			e->conn = fd;
+			e->next = l->pending;
+			l->pending = e;
+		}
+	}
+	for (pp = &l->pending; (e = *pp) != NULL;) {
+		if (!e->have) {
+			rc = rsk_hs_read_offer(e->conn, &e->o, &e->memfd, &e->ctl, &e->reply);
+			e->have = rc == 0;
+			if (rc < 0 && rc != -EAGAIN) { /* malformed or abandoned */
+				*pp = e->next;
+				rsk_offer_free(e);
+				continue;
+			}
+		}
+		if (rsk_offer_dead(e)) {
+			*pp = e->next;
+			rsk_offer_free(e);
+			continue;
+		}
+		pp = &e->next;
+	}
+}
+
+static struct rsk_offer *rsk_listen_claim(struct rsk_listener *l, struct sockaddr_storage *peer)
+{
+	struct rsk_offer *e, **pp;
+
+	for (pp = &l->pending; (e = *pp) != NULL; pp = &e->next) {
+		if (e->have && rsk_hs_same_addr(&e->o.client, peer)) {
+			*pp = e->next;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Offers for connections some other process accepted go back where all can find them. */
+static void rsk_listen_forward_all(struct rsk_listener *l)
+{
+	struct rsk_offer *e, **pp;
+
+	for (pp = &l->pending; (e = *pp) != NULL;) {
+		if (e->have && rsk_hs_forward(&e->o, e->memfd, e->ctl, e->reply) == 0) {
+			*pp = e->next;
+			rsk_offer_free(e);
+			continue;
+		}
+		pp = &e->next;
+	}
+}
+
+static struct rsk_offer *rsk_listen_find(struct rsk_listener *l, struct sockaddr_storage *peer,
+					 int *exists)
+{
+	struct timespec ms = {0, 1000000};
+	struct rsk_offer *e;
+	int i;
+
+	pthread_mutex_lock(&l->lock);
+	rsk_listen_drain(l);
+	e = rsk_listen_claim(l, peer);
+	*exists = e != NULL || rsk_hs_client_present((struct sockaddr *)peer);
+	for (i = 0; e == NULL && *exists && i < RSK_CLAIM_WAIT_MS; i++) {
+		rsk_listen_forward_all(l);
+		pthread_mutex_unlock(&l->lock);
+		nanosleep(&ms, NULL);
+		pthread_mutex_lock(&l->lock);
+		rsk_listen_drain(l);
+		e = rsk_listen_claim(l, peer);
+		if (e == NULL && !rsk_hs_client_present((struct sockaddr *)peer))
+			*exists = 0; /* the client gave up (closed) meanwhile */
+	}
+	pthread_mutex_unlock(&l->lock);
+	return e;
+}
+
+/* Build the accelerated connection from offer @e for accepted socket @fd. */
+static int rsk_listen_switch(struct rsk_sock *s, int fd, struct rsk_offer *e)
+{
+	struct rsk_conn *c = rsk_conn_alloc(e->o.nbuf);
+	int app = -1, ctl = -1, tcp = -1, peer_ctl, rc;
+
+	if (c == NULL)
+		return -ENOMEM;
+	peer_ctl = rsk_fd_hide(e->ctl);
+	e->ctl = -1;
+	rc = peer_ctl < 0 ? peer_ctl
+			  : rsk_shm_open(e->memfd, RSK_SHM_SERVER, peer_ctl, rsk_conn_ep_mem(c),
+					 &c->ep);
+	if (rc < 0 && peer_ctl >= 0)
+		rsk_fd_unhide_close(peer_ctl);
+	if (rc == 0)
+		rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
+	if (rc == 0)
+		rc = rsk_ready_pair(&app, &ctl);
+	if (rc == 0 && (ctl = rsk_fd_hide(ctl)) < 0)
+		rc = ctl;
+	if (rc == 0 && (tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = tcp;
+	if (rc == 0)
+		rc = rsk_hs_answer(e->reply, RSK_HS_ACCEPT, ctl);
+	if (rc == 0)
+		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
+	if (rc == 0)
+		return 0;
+	if (app >= 0)
+		RSK_REAL(close)(app);
+	if (ctl >= 0)
+		rsk_fd_unhide_close(ctl);
+	if (tcp >= 0)
+		rsk_fd_unhide_close(tcp);
+	if (c->ep != NULL)
+		rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+	return rc;
+}
+
+int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct rsk_offer *e;
+	int exists, rc;
+
+	if (RSK_REAL(getpeername)(fd, (struct sockaddr *)&peer, &len) < 0)
+		return fd; /* already reset: the application will find out */
+	e = rsk_listen_find(ls->lst, &peer, &exists);
+	if (e == NULL && !exists) {
+		s->fb_reason = RDMASOCK_FB_NO_PEER; /* a plain TCP client */
+		return fd;
+	}
+	rc = e != NULL ? rsk_listen_switch(s, fd, e) : -ETIMEDOUT;
+	if (rc == 0) {
+		RSK_REAL(close)(e->memfd);
+		e->have = 0; /* memfd, ctl consumed; reply answered */
+		if (e->reply != e->conn)
+			RSK_REAL(close)(e->reply);
+		rsk_fd_unhide_close(e->conn);
+		free(e);
+		return fd;
+	}
+	/* The client is committed to the fast path and we cannot follow: drop it visibly. */
+	rsk_warn("fd %d: accelerated accept failed (%s); dropping the connection", fd,
+		 strerror(-rc));
+	if (e != NULL) {
+		(void)rsk_hs_answer(e->reply, RSK_HS_DECLINE, -1);
+		rsk_offer_free(e);
+	}
+	rsk_stats_fallback(RDMASOCK_FB_RESOURCES);
+	rsk_sock_release_fd(fd);
+	RSK_REAL(close)(fd);
+	return -ECONNABORTED;
+}

@@ -1,0 +1,21 @@
+/*
+ * Peer liveness, off the data path. A sleeping thread per process waits (no timeout, no
+ * periodic wake-up) on the hidden TCP placeholder of every accelerated connection. When the
+ * peer process dies the kernel closes its end; we learn it at once and reset the stream
+ * (or report EOF when the peer had ended it in order).
+ */
+#ifndef RSK_MONITOR_H
+#define RSK_MONITOR_H
+
+struct rsk_conn;
+
+/* Watch @c's TCP placeholder. Starts the thread on first use (again after fork). 0/-errno. */
+int rsk_monitor_add(struct rsk_conn *c);
+
+/* Stop watching @c (before its fds close). */
+void rsk_monitor_del(struct rsk_conn *c);
+
+/* In a forked child: the thread is gone; forget it so the next add starts a new one. */
+void rsk_monitor_atfork_child(void);
+
+#endif

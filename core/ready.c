@@ -1,0 +1,122 @@
+/*
+ * Readiness socketpair operations (see ready.h). Every call is non-blocking and costs one
+ * or two syscalls; callers invoke them only on state transitions (arm/kick protocol in the
+ * stream engine), never per byte.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "ready.h"
+#include "real.h"
+
+int rsk_ready_pair(int *app, int *ctl)
+{
+	int sv[2], small = 1; /* the kernel rounds up to its minimum */
+
+	if (RSK_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	/* A small send buffer on the app end: a single write fills it (rsk_ready_block). */
+	(void)RSK_REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	*app = sv[0];
+	*ctl = sv[1];
+	return 0;
+}
+
+void rsk_ready_raise(int ctl)
+{
+	char token = 'r';
+
+	(void)RSK_REAL(send)(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
+{
+	char buf[256];
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(int) * 4)];
+	} cbuf;
+	struct iovec iov = {buf, sizeof(buf)};
+	struct msghdr msg;
+	struct cmsghdr *c;
+	ssize_t n;
+	int i, nfds, fds[4];
+
+	do {
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = cbuf.space;
+		msg.msg_controllen = sizeof(cbuf.space);
+		n = RSK_REAL(recvmsg)(app, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		for (c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)nfds);
+			for (i = 0; i < nfds; i++) {
+				if (on_fd != NULL)
+					on_fd(fds[i], arg);
+				else
+					RSK_REAL(close)(fds[i]);
+			}
+		}
+	} while (n == (ssize_t)sizeof(buf));
+}
+
+void rsk_ready_block(int app)
+{
+	static const char fill[4096];
+	int i;
+
+	/* Bounded: the send buffer is a few KiB; a handful of writes always fill it. */
+	for (i = 0; i < 64; i++)
+		if (RSK_REAL(send)(app, fill, sizeof(fill), MSG_DONTWAIT | MSG_NOSIGNAL) <= 0)
+			break;
+}
+
+void rsk_ready_unblock(int ctl)
+{
+	char buf[4096];
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (RSK_REAL(recv)(ctl, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)sizeof(buf))
+			break;
+}
+
+void rsk_ready_eof(int ctl)
+{
+	(void)RSK_REAL(shutdown)(ctl, SHUT_WR);
+}
+
+void rsk_ready_hup(int ctl)
+{
+	rsk_ready_unblock(ctl);
+	(void)RSK_REAL(shutdown)(ctl, SHUT_RDWR);
+}
+
+int rsk_ready_send_fd(int ctl, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	char token = 'f';
+	struct iovec iov = {&token, 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *c;
+
+	memset(&cbuf, 0, sizeof(cbuf));
+	msg.msg_control = cbuf.space;
+	msg.msg_controllen = sizeof(cbuf.space);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (RSK_REAL(sendmsg)(ctl, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * The stream engine (see stream.h): receive path (harvest, queue, copy out, repost), send
+ * path (segment into buffer-sized SENDs, spend credits, piggyback returned credits), and
+ * the protocol's control messages (credit-only, FIN, RST). Everything from the peer is
+ * validated: a malformed message resets this stream and nothing else.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "compiler.h"
+#include "credit.h"
+#include "stream.h"
+
+#define RSK_POLL_BATCH 16
+
+int rsk_stream_init(struct rsk_stream *st, struct rsk_ep *ep, struct rsk_rxmsg *rxq)
+{
+	memset(st, 0, sizeof(*st));
+	st->rxq_owned = rxq == NULL;
+	st->rxq = rxq != NULL ? rxq : calloc(ep->nbuf, sizeof(*st->rxq));
+	if (st->rxq == NULL)
+		return -ENOMEM;
+	st->ep = ep;
+	st->nbuf = ep->nbuf;
+	st->bsize = ep->buf_size;
+	st->credits = ep->nbuf; /* both sides start with every buffer posted */
+	return 0;
+}
+
+void rsk_stream_fini(struct rsk_stream *st)
+{
+	if (st->rxq_owned)
+		free(st->rxq);
+	st->rxq = NULL;
+}
+
+void rsk_stream_set_error(struct rsk_stream *st, int err)
+{
+	if (st->err == 0)
+		st->err = err;
+}
+
+/* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only). */
+static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
+{
+	uint32_t owed = st->owed;
+	int rc;
+
+	if (st->credits == 0)
+		return -EAGAIN;
+	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags), RSK_SEND_INLINE);
+	if (rc < 0)
+		return rc;
+	st->owed = 0;
+	st->credits--;
+	st->msgs_sent++;
+	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_WAIT_TX);
+	return 0;
+}
+
+/* Pending FIN first (it also returns credits), then a credit-only message if due. */
+static void rsk_stream_flush(struct rsk_stream *st)
+{
+	if (st->err)
+		return;
+	if (st->fin_pending && st->credits > 0 && rsk_stream_control(st, RSK_IMM_FIN) == 0) {
+		st->fin_pending = 0;
+		st->fin_sent = 1;
+		return;
+	}
+	if (rsk_credit_should_return(st->owed, st->nbuf, st->credits))
+		(void)rsk_stream_control(st, 0);
+}
+
+/* Repost the head buffer: its bytes are consumed (RC order: heads go back first). */
+static int rsk_stream_pop(struct rsk_stream *st)
+{
+	struct rsk_rxmsg *m = &st->rxq[st->rx_head];
+	int rc = rsk_ep_post_recv(st->ep, m->slot);
+
+	if (rc < 0)
+		return rc;
+	st->rx_head = (st->rx_head + 1) % st->nbuf;
+	st->rx_count--;
+	st->owed++;
+	return 0;
+}
+
+/* Messages without payload (credit-only, FIN) are done as soon as they reach the head. */
+static int rsk_stream_pop_empty(struct rsk_stream *st)
+{
+	int rc;
+
+	while (st->rx_count > 0 && st->rxq[st->rx_head].len == st->rxq[st->rx_head].off)
+		if ((rc = rsk_stream_pop(st)) < 0)
+			return rc;
+	return 0;
+}
+
+static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
+{
+	uint32_t credits, flags, tail;
+
+	if (wc->status != 0)
+		return -ECONNRESET;
+	if (wc->op != RSK_WC_RECV)
+		return 0;
+	if (!rsk_imm_valid(wc->imm) || st->rx_count >= st->nbuf ||
+	    (st->fin_rcvd && wc->len > 0))
+		return -EPROTO;
+	credits = rsk_imm_credits(wc->imm);
+	flags = rsk_imm_flags(wc->imm);
+	if (credits > st->nbuf - st->credits)
+		return -EPROTO; /* more credits than buffers exist: a lie */
+	st->credits += credits;
+	tail = (st->rx_head + st->rx_count) % st->nbuf;
+	st->rxq[tail].slot = wc->slot;
+	st->rxq[tail].len = wc->len;
+	st->rxq[tail].off = 0;
+	st->rx_count++;
+	st->rx_bytes += wc->len;
+	st->msgs_rcvd++;
+	if (flags & RSK_IMM_FIN)
+		st->fin_rcvd = 1;
+	if (flags & RSK_IMM_RST) {
+		st->rst_rcvd = 1;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+int rsk_stream_progress(struct rsk_stream *st)
+{
+	struct rsk_wc wc[RSK_POLL_BATCH];
+	int n, i, rc, total = 0;
+
+	if (st->err)
+		return st->err;
+	do {
+		n = rsk_ep_poll(st->ep, wc, RSK_POLL_BATCH);
+		if (n < 0) {
+			rsk_stream_set_error(st, -ECONNRESET);
+			return st->err;
+		}
+		for (i = 0; i < n; i++) {
+			rc = rsk_stream_take(st, &wc[i]);
+			if (rc < 0) {
+				rsk_stream_set_error(st, -ECONNRESET);
+				return st->err;
+			}
+		}
+		total += n;
+	} while (n == RSK_POLL_BATCH);
+	if (rsk_stream_pop_empty(st) < 0) {
+		rsk_stream_set_error(st, -ECONNRESET);
+		return st->err;
+	}
+	rsk_stream_flush(st);
+	return total;
+}
+
+/* Copy from the queued messages into @iov; with @consume, repost drained buffers. */
+static size_t rsk_stream_copy_out(struct rsk_stream *st, const struct iovec *iov, int iovcnt,
+				  int consume)
+{
+	uint32_t idx = st->rx_head, left = st->rx_count, n;
+	uint32_t off = left ? st->rxq[idx].off : 0;
+	size_t done = 0, ioff = 0;
+	struct rsk_rxmsg *m;
+	int v = 0;
+
+	while (left > 0 && v < iovcnt) {
+		m = &st->rxq[idx];
+		n = m->len - off;
+		if ((size_t)n > iov[v].iov_len - ioff)
+			n = (uint32_t)(iov[v].iov_len - ioff);
+		if (n > 0)
+			memcpy((char *)iov[v].iov_base + ioff,
+			       (const char *)rsk_ep_recv_buf(st->ep, m->slot) + off, n);
+		done += n;
+		ioff += n;
+		off += n;
+		if (consume)
+			m->off = off;
+		if (ioff == iov[v].iov_len) {
+			v++;
+			ioff = 0;
+		}
+		if (off < m->len)
+			continue;
+		idx = (idx + 1) % st->nbuf;
+		left--;
+		off = left ? st->rxq[idx].off : 0;
+		if (consume && rsk_stream_pop(st) < 0)
+			break;
+	}
+	if (consume)
+		st->rx_bytes -= done;
+	return done;
+}
+
+ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t n;
+	int err;
+
+	(void)rsk_stream_progress(st);
+	if (st->err && !st->err_seen_rx) {
+		st->err_seen_rx = 1; /* report the reset once, then EOF, as TCP does */
+		err = st->err;
+		return err;
+	}
+	if (st->err || st->shut_rd)
+		return 0;
+	n = rsk_stream_copy_out(st, iov, iovcnt, !(flags & MSG_PEEK));
+	if (n > 0) {
+		st->bytes_rcvd += (flags & MSG_PEEK) ? 0 : n;
+		(void)rsk_stream_pop_empty(st);
+		rsk_stream_flush(st);
+		return (ssize_t)n;
+	}
+	if (st->fin_rcvd && st->rx_bytes == 0)
+		return 0;
+	return -EAGAIN;
+}
+
+/* Gather @len bytes starting at (*v, *voff) of @iov into @dst, advancing the cursor. */
+static void rsk_iov_gather(char *dst, const struct iovec *iov, int *v, size_t *voff, size_t len)
+{
+	size_t n;
+
+	while (len > 0) {
+		n = iov[*v].iov_len - *voff;
+		if (n > len)
+			n = len;
+		memcpy(dst, (const char *)iov[*v].iov_base + *voff, n);
+		dst += n;
+		len -= n;
+		*voff += n;
+		if (*voff == iov[*v].iov_len) {
+			(*v)++;
+			*voff = 0;
+		}
+	}
+}
+
+static size_t rsk_iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	return total;
+}
+
+ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt)
+{
+	size_t left = rsk_iov_total(iov, iovcnt), sent = 0, voff = 0, chunk;
+	uint32_t owed;
+	void *buf;
+	int v = 0, rc;
+
+	if (st->shut_wr || st->fin_sent || st->fin_pending)
+		return -EPIPE;
+	(void)rsk_stream_progress(st);
+	if (st->err) {
+		if (st->err_seen_tx)
+			return -EPIPE; /* TCP: the reset once, then EPIPE */
+		st->err_seen_tx = 1;
+		return st->err;
+	}
+	while (v < iovcnt && iov[v].iov_len == 0)
+		v++;
+	while (left > 0) {
+		if (!rsk_credit_can_send_data(st->credits)) {
+			st->credit_stalls++;
+			break;
+		}
+		buf = rsk_ep_send_buf(st->ep);
+		if (buf == NULL)
+			break;
+		chunk = left < st->bsize ? left : st->bsize;
+		rsk_iov_gather(buf, iov, &v, &voff, chunk);
+		owed = st->owed;
+		rc = rsk_ep_post_send(st->ep, buf, (uint32_t)chunk, rsk_imm_make(owed, 0), 0);
+		if (rc < 0) {
+			rsk_stream_set_error(st, -ECONNRESET);
+			break;
+		}
+		st->owed = 0;
+		st->credits--;
+		st->msgs_sent++;
+		sent += chunk;
+		left -= chunk;
+		rsk_ep_kick(st->ep, RSK_WAIT_RX | (owed ? RSK_WAIT_TX : 0));
+	}
+	st->bytes_sent += sent;
+	if (sent > 0)
+		return (ssize_t)sent;
+	return st->err ? st->err : -EAGAIN;
+}
+
+int rsk_stream_shutdown_wr(struct rsk_stream *st)
+{
+	if (st->fin_sent || st->fin_pending)
+		return 0;
+	st->shut_wr = 1;
+	st->fin_pending = 1;
+	(void)rsk_stream_progress(st);
+	rsk_stream_flush(st);
+	return 0;
+}
+
+void rsk_stream_reset(struct rsk_stream *st)
+{
+	if (!st->err)
+		(void)rsk_stream_control(st, RSK_IMM_RST);
+	rsk_stream_set_error(st, -ECONNRESET);
+}
+
+int rsk_stream_readable(const struct rsk_stream *st)
+{
+	return st->rx_bytes > 0 || st->fin_rcvd || st->err || st->shut_rd;
+}
+
+int rsk_stream_writable(const struct rsk_stream *st)
+{
+	return rsk_credit_can_send_data(st->credits) || st->err || st->shut_wr;
+}

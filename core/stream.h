@@ -1,0 +1,80 @@
+/*
+ * The stream engine: a TCP-like byte stream over any transport with RC queue-pair
+ * semantics (transport.h). It never blocks and never knows which transport it runs on;
+ * blocking, readiness and locking belong to the socket layer (core/sock, core/io).
+ */
+#ifndef RSK_STREAM_H
+#define RSK_STREAM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "transport.h"
+
+struct rsk_rxmsg {
+	uint32_t slot;
+	uint32_t len;
+	uint32_t off; /* bytes of this message already consumed */
+};
+
+struct rsk_stream {
+	struct rsk_ep *ep;
+	uint32_t nbuf, bsize;
+	/* credit state (credit.h) */
+	uint32_t credits; /* peer buffers we may still fill */
+	uint32_t owed;    /* our reposted buffers not yet announced to the peer */
+	/* harvested messages not yet consumed, a ring of nbuf in arrival (= slot) order */
+	struct rsk_rxmsg *rxq;
+	int rxq_owned;
+	uint32_t rx_head, rx_count;
+	uint64_t rx_bytes; /* unread payload bytes in rxq (FIONREAD) */
+	unsigned int fin_rcvd : 1, fin_sent : 1, fin_pending : 1, rst_rcvd : 1, shut_rd : 1,
+		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1;
+	int err; /* sticky: -ECONNRESET (peer reset or broke the protocol) */
+	/* counters for stats */
+	uint64_t bytes_sent, bytes_rcvd, msgs_sent, msgs_rcvd, credit_stalls;
+};
+
+/*
+ * Bind @st to endpoint @ep (both sides start with ep->nbuf credits). @rxq is room for
+ * ep->nbuf queue entries (e.g. in memory shared across fork) or NULL to allocate it.
+ * Returns 0 or -ENOMEM.
+ */
+int rsk_stream_init(struct rsk_stream *st, struct rsk_ep *ep, struct rsk_rxmsg *rxq);
+void rsk_stream_fini(struct rsk_stream *st);
+
+/*
+ * Harvest completions: queue data, take credits and flags, return credits if half the
+ * window is owed. Returns the number of messages harvested, or -errno once the stream is
+ * broken (st->err is then set).
+ */
+int rsk_stream_progress(struct rsk_stream *st);
+
+/*
+ * Copy up to the iovec's size into it (MSG_PEEK: without consuming). Returns bytes, 0 at
+ * EOF (FIN received and everything read, or SHUT_RD), -EAGAIN when nothing is there yet,
+ * -ECONNRESET once reset.
+ */
+ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovcnt, int flags);
+
+/*
+ * Send as much of the iovec as credits allow. Returns bytes sent (> 0), -EAGAIN when no
+ * credit is free, -EPIPE after shutdown(SHUT_WR), -ECONNRESET after a reset.
+ */
+ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt);
+
+/* Queue our FIN (sent now if a credit is free, else as soon as one returns). */
+int rsk_stream_shutdown_wr(struct rsk_stream *st);
+
+/* Abortive close: tell the peer to reset (best effort). */
+void rsk_stream_reset(struct rsk_stream *st);
+
+/* Readiness as TCP defines it. */
+int rsk_stream_readable(const struct rsk_stream *st); /* data, EOF or error */
+int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error */
+
+/* Mark the stream reset by the world (peer process died, transport error). */
+void rsk_stream_set_error(struct rsk_stream *st, int err);
+
+#endif

@@ -1,0 +1,400 @@
+/*
+ * Shared-memory transport (see shm.h). Layout of a connection's memfd:
+ *   page 0: header (magic, version, nbuf, buf_size), then per side its wait flags
+ *   two rings (client->server, server->client): posted/filled counters on their own cache
+ *   lines, then nbuf descriptors {len, imm}
+ *   the slots of both directions, page aligned.
+ * Slot of message n in a direction = n % nbuf: RC receive buffers are consumed in posting
+ * order, and the engine posts them in order, so no slot numbers travel through memory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compiler.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
+#include "shm.h"
+
+#define RSK_CACHELINE 64
+
+struct rsk_shm_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t nbuf;
+	uint32_t buf_size;
+};
+
+/* Written only by the side that owns it. */
+struct rsk_shm_flags {
+	uint32_t armed;  /* RSK_WAIT_* bits: kick me when ... */
+	uint32_t fin;    /* I posted FIN: my going away is orderly */
+} __attribute__((aligned(RSK_CACHELINE)));
+
+struct rsk_shm_desc {
+	uint32_t len;
+	uint32_t imm;
+};
+
+struct rsk_shm_ring {
+	uint32_t posted __attribute__((aligned(RSK_CACHELINE))); /* by the receiver */
+	uint32_t filled __attribute__((aligned(RSK_CACHELINE))); /* by the sender */
+	struct rsk_shm_desc desc[] __attribute__((aligned(RSK_CACHELINE)));
+};
+
+struct rsk_shm_ep {
+	struct rsk_ep base;
+	uint8_t *map;
+	size_t map_len;
+	struct rsk_shm_ring *rx, *tx;
+	struct rsk_shm_flags *mine, *peer;
+	uint8_t *rx_slots, *tx_slots;
+	uint32_t rx_next;   /* next message number to harvest from rx */
+	uint32_t rx_posted; /* our own count of rx buffers posted */
+	uint32_t tx_filled; /* our own count of messages sent */
+	int peer_ctl;
+	int (*resolve)(void *owner);
+	void *owner;
+	int own_mem;
+};
+
+#define RSK_SHM_EP(ep) ((struct rsk_shm_ep *)(ep))
+
+static size_t rsk_align(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+struct rsk_shm_layout {
+	size_t flags[2], ring[2], slots[2], total;
+};
+
+static int rsk_shm_layout(uint32_t nbuf, uint32_t buf_size, struct rsk_shm_layout *l)
+{
+	size_t ring_sz = sizeof(struct rsk_shm_ring) + (size_t)nbuf * sizeof(struct rsk_shm_desc);
+	size_t off = rsk_align(sizeof(struct rsk_shm_hdr), RSK_CACHELINE);
+	int d;
+
+	if (nbuf < 2 || nbuf > RSK_SHM_MAX_NBUF || buf_size < 64 || buf_size > RSK_SHM_MAX_BUF)
+		return -EINVAL;
+	for (d = 0; d < 2; d++) {
+		l->flags[d] = off;
+		off += sizeof(struct rsk_shm_flags);
+	}
+	for (d = 0; d < 2; d++) {
+		l->ring[d] = rsk_align(off, RSK_CACHELINE);
+		off = l->ring[d] + ring_sz;
+	}
+	off = rsk_align(off, 4096);
+	for (d = 0; d < 2; d++) {
+		l->slots[d] = off;
+		off += (size_t)nbuf * buf_size;
+	}
+	l->total = rsk_align(off, 4096);
+	return 0;
+}
+
+size_t rsk_shm_size(uint32_t nbuf, uint32_t buf_size)
+{
+	struct rsk_shm_layout l;
+
+	return rsk_shm_layout(nbuf, buf_size, &l) < 0 ? 0 : l.total;
+}
+
+int rsk_shm_create(uint32_t nbuf, uint32_t buf_size)
+{
+	struct rsk_shm_layout l;
+	struct rsk_shm_hdr *h;
+	void *p;
+	int fd, rc, d;
+
+	rc = rsk_shm_layout(nbuf, buf_size, &l);
+	if (rc < 0)
+		return rc;
+	fd = memfd_create("rdmasock", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)l.total) < 0)
+		goto fail_errno;
+	p = mmap(NULL, rsk_align(l.slots[0], 4096), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto fail_errno;
+	h = p;
+	h->magic = RSK_SHM_MAGIC;
+	h->version = RSK_SHM_VERSION;
+	h->nbuf = nbuf;
+	h->buf_size = buf_size;
+	for (d = 0; d < 2; d++) /* every receive buffer starts posted: nbuf initial credits */
+		((struct rsk_shm_ring *)((uint8_t *)p + l.ring[d]))->posted = nbuf;
+	munmap(p, rsk_align(l.slots[0], 4096));
+	/* Sealed size: a peer cannot shrink the file under our mapping (that would SIGBUS us). */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail_errno;
+	return fd;
+
+fail_errno:
+	rc = -errno;
+	RSK_REAL(close)(fd);
+	return rc;
+}
+
+
+size_t rsk_shm_ep_size(void)
+{
+	return sizeof(struct rsk_shm_ep);
+}
+
+int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out)
+{
+	struct rsk_shm_hdr hdr;
+	struct rsk_shm_layout l;
+	struct rsk_shm_ep *e;
+	struct stat st;
+	uint8_t *map;
+	int rx_dir = side == RSK_SHM_CLIENT ? 1 : 0; /* direction 0 = client -> server */
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
+		return -EPROTO; /* unsealed: the creator could truncate it and crash us */
+	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+		return -EPROTO;
+	if (hdr.magic != RSK_SHM_MAGIC || hdr.version != RSK_SHM_VERSION ||
+	    rsk_shm_layout(hdr.nbuf, hdr.buf_size, &l) < 0 || (size_t)st.st_size < l.total)
+		return -EPROTO;
+	map = mmap(NULL, l.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	e = mem != NULL ? mem : calloc(1, sizeof(*e));
+	if (e == NULL) {
+		munmap(map, l.total);
+		return -ENOMEM;
+	}
+	e->own_mem = mem == NULL;
+	e->base.ops = &rsk_shm_ops;
+	e->base.nbuf = hdr.nbuf; /* our validated copies: the shared header may change later */
+	e->base.buf_size = hdr.buf_size;
+	e->base.max_inline = hdr.buf_size;
+	e->map = map;
+	e->map_len = l.total;
+	e->rx = (struct rsk_shm_ring *)(map + l.ring[rx_dir]);
+	e->tx = (struct rsk_shm_ring *)(map + l.ring[!rx_dir]);
+	e->rx_slots = map + l.slots[rx_dir];
+	e->tx_slots = map + l.slots[!rx_dir];
+	e->mine = (struct rsk_shm_flags *)(map + l.flags[side]);
+	e->peer = (struct rsk_shm_flags *)(map + l.flags[!side]);
+	/* Both rings start with every buffer posted and nothing filled. */
+	e->rx_posted = hdr.nbuf;
+	e->rx_next = 0;
+	e->tx_filled = 0;
+	e->peer_ctl = peer_ctl;
+	*out = &e->base;
+	return 0;
+}
+
+void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl)
+{
+	RSK_SHM_EP(ep)->peer_ctl = peer_ctl;
+}
+
+int rsk_shm_peer_ctl(struct rsk_ep *ep)
+{
+	return RSK_SHM_EP(ep)->peer_ctl;
+}
+
+int rsk_shm_has_peer_ctl(struct rsk_ep *ep)
+{
+	return RSK_SHM_EP(ep)->peer_ctl >= 0;
+}
+
+void rsk_shm_set_resolver(struct rsk_ep *ep, int (*resolve)(void *owner), void *owner)
+{
+	RSK_SHM_EP(ep)->resolve = resolve;
+	RSK_SHM_EP(ep)->owner = owner;
+}
+
+int rsk_shm_peer_closed_cleanly(struct rsk_ep *ep)
+{
+	return __atomic_load_n(&RSK_SHM_EP(ep)->peer->fin, __ATOMIC_ACQUIRE) != 0;
+}
+
+void rsk_shm_mark_fin(struct rsk_ep *ep)
+{
+	__atomic_store_n(&RSK_SHM_EP(ep)->mine->fin, 1, __ATOMIC_RELEASE);
+}
+
+static int rsk_shm_probe(void)
+{
+	return 0; /* memfd_create failing later is reported then, as -errno */
+}
+
+static int rsk_shm_post_recv(struct rsk_ep *ep, uint32_t slot)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	if (rsk_unlikely(slot != e->rx_posted % ep->nbuf))
+		return -EINVAL; /* RC order: buffers are reused in the order they were filled */
+	e->rx_posted++;
+	/* Release: our reads of this slot's old contents finish before the sender reuses it. */
+	__atomic_store_n(&e->rx->posted, e->rx_posted, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static const void *rsk_shm_recv_buf(struct rsk_ep *ep, uint32_t slot)
+{
+	return RSK_SHM_EP(ep)->rx_slots + (size_t)(slot % ep->nbuf) * ep->buf_size;
+}
+
+/* Buffers the peer has posted that we have not filled; -EPROTO when the peer lies. */
+static int rsk_shm_tx_room(struct rsk_shm_ep *e)
+{
+	uint32_t posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
+	uint32_t room = posted - e->tx_filled;
+
+	if (rsk_unlikely(room > e->base.nbuf))
+		return -EPROTO;
+	return (int)room;
+}
+
+static void *rsk_shm_send_buf(struct rsk_ep *ep)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	if (rsk_shm_tx_room(e) <= 0)
+		return NULL;
+	return e->tx_slots + (size_t)(e->tx_filled % ep->nbuf) * ep->buf_size;
+}
+
+static int rsk_shm_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
+			     unsigned int flags)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+	uint32_t slot = e->tx_filled % ep->nbuf;
+	uint8_t *dst = e->tx_slots + (size_t)slot * ep->buf_size;
+	int room = rsk_shm_tx_room(e);
+
+	(void)flags; /* every shm send completes at once: no send completions to signal */
+	if (rsk_unlikely(room <= 0))
+		return room < 0 ? room : -ENOBUFS; /* an RC QP would RNR: the engine broke credit */
+	if (rsk_unlikely(len > ep->buf_size))
+		return -EMSGSIZE;
+	if (buf != dst && len > 0)
+		memcpy(dst, buf, len);
+	e->tx->desc[slot].len = len;
+	e->tx->desc[slot].imm = imm;
+	e->tx_filled++;
+	__atomic_store_n(&e->tx->filled, e->tx_filled, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+	uint32_t filled = __atomic_load_n(&e->rx->filled, __ATOMIC_ACQUIRE);
+	uint32_t avail = filled - e->rx_next, slot, len;
+	int i;
+
+	/* The peer may only fill buffers we posted. */
+	if (rsk_unlikely(avail > e->rx_posted - e->rx_next))
+		return -EPROTO;
+	for (i = 0; i < n && avail > 0; i++, avail--) {
+		slot = e->rx_next % ep->nbuf;
+		len = __atomic_load_n(&e->rx->desc[slot].len, __ATOMIC_RELAXED);
+		if (rsk_unlikely(len > ep->buf_size))
+			return -EPROTO;
+		wc[i].op = RSK_WC_RECV;
+		wc[i].status = 0;
+		wc[i].slot = slot;
+		wc[i].len = len;
+		wc[i].imm = __atomic_load_n(&e->rx->desc[slot].imm, __ATOMIC_RELAXED);
+		e->rx_next++;
+	}
+	return i;
+}
+
+static void rsk_shm_arm(struct rsk_ep *ep, unsigned int what)
+{
+	/* seq_cst: the flag must be visible before we re-check the ring (Dekker with kick). */
+	__atomic_fetch_or(&RSK_SHM_EP(ep)->mine->armed, what, __ATOMIC_SEQ_CST);
+}
+
+static unsigned int rsk_shm_disarm(struct rsk_ep *ep, unsigned int what)
+{
+	return __atomic_fetch_and(&RSK_SHM_EP(ep)->mine->armed, ~what, __ATOMIC_SEQ_CST) & what;
+}
+
+static unsigned int rsk_shm_armed(struct rsk_ep *ep)
+{
+	return __atomic_load_n(&RSK_SHM_EP(ep)->mine->armed, __ATOMIC_SEQ_CST);
+}
+
+static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+	unsigned int armed;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read flags */
+	if (rsk_likely((__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & what) == 0))
+		return;
+	armed = __atomic_fetch_and(&e->peer->armed, ~what, __ATOMIC_SEQ_CST) & what;
+	if (armed == 0)
+		return;
+	if (e->peer_ctl < 0 && e->resolve != NULL)
+		e->peer_ctl = e->resolve(e->owner);
+	if (e->peer_ctl < 0)
+		return;
+	if (armed & RSK_WAIT_RX)
+		rsk_ready_raise(e->peer_ctl);
+	if (armed & RSK_WAIT_TX)
+		rsk_ready_unblock(e->peer_ctl);
+}
+
+static void rsk_shm_shutdown(struct rsk_ep *ep)
+{
+	rsk_shm_mark_fin(ep);
+}
+
+static void rsk_shm_destroy(struct rsk_ep *ep)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	if (e->peer_ctl >= 0)
+		rsk_fd_unhide_close(e->peer_ctl);
+	munmap(e->map, e->map_len);
+	if (e->own_mem)
+		free(e);
+}
+
+void rsk_shm_debug(struct rsk_ep *ep, struct rsk_shm_debug *d)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	d->rx_filled = &e->rx->filled;
+	d->rx_posted = &e->rx->posted;
+	d->tx_filled = &e->tx->filled;
+	d->tx_posted = &e->tx->posted;
+	d->rx_desc_len = &e->rx->desc[0].len;
+	d->hdr_nbuf = &((struct rsk_shm_hdr *)e->map)->nbuf;
+}
+
+const struct rsk_transport_ops rsk_shm_ops = {
+	.name = "shm",
+	.id = RDMASOCK_TRANSPORT_SHM,
+	.probe = rsk_shm_probe,
+	.post_recv = rsk_shm_post_recv,
+	.recv_buf = rsk_shm_recv_buf,
+	.send_buf = rsk_shm_send_buf,
+	.post_send = rsk_shm_post_send,
+	.poll = rsk_shm_poll,
+	.arm = rsk_shm_arm,
+	.disarm = rsk_shm_disarm,
+	.armed = rsk_shm_armed,
+	.kick = rsk_shm_kick,
+	.shutdown = rsk_shm_shutdown,
+	.destroy = rsk_shm_destroy,
+};

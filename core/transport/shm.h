@@ -1,0 +1,75 @@
+/*
+ * Same-host transport: one memfd per connection holds both directions' descriptor rings
+ * and buffer slots, laid out so that it behaves like an RC queue pair (see transport.h).
+ * Either process may write garbage into it; every index and length read from it is
+ * validated and a violation fails only this connection (-EPROTO).
+ */
+#ifndef RSK_SHM_H
+#define RSK_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+#define RSK_SHM_MAGIC 0x4b53524du /* "MRSK" */
+#define RSK_SHM_VERSION 1u
+#define RSK_SHM_MAX_NBUF 1024u
+#define RSK_SHM_MAX_BUF (4u << 20)
+
+enum rsk_shm_side {
+	RSK_SHM_CLIENT = 0,
+	RSK_SHM_SERVER = 1,
+};
+
+/* Size of the memfd for @nbuf buffers of @buf_size bytes per direction (0 if invalid). */
+size_t rsk_shm_size(uint32_t nbuf, uint32_t buf_size);
+
+/*
+ * Create a connection's memfd, initialised with every receive buffer of both sides posted
+ * (each side starts with @nbuf credits). Returns the fd (close-on-exec) or -errno.
+ */
+int rsk_shm_create(uint32_t nbuf, uint32_t buf_size);
+
+/* Bytes an endpoint needs when the caller provides its memory (rsk_shm_open's @mem). */
+size_t rsk_shm_ep_size(void);
+
+/*
+ * Map memfd @fd as @side and build the endpoint in @mem (rsk_shm_ep_size() zeroed bytes,
+ * e.g. inside memory shared across fork) or, with @mem NULL, in memory of its own. The
+ * header is validated against the file size, its seals and the limits above: a malformed
+ * file gives -EPROTO. @peer_ctl is the fd that kicks the peer (-1: not known yet; see
+ * rsk_shm_set_peer_ctl). Returns 0 or -errno.
+ */
+int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out);
+
+/* Provide the peer's kick fd once it is known (the endpoint owns it from then on). */
+void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl);
+
+/* The peer's kick fd, or -1. */
+int rsk_shm_peer_ctl(struct rsk_ep *ep);
+
+/* Is a kick fd known? (A client learns the server's only when the server accepted.) */
+int rsk_shm_has_peer_ctl(struct rsk_ep *ep);
+
+/* Did the peer announce an orderly end (FIN posted, or closed) before its process died? */
+int rsk_shm_peer_closed_cleanly(struct rsk_ep *ep);
+
+/* Mark that we posted our FIN: a later peer-death check then means "closed", not "crashed". */
+void rsk_shm_mark_fin(struct rsk_ep *ep);
+
+/*
+ * Callback the endpoint uses to learn the peer's kick fd on demand (set by the socket
+ * layer: the server's fd arrives with a token on our own readiness socket).
+ */
+void rsk_shm_set_resolver(struct rsk_ep *ep, int (*resolve)(void *owner), void *owner);
+
+/* For tests: the raw shared words, so hostile peers can be simulated. */
+struct rsk_shm_debug {
+	volatile uint32_t *rx_filled, *rx_posted, *tx_filled, *tx_posted;
+	volatile uint32_t *rx_desc_len; /* desc[0].len of our rx ring */
+	volatile uint32_t *hdr_nbuf;
+};
+void rsk_shm_debug(struct rsk_ep *ep, struct rsk_shm_debug *d);
+
+#endif
