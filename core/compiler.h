@@ -11,6 +11,14 @@
 /* Symbols that leave librdmasock.so: the libc names and rdmasock_* (see preload/rdmasock.map). */
 #define RSK_EXPORT __attribute__((visibility("default")))
 
+/* Busy-wait hint for bounded spins. */
+static inline void rsk_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 #define RSK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Plain counters: nobody orders anything on them, they are only summed at the end. */

@@ -202,7 +202,7 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_ports(&ctx, RDMASOCK_ENV_EXCLUDE_PORTS, c->exclude, &c->n_exclude);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_SPIN_US, 0, 1000000, 0, &c->spin_us);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_BUF_SIZE, 1024, 4u << 20, 1, &c->buf_size);
-	rsk_config_uint(&ctx, RDMASOCK_ENV_BUF_COUNT, 2, 1024, 0, &c->buf_count);
+	rsk_config_uint(&ctx, RDMASOCK_ENV_BUF_COUNT, 6, 1024, 0, &c->buf_count);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_INLINE, 0, 1024, 0, &c->inline_size);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_CONNECT_TIMEOUT_MS, 1, 60000, 0,
 			&c->connect_timeout_ms);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "compiler.h"
 #include "conn.h"
 #include "credit.h"
 #include "hs.h"
@@ -71,29 +72,74 @@ void rsk_conn_unlock(struct rsk_conn *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Drain tokens, arm, re-check: afterwards either a token is due or the data is visible. */
+/*
+ * Readiness is kept exact, because a program that select()s and then does a blocking read
+ * must never block: every token written to our app end is counted (before it is written)
+ * and every unblock of it is counted (after it is done), so we always know whether the
+ * kernel object shows a wake we have already consumed.
+ */
+
+/*
+ * A waker clears our armed bit first and counts only when it is done. Once we see our bit
+ * cleared by somebody else, we wait for that count before touching the app end again:
+ * otherwise its drain could hit the fill we are about to make (and the edge-triggered
+ * wake-up it produces would be lost), or its token could arrive after we drained.
+ */
+static void rsk_conn_settle(struct rsk_conn *c, unsigned int what, uint32_t seen)
+{
+	int spins;
+
+	for (spins = 0; spins < 1000000 && rsk_ep_wakes(c->ep, what) == seen; spins++)
+		rsk_cpu_relax();
+}
+
+/* We armed @what and now find the event ourselves: take the wake back, or let it land. */
+static void rsk_conn_unarm(struct rsk_conn *c, unsigned int what, uint32_t seen)
+{
+	if (rsk_ep_disarm(c->ep, what))
+		rsk_ep_wake_self(c->ep, what); /* nobody kicked us: do what a kick would have */
+	else
+		rsk_conn_settle(c, what, seen);
+}
+
+/* Drain exactly the tokens committed so far (a token may still be on its way: wait briefly). */
+static void rsk_conn_drain_tokens(struct rsk_conn *c, int app_fd)
+{
+	uint32_t target = rsk_ep_wakes(c->ep, RSK_WAIT_RX);
+	uint32_t due = target - c->raised_seen;
+
+	if (due > 0 && rsk_ready_take(app_fd, (int)due) < (int)due)
+		rsk_dbg("readiness: %u token(s) never arrived (waker died?)", due);
+	c->raised_seen = target;
+}
+
+/* Drain, arm, re-check: afterwards either a token is due or the data is visible. */
 static void rsk_conn_lower(struct rsk_conn *c, int app_fd)
 {
-	rsk_ready_lower(app_fd, NULL, NULL);
+	if (c->rx_lowered && !(rsk_ep_armed(c->ep) & RSK_WAIT_RX))
+		rsk_conn_settle(c, RSK_WAIT_RX, c->raised_seen);
+	rsk_conn_drain_tokens(c, app_fd);
 	rsk_ep_arm(c->ep, RSK_WAIT_RX);
 	c->rx_lowered = 1;
 	(void)rsk_stream_progress(&c->st);
 	if (rsk_stream_readable(&c->st)) {
-		if (rsk_ep_disarm(c->ep, RSK_WAIT_RX))
-			rsk_ready_raise(c->ctl_fd); /* nobody kicked us: raise it ourselves */
+		rsk_conn_unarm(c, RSK_WAIT_RX, c->raised_seen);
 		c->rx_lowered = 0;
 	}
 }
 
+/* Count, fill, arm, re-check (the order matters: see rsk_shm_wake). */
 static void rsk_conn_block(struct rsk_conn *c, int app_fd)
 {
+	if (c->tx_blocked && !(rsk_ep_armed(c->ep) & RSK_WAIT_TX))
+		rsk_conn_settle(c, RSK_WAIT_TX, c->unblocked_seen);
+	c->unblocked_seen = rsk_ep_wakes(c->ep, RSK_WAIT_TX);
 	rsk_ready_block(app_fd);
 	rsk_ep_arm(c->ep, RSK_WAIT_TX);
 	c->tx_blocked = 1;
 	(void)rsk_stream_progress(&c->st);
 	if (rsk_stream_writable(&c->st)) {
-		if (rsk_ep_disarm(c->ep, RSK_WAIT_TX))
-			rsk_ready_unblock(c->ctl_fd);
+		rsk_conn_unarm(c, RSK_WAIT_TX, c->unblocked_seen);
 		c->tx_blocked = 0;
 	}
 }
@@ -101,27 +147,30 @@ static void rsk_conn_block(struct rsk_conn *c, int app_fd)
 static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
 {
 	if (rsk_stream_readable(&c->st)) {
-		/* Still armed means nobody raised us since we lowered: do it now. */
-		if (c->rx_lowered && rsk_ep_disarm(c->ep, RSK_WAIT_RX))
-			rsk_ready_raise(c->ctl_fd);
+		if (c->rx_lowered)
+			rsk_conn_unarm(c, RSK_WAIT_RX, c->raised_seen);
 		c->rx_lowered = 0;
 		return;
 	}
-	/* Not readable: lowered and still armed is the steady state; a kick un-armed us. */
-	if (!c->rx_lowered || !(rsk_ep_armed(c->ep) & RSK_WAIT_RX))
-		rsk_conn_lower(c, app_fd);
+	/* Steady: lowered, still armed, and no token committed since we drained. */
+	if (c->rx_lowered && (rsk_ep_armed(c->ep) & RSK_WAIT_RX) &&
+	    rsk_ep_wakes(c->ep, RSK_WAIT_RX) == c->raised_seen)
+		return;
+	rsk_conn_lower(c, app_fd);
 }
 
 static void rsk_conn_sync_tx(struct rsk_conn *c, int app_fd)
 {
 	if (rsk_stream_writable(&c->st)) {
-		if (c->tx_blocked && rsk_ep_disarm(c->ep, RSK_WAIT_TX))
-			rsk_ready_unblock(c->ctl_fd);
+		if (c->tx_blocked)
+			rsk_conn_unarm(c, RSK_WAIT_TX, c->unblocked_seen);
 		c->tx_blocked = 0;
 		return;
 	}
-	if (!c->tx_blocked || !(rsk_ep_armed(c->ep) & RSK_WAIT_TX))
-		rsk_conn_block(c, app_fd);
+	if (c->tx_blocked && (rsk_ep_armed(c->ep) & RSK_WAIT_TX) &&
+	    rsk_ep_wakes(c->ep, RSK_WAIT_TX) == c->unblocked_seen)
+		return;
+	rsk_conn_block(c, app_fd);
 }
 
 void rsk_conn_sync(struct rsk_conn *c, int app_fd)
@@ -211,6 +260,7 @@ void rsk_conn_release(struct rsk_conn *c)
 	rsk_monitor_del(c); /* before our lock: the monitor takes its lock, then ours */
 	rsk_conn_lock(c);
 	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	rsk_dbg("connection %p released here, %s", (void *)c, last ? "the last holder" : "still held");
 	if (last)
 		rsk_conn_end_stream(c);
 	/* The fd numbers are the same in every holder (inherited): each process closes its own

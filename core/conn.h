@@ -26,6 +26,8 @@ struct rsk_conn {
 	int64_t rcvtimeo_us, sndtimeo_us; /* SO_RCVTIMEO / SO_SNDTIMEO, 0 = forever */
 	int rx_lowered; /* app end drained and RX armed */
 	int tx_blocked; /* app end filled and TX armed */
+	uint32_t raised_seen;    /* RX wakes whose tokens we drained */
+	uint32_t unblocked_seen; /* TX wakes seen before our last fill */
 	int eof_shown, hup_shown;
 	int answer_pending; /* client: server answer not read yet */
 	struct rsk_stream st;

@@ -202,6 +202,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	c->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	c->ctl_fd = ctl;
 	c->tcp_fd = tcp;
+	rsk_shm_set_self_ctl(c->ep, ctl);
 	c->transport = c->ep->ops->id;
 	rsk_conn_lock(c);
 	rsk_conn_sync(c, fd);

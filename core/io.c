@@ -30,13 +30,6 @@ static int64_t rsk_now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static inline void rsk_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /*
  * A blocking call interrupted by a signal: TCP restarts it when every handler was installed
  * with SA_RESTART, and returns EINTR otherwise. We cannot tell which signal came, so EINTR

@@ -40,6 +40,8 @@ struct rsk_listener {
 
 /* How long a process waits for an offer it knows exists but a sibling holds. */
 #define RSK_CLAIM_WAIT_MS 1000
+/* Longest gap between a client's rendezvous connect and its offer (a few syscalls). */
+#define RSK_OFFER_GAP_MS 200
 
 int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
 {
@@ -116,94 +118,93 @@ static int rsk_offer_dead(struct rsk_offer *e)
 	       ((p.revents & POLLRDHUP) && !(p.revents & POLLIN));
 }
 
-/* Accept every waiting rendezvous connection and read the offers that have arrived. */
-static void rsk_listen_drain(struct rsk_listener *l)
+/* Accept one waiting rendezvous connection into the pending list. 1 if one came. */
+static int rsk_listen_take_one(struct rsk_listener *l)
 {
-	struct rsk_offer *e, **pp;
-	int i, fd, rc;
+	struct rsk_offer *e;
+	int i, fd;
 
 	for (i = 0; i < l->nrdv; i++) {
-		while ((fd = RSK_REAL(accept4)(l->rdv[i], NULL, NULL,
-					       SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-			e = calloc(1, sizeof(*e));
-			if (e == NULL || (fd = rsk_fd_hide(fd)) < 0) {
-				free(e);
-				continue;
-			}
-			e->conn = fd;
-			e->next = l->pending;
-			l->pending = e;
+		fd = RSK_REAL(accept4)(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		e = calloc(1, sizeof(*e));
+		if (e == NULL || (fd = rsk_fd_hide(fd)) < 0) {
+			free(e);
+			continue;
 		}
+		e->conn = fd;
+		e->next = l->pending;
+		l->pending = e;
+		return 1;
 	}
+	return 0;
+}
+
+/* Wait up to @ms for the offer's bytes on a just-accepted rendezvous connection. */
+static void rsk_offer_wait(struct rsk_offer *e, int ms)
+{
+	struct pollfd p = {.fd = e->conn, .events = POLLIN};
+
+	(void)RSK_REAL(poll)(&p, 1, ms);
+}
+
+/*
+ * Read what has arrived; return the offer from @peer if there is one. Every other offer goes
+ * back into the rendezvous at once: in a prefork server the process that accepted its TCP
+ * connection is looking for it, and holding it here would leave that process waiting.
+ */
+static struct rsk_offer *rsk_listen_scan(struct rsk_listener *l, struct sockaddr_storage *peer)
+{
+	struct rsk_offer *e, **pp, *mine = NULL;
+	int rc;
+
 	for (pp = &l->pending; (e = *pp) != NULL;) {
 		if (!e->have) {
+			/* A client sends its offer right after connecting; catch it in that gap
+			 * rather than keep an unread offer that another process may need. */
+			rsk_offer_wait(e, RSK_OFFER_GAP_MS);
 			rc = rsk_hs_read_offer(e->conn, &e->o, &e->memfd, &e->ctl, &e->reply);
 			e->have = rc == 0;
-			if (rc < 0 && rc != -EAGAIN) { /* malformed or abandoned */
-				*pp = e->next;
-				rsk_offer_free(e);
-				continue;
-			}
 		}
-		if (rsk_offer_dead(e)) {
-			*pp = e->next;
-			rsk_offer_free(e);
+		*pp = e->next;
+		if (e->have && mine == NULL && rsk_hs_same_addr(&e->o.client, peer)) {
+			mine = e;
 			continue;
 		}
-		pp = &e->next;
+		if (e->have && !rsk_offer_dead(e))
+			(void)rsk_hs_forward(&e->o, e->memfd, e->ctl, e->reply);
+		rsk_offer_free(e);
 	}
-}
-
-static struct rsk_offer *rsk_listen_claim(struct rsk_listener *l, struct sockaddr_storage *peer)
-{
-	struct rsk_offer *e, **pp;
-
-	for (pp = &l->pending; (e = *pp) != NULL; pp = &e->next) {
-		if (e->have && rsk_hs_same_addr(&e->o.client, peer)) {
-			*pp = e->next;
-			return e;
-		}
-	}
-	return NULL;
-}
-
-/* Offers for connections some other process accepted go back where all can find them. */
-static void rsk_listen_forward_all(struct rsk_listener *l)
-{
-	struct rsk_offer *e, **pp;
-
-	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (e->have && rsk_hs_forward(&e->o, e->memfd, e->ctl, e->reply) == 0) {
-			*pp = e->next;
-			rsk_offer_free(e);
-			continue;
-		}
-		pp = &e->next;
-	}
+	return mine;
 }
 
 static struct rsk_offer *rsk_listen_find(struct rsk_listener *l, struct sockaddr_storage *peer,
 					 int *exists)
 {
 	struct timespec ms = {0, 1000000};
-	struct rsk_offer *e;
-	int i;
+	struct rsk_offer *e = NULL;
+	int slept = 0, present = -1;
 
 	pthread_mutex_lock(&l->lock);
-	rsk_listen_drain(l);
-	e = rsk_listen_claim(l, peer);
-	*exists = e != NULL || rsk_hs_client_present((struct sockaddr *)peer);
-	for (i = 0; e == NULL && *exists && i < RSK_CLAIM_WAIT_MS; i++) {
-		rsk_listen_forward_all(l);
+	while (slept < RSK_CLAIM_WAIT_MS) {
+		e = rsk_listen_scan(l, peer);
+		if (e != NULL)
+			break;
+		if (rsk_listen_take_one(l))
+			continue;
+		/* Nothing queued: a plain client, or an offer still on its way back to us. */
+		if (present < 0 || slept % 64 == 0)
+			present = rsk_hs_client_present((struct sockaddr *)peer);
+		if (!present)
+			break;
+		slept++;
 		pthread_mutex_unlock(&l->lock);
 		nanosleep(&ms, NULL);
 		pthread_mutex_lock(&l->lock);
-		rsk_listen_drain(l);
-		e = rsk_listen_claim(l, peer);
-		if (e == NULL && !rsk_hs_client_present((struct sockaddr *)peer))
-			*exists = 0; /* the client gave up (closed) meanwhile */
 	}
 	pthread_mutex_unlock(&l->lock);
+	*exists = e != NULL || present > 0;
 	return e;
 }
 

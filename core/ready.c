@@ -4,6 +4,7 @@
  * stream engine), never per byte.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -63,6 +64,29 @@ void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
 			}
 		}
 	} while (n == (ssize_t)sizeof(buf));
+}
+
+int rsk_ready_take(int app, int n)
+{
+	struct pollfd p = {.fd = app, .events = POLLIN};
+	char buf[256];
+	int got = 0, tries = 0;
+	ssize_t r;
+
+	while (got < n && tries < 20) {
+		r = RSK_REAL(recv)(app, buf, (size_t)(n - got) < sizeof(buf) ? (size_t)(n - got)
+									: sizeof(buf),
+				   MSG_DONTWAIT);
+		if (r > 0) {
+			got += (int)r;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			break; /* EOF (peer end shut) or error: nothing more will come */
+		tries++;
+		(void)RSK_REAL(poll)(&p, 1, 1);
+	}
+	return got;
 }
 
 void rsk_ready_block(int app)

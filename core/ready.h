@@ -22,6 +22,10 @@ void rsk_ready_raise(int ctl);
  */
 void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg);
 
+/* Take exactly @n tokens from the app end, waiting up to ~20 ms for late ones. Returns the
+ * number taken. */
+int rsk_ready_take(int app, int n);
+
 /* Make the app end unwritable by filling its send buffer. */
 void rsk_ready_block(int app);
 

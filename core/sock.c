@@ -381,6 +381,7 @@ static void rsk_sock_hold_one(struct rsk_sock *s)
 	(void)rsk_conn_resolve(s->conn, 100);
 	rsk_conn_hold(s->conn);
 	rsk_conn_unlock(s->conn);
+	rsk_dbg("connection %p held for a child", (void *)s->conn);
 }
 
 static void rsk_sock_unhold_one(struct rsk_sock *s)

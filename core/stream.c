@@ -17,6 +17,8 @@
 
 int rsk_stream_init(struct rsk_stream *st, struct rsk_ep *ep, struct rsk_rxmsg *rxq)
 {
+	if (ep->nbuf < RSK_STREAM_MIN_NBUF)
+		return -EINVAL;
 	memset(st, 0, sizeof(*st));
 	st->rxq_owned = rxq == NULL;
 	st->rxq = rxq != NULL ? rxq : calloc(ep->nbuf, sizeof(*st->rxq));
@@ -56,7 +58,9 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	st->owed = 0;
 	st->credits--;
 	st->msgs_sent++;
-	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_WAIT_TX);
+	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
+	 * reader woken for no data would see "readable" and then block in recv). */
+	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0));
 	return 0;
 }
 
@@ -235,7 +239,8 @@ static void rsk_iov_gather(char *dst, const struct iovec *iov, int *v, size_t *v
 		n = iov[*v].iov_len - *voff;
 		if (n > len)
 			n = len;
-		memcpy(dst, (const char *)iov[*v].iov_base + *voff, n);
+		if (n > 0) /* an empty piece may have iov_base NULL */
+			memcpy(dst, (const char *)iov[*v].iov_base + *voff, n);
 		dst += n;
 		len -= n;
 		*voff += n;
@@ -280,8 +285,11 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 			break;
 		}
 		buf = rsk_ep_send_buf(st->ep);
-		if (buf == NULL)
+		if (buf == NULL) {
+			/* A full send queue, or a transport that caught the peer lying: poll says. */
+			(void)rsk_stream_progress(st);
 			break;
+		}
 		chunk = left < st->bsize ? left : st->bsize;
 		rsk_iov_gather(buf, iov, &v, &voff, chunk);
 		owed = st->owed;

@@ -12,6 +12,13 @@
 
 #include "transport.h"
 
+/*
+ * Fewest buffers a stream runs with. A reader that sleeps leaves credit-only messages
+ * unharvested (they do not wake it); at most two of them can pile up, and with six buffers
+ * the writer still keeps a data credit beside the reserved one (see credit.h).
+ */
+#define RSK_STREAM_MIN_NBUF 6
+
 struct rsk_rxmsg {
 	uint32_t slot;
 	uint32_t len;

@@ -75,6 +75,14 @@ struct rsk_transport_ops {
 	unsigned int (*armed)(struct rsk_ep *ep);
 	/* After posting: wake the peer for @what if it armed for it. */
 	void (*kick)(struct rsk_ep *ep, unsigned int what);
+	/*
+	 * Wakes delivered to us so far for @what (RSK_WAIT_RX: tokens committed to our app end;
+	 * RSK_WAIT_TX: unblocks done). A waker counts before its token is written and after its
+	 * unblock is done, so readiness can be kept exact (see conn.c).
+	 */
+	uint32_t (*wakes)(struct rsk_ep *ep, unsigned int what);
+	/* Wake ourselves for @what (we found the event before anyone kicked us). */
+	void (*wake_self)(struct rsk_ep *ep, unsigned int what);
 
 	/* Tell the peer we are gone for good (peer sees its next poll fail / EOF). */
 	void (*shutdown)(struct rsk_ep *ep);
@@ -125,6 +133,16 @@ static inline unsigned int rsk_ep_armed(struct rsk_ep *ep)
 static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
 {
 	ep->ops->kick(ep, what);
+}
+
+static inline uint32_t rsk_ep_wakes(struct rsk_ep *ep, unsigned int what)
+{
+	return ep->ops->wakes(ep, what);
+}
+
+static inline void rsk_ep_wake_self(struct rsk_ep *ep, unsigned int what)
+{
+	ep->ops->wake_self(ep, what);
 }
 
 static inline void rsk_ep_destroy(struct rsk_ep *ep)

@@ -32,8 +32,10 @@ struct rsk_shm_hdr {
 
 /* Written only by the side that owns it. */
 struct rsk_shm_flags {
-	uint32_t armed;  /* RSK_WAIT_* bits: kick me when ... */
-	uint32_t fin;    /* I posted FIN: my going away is orderly */
+	uint32_t armed;     /* RSK_WAIT_* bits: kick me when ... (the waker clears them) */
+	uint32_t fin;       /* I posted FIN: my going away is orderly */
+	uint32_t raised;    /* tokens committed to my app end (counted before writing) */
+	uint32_t unblocked; /* unblocks of my app end (counted after draining) */
 } __attribute__((aligned(RSK_CACHELINE)));
 
 struct rsk_shm_desc {
@@ -58,9 +60,14 @@ struct rsk_shm_ep {
 	uint32_t rx_posted; /* our own count of rx buffers posted */
 	uint32_t tx_filled; /* our own count of messages sent */
 	int peer_ctl;
+	int self_ctl; /* our own ctl end, for wake_self */
 	int (*resolve)(void *owner);
 	void *owner;
 	int own_mem;
+	/* Ring positions (0..nbuf-1) kept apart from the counters, which wrap at 2^32: a slot
+	 * number derived as counter % nbuf would jump there unless nbuf divides 2^32. */
+	uint32_t rx_slot, post_slot, tx_slot;
+	int broken; /* -EPROTO once the peer lied about its posted buffers */
 };
 
 #define RSK_SHM_EP(ep) ((struct rsk_shm_ep *)(ep))
@@ -156,12 +163,13 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	struct rsk_shm_ep *e;
 	struct stat st;
 	uint8_t *map;
-	int rx_dir = side == RSK_SHM_CLIENT ? 1 : 0; /* direction 0 = client -> server */
+	int seals, rx_dir = side == RSK_SHM_CLIENT ? 1 : 0; /* direction 0 = client -> server */
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if ((fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
-		return -EPROTO; /* unsealed: the creator could truncate it and crash us */
+	seals = RSK_REAL(fcntl)(fd, F_GET_SEALS, 0);
+	if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+		return -EPROTO; /* unsealed or unsealable: the creator could truncate it under us */
 	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
 		return -EPROTO;
 	if (hdr.magic != RSK_SHM_MAGIC || hdr.version != RSK_SHM_VERSION ||
@@ -193,6 +201,7 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	e->rx_next = 0;
 	e->tx_filled = 0;
 	e->peer_ctl = peer_ctl;
+	e->self_ctl = -1;
 	*out = &e->base;
 	return 0;
 }
@@ -237,8 +246,9 @@ static int rsk_shm_post_recv(struct rsk_ep *ep, uint32_t slot)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
 
-	if (rsk_unlikely(slot != e->rx_posted % ep->nbuf))
+	if (rsk_unlikely(slot != e->post_slot))
 		return -EINVAL; /* RC order: buffers are reused in the order they were filled */
+	e->post_slot = slot + 1 == ep->nbuf ? 0 : slot + 1;
 	e->rx_posted++;
 	/* Release: our reads of this slot's old contents finish before the sender reuses it. */
 	__atomic_store_n(&e->rx->posted, e->rx_posted, __ATOMIC_RELEASE);
@@ -247,7 +257,7 @@ static int rsk_shm_post_recv(struct rsk_ep *ep, uint32_t slot)
 
 static const void *rsk_shm_recv_buf(struct rsk_ep *ep, uint32_t slot)
 {
-	return RSK_SHM_EP(ep)->rx_slots + (size_t)(slot % ep->nbuf) * ep->buf_size;
+	return RSK_SHM_EP(ep)->rx_slots + (size_t)(slot < ep->nbuf ? slot : 0) * ep->buf_size;
 }
 
 /* Buffers the peer has posted that we have not filled; -EPROTO when the peer lies. */
@@ -256,8 +266,10 @@ static int rsk_shm_tx_room(struct rsk_shm_ep *e)
 	uint32_t posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
 	uint32_t room = posted - e->tx_filled;
 
-	if (rsk_unlikely(room > e->base.nbuf))
+	if (rsk_unlikely(room > e->base.nbuf)) {
+		e->broken = -EPROTO; /* poll reports it, and the engine resets the stream */
 		return -EPROTO;
+	}
 	return (int)room;
 }
 
@@ -267,14 +279,14 @@ static void *rsk_shm_send_buf(struct rsk_ep *ep)
 
 	if (rsk_shm_tx_room(e) <= 0)
 		return NULL;
-	return e->tx_slots + (size_t)(e->tx_filled % ep->nbuf) * ep->buf_size;
+	return e->tx_slots + (size_t)e->tx_slot * ep->buf_size;
 }
 
 static int rsk_shm_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
 			     unsigned int flags)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
-	uint32_t slot = e->tx_filled % ep->nbuf;
+	uint32_t slot = e->tx_slot;
 	uint8_t *dst = e->tx_slots + (size_t)slot * ep->buf_size;
 	int room = rsk_shm_tx_room(e);
 
@@ -287,6 +299,7 @@ static int rsk_shm_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, u
 		memcpy(dst, buf, len);
 	e->tx->desc[slot].len = len;
 	e->tx->desc[slot].imm = imm;
+	e->tx_slot = slot + 1 == ep->nbuf ? 0 : slot + 1;
 	e->tx_filled++;
 	__atomic_store_n(&e->tx->filled, e->tx_filled, __ATOMIC_RELEASE);
 	return 0;
@@ -299,11 +312,13 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 	uint32_t avail = filled - e->rx_next, slot, len;
 	int i;
 
+	if (rsk_unlikely(e->broken))
+		return e->broken;
 	/* The peer may only fill buffers we posted. */
 	if (rsk_unlikely(avail > e->rx_posted - e->rx_next))
 		return -EPROTO;
 	for (i = 0; i < n && avail > 0; i++, avail--) {
-		slot = e->rx_next % ep->nbuf;
+		slot = e->rx_slot;
 		len = __atomic_load_n(&e->rx->desc[slot].len, __ATOMIC_RELAXED);
 		if (rsk_unlikely(len > ep->buf_size))
 			return -EPROTO;
@@ -312,6 +327,7 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 		wc[i].slot = slot;
 		wc[i].len = len;
 		wc[i].imm = __atomic_load_n(&e->rx->desc[slot].imm, __ATOMIC_RELAXED);
+		e->rx_slot = slot + 1 == ep->nbuf ? 0 : slot + 1;
 		e->rx_next++;
 	}
 	return i;
@@ -333,6 +349,19 @@ static unsigned int rsk_shm_armed(struct rsk_ep *ep)
 	return __atomic_load_n(&RSK_SHM_EP(ep)->mine->armed, __ATOMIC_SEQ_CST);
 }
 
+/* Wake side @f (whose ctl end is @ctl) for @what: count, then act, in the order conn.c needs. */
+static void rsk_shm_wake(struct rsk_shm_flags *f, int ctl, unsigned int what)
+{
+	if (what & RSK_WAIT_RX) {
+		__atomic_fetch_add(&f->raised, 1, __ATOMIC_SEQ_CST);
+		rsk_ready_raise(ctl);
+	}
+	if (what & RSK_WAIT_TX) {
+		rsk_ready_unblock(ctl);
+		__atomic_fetch_add(&f->unblocked, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
 static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
@@ -341,17 +370,33 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read flags */
 	if (rsk_likely((__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & what) == 0))
 		return;
-	armed = __atomic_fetch_and(&e->peer->armed, ~what, __ATOMIC_SEQ_CST) & what;
-	if (armed == 0)
-		return;
 	if (e->peer_ctl < 0 && e->resolve != NULL)
 		e->peer_ctl = e->resolve(e->owner);
 	if (e->peer_ctl < 0)
-		return;
-	if (armed & RSK_WAIT_RX)
-		rsk_ready_raise(e->peer_ctl);
-	if (armed & RSK_WAIT_TX)
-		rsk_ready_unblock(e->peer_ctl);
+		return; /* the peer declined or vanished: its monitor or ours reports that */
+	armed = __atomic_fetch_and(&e->peer->armed, ~what, __ATOMIC_SEQ_CST) & what;
+	if (armed != 0)
+		rsk_shm_wake(e->peer, e->peer_ctl, armed);
+}
+
+static uint32_t rsk_shm_wakes(struct rsk_ep *ep, unsigned int what)
+{
+	struct rsk_shm_flags *f = RSK_SHM_EP(ep)->mine;
+
+	return __atomic_load_n(what == RSK_WAIT_RX ? &f->raised : &f->unblocked,
+			       __ATOMIC_SEQ_CST);
+}
+
+static void rsk_shm_wake_self(struct rsk_ep *ep, unsigned int what)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	rsk_shm_wake(e->mine, e->self_ctl, what);
+}
+
+void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl)
+{
+	RSK_SHM_EP(ep)->self_ctl = ctl;
 }
 
 static void rsk_shm_shutdown(struct rsk_ep *ep)
@@ -395,6 +440,8 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.disarm = rsk_shm_disarm,
 	.armed = rsk_shm_armed,
 	.kick = rsk_shm_kick,
+	.wakes = rsk_shm_wakes,
+	.wake_self = rsk_shm_wake_self,
 	.shutdown = rsk_shm_shutdown,
 	.destroy = rsk_shm_destroy,
 };

@@ -46,6 +46,9 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 /* Provide the peer's kick fd once it is known (the endpoint owns it from then on). */
 void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl);
 
+/* Our own readiness ctl end (for wake_self). */
+void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl);
+
 /* The peer's kick fd, or -1. */
 int rsk_shm_peer_ctl(struct rsk_ep *ep);
 
