@@ -233,7 +233,7 @@ static void test_numeric_valid(void **state)
 	expect_uint(RDMASOCK_ENV_BUF_SIZE, "1024", &cfg.buf_size, 1024);
 	expect_uint(RDMASOCK_ENV_BUF_SIZE, "65536", &cfg.buf_size, 65536);
 	expect_uint(RDMASOCK_ENV_BUF_SIZE, "4194304", &cfg.buf_size, 4u << 20);
-	expect_uint(RDMASOCK_ENV_BUF_COUNT, "2", &cfg.buf_count, 2);
+	expect_uint(RDMASOCK_ENV_BUF_COUNT, "6", &cfg.buf_count, 6);
 	expect_uint(RDMASOCK_ENV_BUF_COUNT, "1024", &cfg.buf_count, 1024);
 	expect_uint(RDMASOCK_ENV_BUF_COUNT, "17", &cfg.buf_count, 17);
 	expect_uint(RDMASOCK_ENV_INLINE, "0", &cfg.inline_size, 0);
@@ -325,6 +325,7 @@ static void test_numeric_range_rejected(void **state)
 
 	expect_rejected(RDMASOCK_ENV_BUF_COUNT, "0");
 	expect_rejected(RDMASOCK_ENV_BUF_COUNT, "1");
+	expect_rejected(RDMASOCK_ENV_BUF_COUNT, "5");
 	expect_rejected(RDMASOCK_ENV_BUF_COUNT, "1025");
 
 	expect_rejected(RDMASOCK_ENV_INLINE, "1025");
