@@ -207,12 +207,7 @@ int rsk_conn_resolve(struct rsk_conn *c, int wait_ms)
 		rsk_stream_set_error(&c->st, -ECONNRESET); /* the server declined after all */
 		return rc;
 	}
-	ctl = rsk_fd_hide(ctl);
-	if (ctl < 0) {
-		rsk_stream_set_error(&c->st, -ECONNRESET);
-		return ctl;
-	}
-	rsk_shm_set_peer_ctl(c->ep, ctl);
+	rsk_shm_set_peer_ctl(c->ep, ctl); /* hidden on arrival (hs.c) */
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "hs.h"
+#include "log.h"
 #include "real.h"
 #include "transport/shm.h"
 
@@ -280,15 +281,18 @@ static int rsk_hs_recv(int conn, void *data, size_t len, int fds[3])
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof(int));
-			if (nfds < 3)
+			/* Received fds land on the lowest free numbers: move them out of the
+			 * application's way at once. */
+			fd = rsk_fd_hide(fd);
+			if (fd >= 0 && nfds < 3)
 				fds[nfds++] = fd;
-			else
-				RSK_REAL(close)(fd);
+			else if (fd >= 0)
+				rsk_fd_unhide_close(fd);
 		}
 	}
 	if ((size_t)n != len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		for (i = 0; i < nfds; i++)
-			RSK_REAL(close)(fds[i]);
+			rsk_fd_unhide_close(fds[i]);
 		return n == 0 ? -ECONNRESET : -EPROTO;
 	}
 	return nfds;
@@ -320,7 +324,7 @@ int rsk_hs_read_offer(int conn, struct rsk_hs_offer *o, int *memfd, int *ctl, in
 		return nfds;
 	if (!rsk_hs_offer_valid(o, nfds)) {
 		for (i = 0; i < nfds; i++)
-			RSK_REAL(close)(fds[i]);
+			rsk_fd_unhide_close(fds[i]);
 		return -EPROTO;
 	}
 	*memfd = fds[0];
@@ -368,7 +372,7 @@ int rsk_hs_read_answer(int conn, int timeout_ms, int *ctl)
 		return 0;
 	}
 	for (i = 0; i < nfds; i++)
-		RSK_REAL(close)(fds[i]);
+		rsk_fd_unhide_close(fds[i]);
 	return b == RSK_HS_DECLINE ? -ECONNREFUSED : -EPROTO;
 }
 

@@ -65,7 +65,10 @@ int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
 	l = calloc(1, sizeof(*l));
 	if (l == NULL)
 		return -ENOMEM;
-	n = rsk_hs_listen((struct sockaddr *)&ss, v6only, backlog > 0 ? backlog : 128, l->rdv);
+	/* The rendezvous queue is not the application's: size it for bursts of connects (a
+	 * full one sends clients to the kernel path, and offers handed back need room). */
+	(void)backlog;
+	n = rsk_hs_listen((struct sockaddr *)&ss, v6only, 4096, l->rdv);
 	if (n < 0) {
 		rsk_dbg("fd %d: no same-host rendezvous: %s", fd, strerror(-n));
 		s->fb_reason = RDMASOCK_FB_RESOURCES;
@@ -82,11 +85,12 @@ int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
 
 static void rsk_offer_free(struct rsk_offer *e)
 {
-	if (e->have) {
-		RSK_REAL(close)(e->memfd);
-		RSK_REAL(close)(e->ctl);
+	if (e->have) { /* received fds are hidden as they arrive (hs.c) */
+		rsk_fd_unhide_close(e->memfd);
+		if (e->ctl >= 0)
+			rsk_fd_unhide_close(e->ctl);
 		if (e->reply != e->conn)
-			RSK_REAL(close)(e->reply);
+			rsk_fd_unhide_close(e->reply);
 	}
 	rsk_fd_unhide_close(e->conn);
 	free(e);
@@ -149,11 +153,7 @@ static void rsk_offer_wait(struct rsk_offer *e, int ms)
 	(void)RSK_REAL(poll)(&p, 1, ms);
 }
 
-/*
- * Read what has arrived; return the offer from @peer if there is one. Every other offer goes
- * back into the rendezvous at once: in a prefork server the process that accepted its TCP
- * connection is looking for it, and holding it here would leave that process waiting.
- */
+/* Read what has arrived; take the offer from @peer out of the list if it is there. */
 static struct rsk_offer *rsk_listen_scan(struct rsk_listener *l, struct sockaddr_storage *peer)
 {
 	struct rsk_offer *e, **pp, *mine = NULL;
@@ -161,22 +161,43 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_listener *l, struct sockaddr
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
 		if (!e->have) {
-			/* A client sends its offer right after connecting; catch it in that gap
-			 * rather than keep an unread offer that another process may need. */
+			/* A client sends its offer right after connecting: catch it in that gap. */
 			rsk_offer_wait(e, RSK_OFFER_GAP_MS);
 			rc = rsk_hs_read_offer(e->conn, &e->o, &e->memfd, &e->ctl, &e->reply);
 			e->have = rc == 0;
 		}
-		*pp = e->next;
-		if (e->have && mine == NULL && rsk_hs_same_addr(&e->o.client, peer)) {
+		if (!e->have || rsk_offer_dead(e)) { /* malformed, abandoned or silent */
+			*pp = e->next;
+			rsk_offer_free(e);
+			continue;
+		}
+		if (mine == NULL && rsk_hs_same_addr(&e->o.client, peer)) {
+			*pp = e->next;
 			mine = e;
 			continue;
 		}
-		if (e->have && !rsk_offer_dead(e))
-			(void)rsk_hs_forward(&e->o, e->memfd, e->ctl, e->reply);
-		rsk_offer_free(e);
+		pp = &e->next;
 	}
 	return mine;
+}
+
+/*
+ * Offers for other connections go back into the rendezvous: in a prefork server the
+ * process that accepted their TCP connection may be waiting for them, and in a single
+ * process the next accept() finds them there again.
+ */
+static void rsk_listen_give_back(struct rsk_listener *l)
+{
+	struct rsk_offer *e, **pp;
+
+	for (pp = &l->pending; (e = *pp) != NULL;) {
+		if (rsk_hs_forward(&e->o, e->memfd, e->ctl, e->reply) < 0) {
+			pp = &e->next; /* rendezvous full: keep it, our next accept looks again */
+			continue;
+		}
+		*pp = e->next;
+		rsk_offer_free(e);
+	}
 }
 
 static struct rsk_offer *rsk_listen_find(struct rsk_listener *l, struct sockaddr_storage *peer,
@@ -188,21 +209,24 @@ static struct rsk_offer *rsk_listen_find(struct rsk_listener *l, struct sockaddr
 
 	pthread_mutex_lock(&l->lock);
 	while (slept < RSK_CLAIM_WAIT_MS) {
+		/* Take everything queued (each at most once per round), then look. */
+		while (rsk_listen_take_one(l))
+			;
 		e = rsk_listen_scan(l, peer);
 		if (e != NULL)
 			break;
-		if (rsk_listen_take_one(l))
-			continue;
-		/* Nothing queued: a plain client, or an offer still on its way back to us. */
+		/* Not here: a plain client, or its offer is held by a sibling process. */
 		if (present < 0 || slept % 64 == 0)
 			present = rsk_hs_client_present((struct sockaddr *)peer);
 		if (!present)
 			break;
+		rsk_listen_give_back(l);
 		slept++;
 		pthread_mutex_unlock(&l->lock);
 		nanosleep(&ms, NULL);
 		pthread_mutex_lock(&l->lock);
 	}
+	rsk_listen_give_back(l);
 	pthread_mutex_unlock(&l->lock);
 	*exists = e != NULL || present > 0;
 	return e;
@@ -216,7 +240,7 @@ static int rsk_listen_switch(struct rsk_sock *s, int fd, struct rsk_offer *e)
 
 	if (c == NULL)
 		return -ENOMEM;
-	peer_ctl = rsk_fd_hide(e->ctl);
+	peer_ctl = e->ctl; /* hidden on arrival; the endpoint owns it from here */
 	e->ctl = -1;
 	rc = peer_ctl < 0 ? peer_ctl
 			  : rsk_shm_open(e->memfd, RSK_SHM_SERVER, peer_ctl, rsk_conn_ep_mem(c),
@@ -265,12 +289,7 @@ int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 	}
 	rc = e != NULL ? rsk_listen_switch(s, fd, e) : -ETIMEDOUT;
 	if (rc == 0) {
-		RSK_REAL(close)(e->memfd);
-		e->have = 0; /* memfd, ctl consumed; reply answered */
-		if (e->reply != e->conn)
-			RSK_REAL(close)(e->reply);
-		rsk_fd_unhide_close(e->conn);
-		free(e);
+		rsk_offer_free(e); /* memfd mapped, ctl taken, reply answered */
 		return fd;
 	}
 	/* The client is committed to the fast path and we cannot follow: drop it visibly. */
