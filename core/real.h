@@ -111,11 +111,18 @@ int rsk_real_available(const char *name);
 /*
  * RSK_REAL(name): the real function, resolved lazily. A wrapper can run before our
  * constructor (another library's constructor may call read() first), so every call site
- * goes through this and never trusts the constructor to have run.
+ * goes through this and never trusts the constructor to have run. The slot is loaded once
+ * (atomically): a second plain read would race with a concurrent resolver.
  */
 #define RSK_REAL(name)                                                                             \
-	(rsk_likely(__atomic_load_n(&rsk_real.name, __ATOMIC_RELAXED) != NULL)                     \
-		 ? rsk_real.name                                                                   \
-		 : (rsk_real_resolve(), rsk_real.name))
+	({                                                                                         \
+		__typeof__(rsk_real.name) rsk_fn_ = __atomic_load_n(&rsk_real.name,                \
+								    __ATOMIC_ACQUIRE);             \
+		if (rsk_unlikely(rsk_fn_ == NULL)) {                                               \
+			rsk_real_resolve();                                                        \
+			rsk_fn_ = __atomic_load_n(&rsk_real.name, __ATOMIC_ACQUIRE);               \
+		}                                                                                  \
+		rsk_fn_;                                                                           \
+	})
 
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->conn = NULL;
 	s->lst = NULL;
 	s->nepregs = 0;
+	s->base_sent = s->base_rcvd = 0;
 	return s;
 }
 
@@ -183,6 +185,14 @@ static uint16_t rsk_sock_local_port(int fd)
 	return 0;
 }
 
+/* Bytes handed to TCP: bytes_sent (4.19+) counts data still unacknowledged at close too. */
+static uint64_t rsk_tcp_sent(const struct tcp_info *ti, socklen_t len)
+{
+	if (len >= offsetof(struct tcp_info, tcpi_bytes_sent) + sizeof(ti->tcpi_bytes_sent))
+		return ti->tcpi_bytes_sent;
+	return ti->tcpi_bytes_acked;
+}
+
 /*
  * Take a kernel socket's byte counts from TCP_INFO. A non-blocking connect that nobody
  * confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
@@ -206,10 +216,10 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 	}
 	if (s->state != RSK_SOCK_CONNECTED)
 		return;
-	/* The kernel's counts may include the SYN and FIN (one byte each): good enough. */
-	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL], ti.tcpi_bytes_acked);
+	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL],
+			rsk_tcp_sent(&ti, len) - s->base_sent);
 	rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_KERNEL],
-			ti.tcpi_bytes_received);
+			ti.tcpi_bytes_received - s->base_rcvd);
 }
 
 int rsk_sock_release_fd(int fd)
@@ -399,8 +409,30 @@ void rsk_sock_fork_parent_failed(void)
 	rsk_sock_walk_accel(rsk_sock_unhold_one);
 }
 
+/* A child's account starts at fork: what its inherited kernel sockets carried so far is the
+ * parent's to report. */
+static int rsk_sock_baseline_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	(void)arg;
+	if (rsk_fdtab_is_accel(v) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	memset(&ti, 0, sizeof(ti));
+	if (s->state == RSK_SOCK_CONNECTED &&
+	    RSK_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
+		s->base_sent = rsk_tcp_sent(&ti, len);
+		s->base_rcvd = ti.tcpi_bytes_received;
+	}
+	rsk_sock_put(s);
+	return 0;
+}
+
 void rsk_sock_fork_child(void)
 {
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_baseline_one, NULL);
 	rsk_monitor_atfork_child();
 }
 

@@ -50,6 +50,7 @@ struct rsk_sock {
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
 	unsigned int fork_gen;
+	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
 	struct rsk_sock *next_free;
 };
 

@@ -30,6 +30,19 @@ static const char *const rsk_fallback_names[RDMASOCK_FB_COUNT] = {
 	[RDMASOCK_FB_NEGATIVE_CACHE] = "negative_cache",
 };
 
+/* Copied at start: programs like nginx overwrite argv (and with it the libc name). */
+static char rsk_program[64];
+
+void rsk_stats_set_program(const char *name)
+{
+	snprintf(rsk_program, sizeof(rsk_program), "%s", name ? name : "");
+}
+
+const char *rsk_stats_program(void)
+{
+	return rsk_program[0] ? rsk_program : program_invocation_short_name;
+}
+
 void rsk_stats_fallback(enum rdmasock_fallback why)
 {
 	rsk_counter_add(&rsk_stats.fallbacks[why], 1);
@@ -87,19 +100,39 @@ static void rsk_buf_printf(struct rsk_buf *b, const char *fmt, ...)
 		b->len += (size_t)n;
 }
 
-/* JSON string escaping for the program name (it can hold anything the user named it). */
-static void rsk_buf_json_str(struct rsk_buf *b, const char *s)
+/* Length of the valid UTF-8 sequence at @s, 0 if it is not one. */
+static int rsk_utf8_len(const unsigned char *s)
 {
-	rsk_buf_printf(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	int i;
 
-		if (c == '"' || c == '\\')
-			rsk_buf_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			rsk_buf_printf(b, "\\u%04x", c);
+	if (s[0] < 0x80)
+		return 1;
+	for (i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+/* JSON string escaping for the program name (it can hold anything the user named it):
+ * control characters are escaped, valid UTF-8 passes, stray bytes become '?'. */
+static void rsk_buf_json_str(struct rsk_buf *b, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	int n;
+
+	rsk_buf_printf(b, "\"");
+	while (*s) {
+		n = rsk_utf8_len(s);
+		if (*s == '"' || *s == '\\')
+			rsk_buf_printf(b, "\\%c", *s);
+		else if (*s < 0x20)
+			rsk_buf_printf(b, "\\u%04x", *s);
+		else if (n == 0)
+			rsk_buf_printf(b, "?");
 		else
-			rsk_buf_printf(b, "%c", c);
+			rsk_buf_printf(b, "%.*s", n, (const char *)s);
+		s += n ? n : 1;
 	}
 	rsk_buf_printf(b, "\"");
 }
@@ -142,8 +175,7 @@ int rsk_stats_append(const char *path, const struct rdmasock_stats *s)
 	char line[4096];
 	int fd, n, err = 0;
 
-	n = rsk_stats_format(s, (int)getpid(), program_invocation_short_name, line,
-			     sizeof(line) - 1);
+	n = rsk_stats_format(s, (int)getpid(), rsk_stats_program(), line, sizeof(line) - 1);
 	if (n < 0)
 		return n;
 	line[n++] = '\n';

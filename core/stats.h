@@ -36,7 +36,11 @@ void rsk_stats_fallback(enum rdmasock_fallback why);
 const char *rsk_transport_name(enum rdmasock_transport t);
 const char *rsk_fallback_name(enum rdmasock_fallback why);
 
-/* Snapshot of the counters plus @extra (open kernel sockets' bytes, added by the caller). */
+/* Remember the program name now (the JSON "program"); later argv rewrites do not matter. */
+void rsk_stats_set_program(const char *name);
+const char *rsk_stats_program(void);
+
+/* Snapshot of the counters. */
 void rsk_stats_snapshot(struct rdmasock_stats *out);
 
 /* Render @s as the one-line JSON object (no newline). Returns the length, or -ENOSPC. */

@@ -71,8 +71,9 @@ const char *rdmasock_version(void);
 
 /*
  * Copy this process's counters into @out (@size = sizeof(*out), for ABI growth). Returns 0,
- * or -1 with errno EINVAL. Kernel byte counts include only closed sockets (they are read
- * from TCP_INFO when the socket is closed) plus, here, the sockets open right now.
+ * or -1 with errno EINVAL. Kernel byte counts cover closed sockets only (they are read from
+ * TCP_INFO when a socket closes; the line written at exit covers the open ones too);
+ * accelerated transports are counted as the bytes move.
  */
 int rdmasock_get_stats(struct rdmasock_stats *out, size_t size);
 

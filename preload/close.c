@@ -51,7 +51,8 @@ RSK_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	struct rsk_close_range cr = {.next = first, .last = last, .flags = flags};
 
-	if (first > last) {
+	/* Invalid requests fail before anything is released: the sockets stay open then. */
+	if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE))) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -33,6 +33,7 @@ static void rsk_init_body(void)
 	int rc;
 
 	rsk_real_resolve();
+	rsk_stats_set_program(program_invocation_short_name);
 	rsk_log_level_now = RSK_LOG_ERROR;
 	rsk_config_parse(&rsk_config, rsk_getenv, rsk_config_complaint, NULL);
 	rc = rsk_log_open(&rsk_config);
@@ -92,8 +93,7 @@ RSK_EXPORT int rdmasock_stats_json(char *buf, size_t size)
 	struct rdmasock_stats s;
 
 	rsk_stats_snapshot(&s);
-	return (int)rsk_ret(rsk_stats_format(&s, (int)getpid(), program_invocation_short_name, buf,
-					     size));
+	return (int)rsk_ret(rsk_stats_format(&s, (int)getpid(), rsk_stats_program(), buf, size));
 }
 
 RSK_EXPORT int rdmasock_fd_transport(int fd)

@@ -24,12 +24,20 @@ static ssize_t rsk_read_iov(int fd, struct iovec *iov, int cnt, int flags, struc
 	return rsk_ret(rc);
 }
 
-RSK_EXPORT ssize_t read(int fd, void *buf, size_t n)
+/* The accelerated path of the single-buffer calls, out of line so that the pass-through
+ * path of read/recv/recvfrom needs no stack frame. */
+static __attribute__((noinline)) ssize_t rsk_read_one(int fd, void *buf, size_t n, int flags,
+						      struct sockaddr *addr, socklen_t *alen)
 {
 	struct iovec iov = {buf, n};
 
+	return rsk_read_iov(fd, &iov, 1, flags, addr, alen);
+}
+
+RSK_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
 	RSK_PASS_UNLESS_ACCEL(fd, read, fd, buf, n);
-	return rsk_read_iov(fd, &iov, 1, 0, NULL, NULL);
+	return rsk_read_one(fd, buf, n, 0, NULL, NULL);
 }
 
 RSK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
@@ -40,19 +48,15 @@ RSK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 RSK_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	struct iovec iov = {buf, n};
-
 	RSK_PASS_UNLESS_ACCEL(fd, recv, fd, buf, n, flags);
-	return rsk_read_iov(fd, &iov, 1, flags, NULL, NULL);
+	return rsk_read_one(fd, buf, n, flags, NULL, NULL);
 }
 
 RSK_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
 			    socklen_t *alen)
 {
-	struct iovec iov = {buf, n};
-
 	RSK_PASS_UNLESS_ACCEL(fd, recvfrom, fd, buf, n, flags, addr, alen);
-	return rsk_read_iov(fd, &iov, 1, flags, addr, alen);
+	return rsk_read_one(fd, buf, n, flags, addr, alen);
 }
 
 RSK_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)

@@ -4,6 +4,7 @@
  * (or hand an accelerated socket to core/io) and tell core/sock what happened; every
  * decision about a socket is made in core.
  */
+#include <string.h>
 #include <sys/socket.h>
 
 #include "io.h"
@@ -107,8 +108,13 @@ RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return (int)rsk_ret(rsk_io_getsockopt(fd, level, name, val, len));
 	rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
-	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL && rsk_tracked(fd))
-		rsk_sock_so_error_seen(fd, *(int *)val);
+	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL &&
+	    *len >= (socklen_t)sizeof(int) && rsk_tracked(fd)) {
+		int err;
+
+		memcpy(&err, val, sizeof(err)); /* only what the kernel wrote: no over-read */
+		rsk_sock_so_error_seen(fd, err);
+	}
 	return rc;
 }
 

@@ -16,12 +16,20 @@ static ssize_t rsk_write_iov(int fd, const struct iovec *iov, int cnt, int flags
 	return rsk_ret(rsk_io_sendmsg(fd, &msg, flags));
 }
 
-RSK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+/* The accelerated path of the single-buffer calls, out of line so that the pass-through
+ * path of write/send/sendto needs no stack frame. */
+static __attribute__((noinline)) ssize_t rsk_write_one(int fd, const void *buf, size_t n,
+						       int flags)
 {
 	struct iovec iov = {(void *)buf, n};
 
+	return rsk_write_iov(fd, &iov, 1, flags);
+}
+
+RSK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
 	RSK_PASS_UNLESS_ACCEL(fd, write, fd, buf, n);
-	return rsk_write_iov(fd, &iov, 1, 0);
+	return rsk_write_one(fd, buf, n, 0);
 }
 
 RSK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
@@ -32,20 +40,16 @@ RSK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 RSK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	struct iovec iov = {(void *)buf, n};
-
 	RSK_PASS_UNLESS_ACCEL(fd, send, fd, buf, n, flags);
-	return rsk_write_iov(fd, &iov, 1, flags);
+	return rsk_write_one(fd, buf, n, flags);
 }
 
 RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
 			  socklen_t alen)
 {
-	struct iovec iov = {(void *)buf, n};
-
 	RSK_PASS_UNLESS_ACCEL(fd, sendto, fd, buf, n, flags, addr, alen);
 	/* A connected stream ignores the address, as TCP does (EISCONN only for other types). */
-	return rsk_write_iov(fd, &iov, 1, flags);
+	return rsk_write_one(fd, buf, n, flags);
 }
 
 RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, non-interactively and idempotently, every Debian 12 package the build, the tests
-# and the benchmarks need. Distro services are never left running: tests start their own
-# servers on free loopback ports and stop them by PID.
+# and the benchmarks need. Distro services are not started (policy-rc.d denies it during
+# the install) and no running process is touched: tests start their own servers on free
+# loopback ports and stop them by PID.
 set -euo pipefail
 
 BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
@@ -25,17 +26,9 @@ if [ -n "$want" ]; then
 	fi
 	apt-get update -qq || apt-get update
 	apt-get install -y -qq --no-install-recommends $want
-	[ "$had_policy" = 0 ] && rm -f "$policy"
+	if [ "$had_policy" = 0 ]; then
+		rm -f "$policy"
+	fi
 fi
 
-# Whatever got started anyway (no policy-rc.d honoured, or a previous install) is stopped.
-for svc in redis-server memcached nginx; do
-	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
-		systemctl stop "$svc" || true
-	fi
-	service "$svc" stop >/dev/null 2>&1 || true
-done
-for prog in redis-server memcached nginx; do
-	pkill -x "$prog" >/dev/null 2>&1 || true
-done
 exit 0
