@@ -192,11 +192,71 @@ bench_spread() {
 		END { if (m == 0) print "NA"; else printf "%.1f%%\n", 100 * (v[NR] - v[1]) / m }'
 }
 
-# bench_ratio A B: A / B with 3 decimals (NA if either is missing or B is 0).
+# bench_ratio A B [FMT]: A / B printed with FMT (default %.3f; NA if either is missing or B
+# is 0). Pass %.10g to get a value precise enough to compare against a target.
 bench_ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
+	awk -v a="$1" -v b="$2" -v f="${3:-%.3f}" 'BEGIN {
 		if (a == "NA" || b == "NA" || a == "" || b == "" || b + 0 == 0) print "NA";
-		else printf "%.3f\n", a / b }'
+		else printf f "\n", a / b }'
+}
+
+# bench_fmt V: a number for a table cell: no decimals from 1000 up, 1 decimal from 10 up,
+# 3 decimals from 0.1 up, else 4 significant digits; NA passes through.
+bench_fmt() {
+	awk -v v="$1" 'BEGIN {
+		if (v == "NA" || v == "") { print "NA"; exit }
+		a = v < 0 ? -v : v;
+		if (a >= 1000) printf "%.0f\n", v; else if (a >= 10) printf "%.1f\n", v;
+		else if (a >= 0.1) printf "%.3f\n", v; else printf "%.4g\n", v }'
+}
+
+# bench_wait_exit PID [SECONDS=10]: wait (bounded) for PID to exit by itself (a one-shot
+# server such as iperf3 -s -1), then bench_stop_server it (TERM) if it has not; reaps it.
+bench_wait_exit() {
+	local pid=$1 secs=${2:-10} i
+	for ((i = 0; i < secs * 20; i++)); do
+		bench_pid_alive "$pid" || break
+		sleep 0.05
+	done
+	bench_stop_server "$pid" TERM 5
+}
+
+# bench_machine: one line describing the machine (CPU count, model, kernel).
+bench_machine() {
+	local model
+	model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+	echo "Machine: nproc=$(nproc), CPU model: ${model:-unknown}, kernel $(uname -r) ($(uname -m))"
+}
+
+# bench_stats_share FILE [TRANSPORT=shm]: from the RDMASOCK_STATS lines in FILE, print
+#   "<percent of bytes_sent carried by TRANSPORT> <processes with >= 1 connection> <conns>"
+# e.g. "99.998 2 kernel=0,shm=2,verbs=0". Bytes are summed over every line (both ends);
+# the percent is NA when no byte was counted or the file is missing.
+bench_stats_share() {
+	python3 - "$1" "${2:-shm}" <<'EOF'
+import collections, json, sys
+sent = collections.Counter(); conns = collections.Counter(); procs = 0
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except OSError:
+    lines = []
+for line in lines:
+    line = line.strip()
+    if not line:
+        continue
+    try:
+        d = json.loads(line)
+    except ValueError:
+        continue
+    c = d.get("connections", {})
+    if sum(c.values()) > 0:
+        procs += 1
+    conns.update(c)
+    sent.update(d.get("bytes_sent", {}))
+total = sum(sent.values())
+share = "NA" if total == 0 else "%.3f" % (100.0 * sent[sys.argv[2]] / total)
+print(share, procs, ",".join(f"{t}={conns[t]}" for t in ("kernel", "shm", "verbs")))
+EOF
 }
 
 # bench_cmp VALUE OP LIMIT: numeric comparison (OP is <= or >=) that prints PASS or MISS
