@@ -17,6 +17,8 @@
 #include "real.h"
 #include "transport/shm.h"
 
+int rsk_conn_live;
+
 static size_t rsk_conn_ep_off(void)
 {
 	return 0;
@@ -253,6 +255,7 @@ void rsk_conn_release(struct rsk_conn *c)
 	int last;
 
 	rsk_monitor_del(c); /* before our lock: the monitor takes its lock, then ours */
+	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	rsk_conn_lock(c);
 	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
 	rsk_dbg("connection %p released here, %s", (void *)c, last ? "the last holder" : "still held");

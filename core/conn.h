@@ -35,6 +35,9 @@ struct rsk_conn {
 	unsigned char mem[] __attribute__((aligned(64))); /* endpoint, then the rx queue */
 };
 
+/* Accelerated connections held by this process (readers may spin instead of sleeping). */
+extern int rsk_conn_live;
+
 /* A zeroed connection able to hold an endpoint with @nbuf buffers. NULL on ENOMEM. */
 struct rsk_conn *rsk_conn_alloc(uint32_t nbuf);
 

@@ -216,6 +216,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);
 	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
 	rsk_stats_conn(c->transport);
+	__atomic_add_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	rsk_dbg("fd %d: connection on %s", fd, rsk_transport_name(c->transport));
 	return 0;
 }

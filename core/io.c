@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,7 @@ struct rsk_io_ctx {
 	struct rsk_conn *c;
 	int nonblock;
 	int64_t deadline, spin_end;
+	unsigned int spins;
 };
 
 static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *x)
@@ -91,6 +93,30 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
 	x->spin_end = 0;
+	x->spins = 0;
+	return 0;
+}
+
+int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms)
+{
+	int64_t start, now;
+	unsigned int tries = 0;
+	int rc;
+
+	*spent_ms = 0;
+	if (timeout_ms == 0 || rsk_config.spin_us == 0 ||
+	    __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	start = rsk_now_us();
+	do {
+		rc = poll0(arg);
+		if (rc != 0)
+			return rc;
+		if ((++tries & 3) == 0)
+			sched_yield(); /* now and then: the peer may be waiting for our core */
+		now = rsk_now_us();
+	} while (now - start < (int64_t)rsk_config.spin_us);
+	*spent_ms = (int)((now - start) / 1000);
 	return 0;
 }
 
@@ -105,7 +131,10 @@ static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
 	if (x->spin_end == 0)
 		x->spin_end = now + rsk_config.spin_us;
 	if (now < x->spin_end) {
-		rsk_cpu_relax();
+		if ((++x->spins & 15) == 0)
+			sched_yield(); /* now and then: the peer may be waiting for our core */
+		else
+			rsk_cpu_relax();
 		return 0;
 	}
 	return rsk_io_sleep(fd, events, x->deadline);

@@ -35,4 +35,14 @@ int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg);
 /* fcntl(F_SETFL) on an accelerated fd happened (@flags): mirror O_NONBLOCK. */
 void rsk_io_setfl(int fd, int flags);
 
+/*
+ * Waits of the application (epoll_wait, poll, ...): with accelerated connections in this
+ * process, a wait that would block first re-polls with timeout 0 for up to
+ * RDMASOCK_SPIN_US, yielding the CPU between tries (the peer may share our core). A wake-up
+ * across cores costs ~30 us on these machines; the peer's kick lands within the window.
+ * @poll0 runs the application's wait with timeout 0 and returns its result. Returns the
+ * first non-zero result, or 0 with *spent_ms set when the caller should block.
+ */
+int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms);
+
 #endif

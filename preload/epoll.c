@@ -5,6 +5,7 @@
  */
 #include <sys/epoll.h>
 
+#include "io.h"
 #include "preload.h"
 #include "sock.h"
 
@@ -30,15 +31,48 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
+struct rsk_epoll_args {
+	int epfd, max;
+	struct epoll_event *ev;
+};
+
+static int rsk_epoll_poll0(void *arg)
+{
+	struct rsk_epoll_args *a = arg;
+
+	return RSK_REAL(epoll_wait)(a->epfd, a->ev, a->max, 0);
+}
+
+/* Remaining timeout after @spent ms of spinning (-1 stays forever). */
+static int rsk_timeout_left(int timeout, int spent)
+{
+	if (timeout < 0)
+		return timeout;
+	return timeout > spent ? timeout - spent : 0;
+}
+
 RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	return RSK_REAL(epoll_wait)(epfd, ev, max, timeout);
+	struct rsk_epoll_args a = {epfd, max, ev};
+	int rc, spent;
+
+	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
+	if (rc != 0)
+		return rc;
+	return RSK_REAL(epoll_wait)(epfd, ev, max, rsk_timeout_left(timeout, spent));
 }
 
 RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 			   const sigset_t *mask)
 {
-	return RSK_REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	struct rsk_epoll_args a = {epfd, max, ev};
+	int rc, spent;
+
+	/* The spin polls without @mask: signals stay as they were outside the wait. */
+	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
+	if (rc != 0)
+		return rc;
+	return RSK_REAL(epoll_pwait)(epfd, ev, max, rsk_timeout_left(timeout, spent), mask);
 }
 
 RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,

@@ -1,17 +1,39 @@
 /*
  * Readiness waits without epoll: poll, ppoll, select, pselect and the fortify variants
  * __poll_chk, __ppoll_chk. The fds the application waits on are real kernel objects whose
- * readiness the library keeps true, so these pass through to the kernel.
+ * readiness the library keeps true, so these go to the kernel; poll (like epoll_wait) first
+ * spins briefly when this process has accelerated connections (see rsk_io_wait_spin).
  */
 #include <poll.h>
 #include <sys/select.h>
 
+#include "io.h"
 #include "preload.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+struct rsk_poll_args {
+	struct pollfd *fds;
+	nfds_t n;
+};
+
+static int rsk_poll_poll0(void *arg)
+{
+	struct rsk_poll_args *a = arg;
+
+	return RSK_REAL(poll)(a->fds, a->n, 0);
+}
+
 RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	struct rsk_poll_args a = {fds, n};
+	int rc, spent;
+
+	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
+	if (rc != 0)
+		return rc;
+	if (timeout > 0)
+		timeout = timeout > spent ? timeout - spent : 0;
 	return RSK_REAL(poll)(fds, n, timeout);
 }
 
