@@ -3,7 +3,14 @@
  * or two syscalls; callers invoke them only on state transitions (arm/kick protocol in the
  * stream engine), never per byte.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,12 +18,28 @@
 #include "ready.h"
 #include "real.h"
 
+#define RSK_APP_END_PREFIX "rsk1/a/"
+
+/* Name the app end so a later program image (after exec) can recognise it (see below). */
+static void rsk_ready_mark(int fd)
+{
+	static unsigned int seq;
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	int n;
+
+	n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, RSK_APP_END_PREFIX "%d/%u",
+		     (int)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	(void)RSK_REAL(bind)(fd, (struct sockaddr *)&un,
+			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n));
+}
+
 int rsk_ready_pair(int *app, int *ctl)
 {
 	int sv[2], small = 1; /* the kernel rounds up to its minimum */
 
 	if (RSK_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
+	rsk_ready_mark(sv[0]);
 	/* A small send buffer on the app end: a single write fills it (rsk_ready_block). */
 	(void)RSK_REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	*app = sv[0];
@@ -143,4 +166,43 @@ int rsk_ready_send_fd(int ctl, int fd)
 	if (RSK_REAL(sendmsg)(ctl, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		return -errno;
 	return 0;
+}
+
+/* Is @fd the app end of an accelerated socket (of any process image)? */
+static int rsk_ready_is_app_end(int fd)
+{
+	struct sockaddr_un un;
+	socklen_t len = sizeof(un);
+	size_t plen = sizeof(RSK_APP_END_PREFIX) - 1;
+
+	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&un, &len) < 0 || un.sun_family != AF_UNIX)
+		return 0;
+	return len > offsetof(struct sockaddr_un, sun_path) + plen && un.sun_path[0] == '\0' &&
+	       memcmp(un.sun_path + 1, RSK_APP_END_PREFIX, plen) == 0;
+}
+
+int rsk_ready_sweep_stale(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int fd, sv[2], n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == dirfd(d) ||
+		    !rsk_ready_is_app_end(fd))
+			continue;
+		/* The library state behind it died with the old image: make the number a socket
+		 * whose peer is gone (reads see EOF, writes EPIPE) instead of leaking tokens. */
+		if (RSK_REAL(socketpair)(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+			continue;
+		RSK_REAL(close)(sv[1]);
+		if (RSK_REAL(dup3)(sv[0], fd, (RSK_REAL(fcntl)(fd, F_GETFD) & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+			n++;
+		RSK_REAL(close)(sv[0]);
+	}
+	closedir(d);
+	return n;
 }

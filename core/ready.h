@@ -39,4 +39,11 @@ void rsk_ready_hup(int ctl);
 /* Send one token carrying @fd (SCM_RIGHTS) into @ctl. 0 or -errno. */
 int rsk_ready_send_fd(int ctl, int fd);
 
+/*
+ * At start of a program image: app ends inherited across exec belong to a library instance
+ * that no longer exists. Turn each into a socket whose peer is gone, so the program sees EOF
+ * and EPIPE rather than our token bytes. Returns how many were found.
+ */
+int rsk_ready_sweep_stale(void);
+
 #endif

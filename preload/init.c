@@ -10,6 +10,7 @@
 #include "config.h"
 #include "log.h"
 #include "preload.h"
+#include "ready.h"
 #include "sock.h"
 #include "stats.h"
 
@@ -40,6 +41,9 @@ static void rsk_init_body(void)
 	if (rc < 0)
 		rsk_err("cannot open RDMASOCK_LOG_FILE \"%s\": %s; logging to stderr",
 			rsk_config.log_file, strerror(-rc));
+	rc = rsk_ready_sweep_stale();
+	if (rc > 0)
+		rsk_info("%d accelerated socket(s) inherited across exec: they now read EOF", rc);
 	rsk_dbg("librdmasock %s, transport %s", rdmasock_version(),
 		rsk_mode_name(rsk_config.mode));
 	__atomic_store_n(&rsk_initialised, 1, __ATOMIC_RELEASE);
