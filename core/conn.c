@@ -76,103 +76,138 @@ void rsk_conn_unlock(struct rsk_conn *c)
 
 /*
  * Readiness is kept exact, because a program that select()s and then does a blocking read
- * must never block: every token written to our app end is counted (before it is written)
- * and every unblock of it is counted (after it is done), so we always know whether the
- * kernel object shows a wake we have already consumed.
+ * must never block, and an edge-triggered one must see every transition. The app end is
+ * readable exactly while a token waits in it (RX) and unwritable exactly while our fill sits
+ * in it (TX). Wakes are counted in shared memory (tokens before they are written, unblocks
+ * after they are done), and the ledger below tells us which count to wait for before we
+ * touch the app end again, so a wake in flight never lands on the wrong state.
  */
+struct rsk_ledger {
+	unsigned int bit;
+	int *pending;
+	uint32_t *expect;
+};
 
-/*
- * A waker clears our armed bit first and counts only when it is done. Once we see our bit
- * cleared by somebody else, we wait for that count before touching the app end again:
- * otherwise its drain could hit the fill we are about to make (and the edge-triggered
- * wake-up it produces would be lost), or its token could arrive after we drained.
- */
-static void rsk_conn_settle(struct rsk_conn *c, unsigned int what, uint32_t seen)
+static struct rsk_ledger rsk_ledger_of(struct rsk_conn *c, unsigned int bit)
 {
+	if (bit == RSK_WAIT_RX)
+		return (struct rsk_ledger){bit, &c->rx_pending, &c->rx_expect};
+	return (struct rsk_ledger){bit, &c->tx_pending, &c->tx_expect};
+}
+
+static void rsk_arm(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (*l.pending)
+		return;
+	*l.pending = 1;
+	rsk_ep_arm(c->ep, bit);
+}
+
+/* Has a kick consumed our pending arm? Then its wake is on the way: expect it. */
+static void rsk_arm_resolve(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (*l.pending && !(rsk_ep_armed(c->ep) & bit)) {
+		*l.pending = 0;
+		(*l.expect)++;
+	}
+}
+
+/* Withdraw a pending arm. Returns 1 if it was still ours (no kick will come for it). */
+static int rsk_arm_take_back(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (!*l.pending)
+		return 0;
+	*l.pending = 0;
+	if (rsk_ep_disarm(c->ep, bit))
+		return 1;
+	(*l.expect)++; /* a kicker beat us to it */
+	return 0;
+}
+
+static void rsk_wake_self(struct rsk_conn *c, unsigned int bit)
+{
+	(*rsk_ledger_of(c, bit).expect)++;
+	rsk_ep_wake_self(c->ep, bit);
+}
+
+/* Wait until every wake we expect has been counted (a kicker is between its steps). */
+static void rsk_settle(struct rsk_conn *c, unsigned int bit)
+{
+	uint32_t expect = *rsk_ledger_of(c, bit).expect;
 	int spins;
 
-	for (spins = 0; spins < 1000000 && rsk_ep_wakes(c->ep, what) == seen; spins++)
+	for (spins = 0; spins < 1000000 && (int32_t)(rsk_ep_wakes(c->ep, bit) - expect) < 0;
+	     spins++)
 		rsk_cpu_relax();
 }
 
-/* We armed @what and now find the event ourselves: take the wake back, or let it land. */
-static void rsk_conn_unarm(struct rsk_conn *c, unsigned int what, uint32_t seen)
+/* Tokens committed to the app end and not yet taken. */
+static uint32_t rsk_tokens(struct rsk_conn *c)
 {
-	if (rsk_ep_disarm(c->ep, what))
-		rsk_ep_wake_self(c->ep, what); /* nobody kicked us: do what a kick would have */
-	else
-		rsk_conn_settle(c, what, seen);
+	return rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
 }
 
-/* Drain exactly the tokens committed so far (a token may still be on its way: wait briefly). */
-static void rsk_conn_drain_tokens(struct rsk_conn *c, int app_fd)
+/* Readable: make sure a token is there or coming, and stay armed so each new arrival makes
+ * a new edge (as TCP wakes readers on every arrival). */
+static void rsk_conn_show_readable(struct rsk_conn *c)
 {
-	uint32_t target = rsk_ep_wakes(c->ep, RSK_WAIT_RX);
-	uint32_t due = target - c->raised_seen;
-
-	if (due > 0 && rsk_ready_take(app_fd, (int)due) < (int)due)
-		rsk_dbg("readiness: %u token(s) never arrived (waker died?)", due);
-	c->raised_seen = target;
-}
-
-/* Drain, arm, re-check: afterwards either a token is due or the data is visible. */
-static void rsk_conn_lower(struct rsk_conn *c, int app_fd)
-{
-	if (c->rx_lowered && !(rsk_ep_armed(c->ep) & RSK_WAIT_RX))
-		rsk_conn_settle(c, RSK_WAIT_RX, c->raised_seen);
-	rsk_conn_drain_tokens(c, app_fd);
-	rsk_ep_arm(c->ep, RSK_WAIT_RX);
-	c->rx_lowered = 1;
-	(void)rsk_stream_progress(&c->st);
-	if (rsk_stream_readable(&c->st)) {
-		rsk_conn_unarm(c, RSK_WAIT_RX, c->raised_seen);
-		c->rx_lowered = 0;
-	}
-}
-
-/* Count, fill, arm, re-check (the order matters: see rsk_shm_wake). */
-static void rsk_conn_block(struct rsk_conn *c, int app_fd)
-{
-	if (c->tx_blocked && !(rsk_ep_armed(c->ep) & RSK_WAIT_TX))
-		rsk_conn_settle(c, RSK_WAIT_TX, c->unblocked_seen);
-	c->unblocked_seen = rsk_ep_wakes(c->ep, RSK_WAIT_TX);
-	rsk_ready_block(app_fd);
-	rsk_ep_arm(c->ep, RSK_WAIT_TX);
-	c->tx_blocked = 1;
-	(void)rsk_stream_progress(&c->st);
-	if (rsk_stream_writable(&c->st)) {
-		rsk_conn_unarm(c, RSK_WAIT_TX, c->unblocked_seen);
-		c->tx_blocked = 0;
-	}
+	rsk_arm_resolve(c, RSK_WAIT_RX);
+	if (rsk_tokens(c) == 0 && (int32_t)(c->rx_expect - rsk_ep_wakes(c->ep, RSK_WAIT_RX)) <= 0 &&
+	    (!c->rx_pending || rsk_arm_take_back(c, RSK_WAIT_RX)))
+		rsk_wake_self(c, RSK_WAIT_RX);
+	rsk_arm(c, RSK_WAIT_RX);
 }
 
 static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
 {
+	uint32_t due;
+
 	if (rsk_stream_readable(&c->st)) {
-		if (c->rx_lowered)
-			rsk_conn_unarm(c, RSK_WAIT_RX, c->raised_seen);
-		c->rx_lowered = 0;
+		rsk_conn_show_readable(c);
 		return;
 	}
-	/* Steady: lowered, still armed, and no token committed since we drained. */
-	if (c->rx_lowered && (rsk_ep_armed(c->ep) & RSK_WAIT_RX) &&
-	    rsk_ep_wakes(c->ep, RSK_WAIT_RX) == c->raised_seen)
-		return;
-	rsk_conn_lower(c, app_fd);
+	rsk_arm_resolve(c, RSK_WAIT_RX);
+	if (c->rx_pending && rsk_tokens(c) == 0 &&
+	    (int32_t)(rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_expect) >= 0)
+		return; /* steady: armed, nothing shown, nothing in flight */
+	/* Lower: let wakes in flight land, take exactly the committed tokens, arm, re-check. */
+	rsk_settle(c, RSK_WAIT_RX);
+	due = rsk_tokens(c);
+	if (due > 0 && rsk_ready_take(app_fd, (int)due) < (int)due)
+		rsk_dbg("readiness: %u token(s) never arrived (waker died?)", due);
+	c->rx_drained += due;
+	rsk_arm(c, RSK_WAIT_RX);
+	(void)rsk_stream_progress(&c->st);
+	if (rsk_stream_readable(&c->st))
+		rsk_conn_show_readable(c);
 }
 
 static void rsk_conn_sync_tx(struct rsk_conn *c, int app_fd)
 {
+	rsk_arm_resolve(c, RSK_WAIT_TX);
 	if (rsk_stream_writable(&c->st)) {
-		if (c->tx_blocked)
-			rsk_conn_unarm(c, RSK_WAIT_TX, c->unblocked_seen);
+		/* Unblock: by a kick that consumed our arm (expected), or ourselves. */
+		if (c->tx_blocked && c->tx_pending && rsk_arm_take_back(c, RSK_WAIT_TX))
+			rsk_wake_self(c, RSK_WAIT_TX);
 		c->tx_blocked = 0;
 		return;
 	}
-	if (c->tx_blocked && (rsk_ep_armed(c->ep) & RSK_WAIT_TX) &&
-	    rsk_ep_wakes(c->ep, RSK_WAIT_TX) == c->unblocked_seen)
-		return;
-	rsk_conn_block(c, app_fd);
+	if (c->tx_blocked && c->tx_pending)
+		return; /* steady: filled and armed */
+	/* Block: no unblock may be in flight when we fill, or it would drain the new fill. */
+	rsk_settle(c, RSK_WAIT_TX);
+	rsk_ready_block(app_fd);
+	c->tx_blocked = 1;
+	rsk_arm(c, RSK_WAIT_TX);
+	(void)rsk_stream_progress(&c->st);
+	if (rsk_stream_writable(&c->st))
+		rsk_conn_sync_tx(c, app_fd);
 }
 
 void rsk_conn_sync(struct rsk_conn *c, int app_fd)
@@ -187,6 +222,10 @@ void rsk_conn_sync(struct rsk_conn *c, int app_fd)
 	if ((c->st.fin_rcvd || c->st.shut_rd) && !c->eof_shown) {
 		c->eof_shown = 1;
 		rsk_ready_eof(c->ctl_fd); /* readable + RDHUP for good */
+	}
+	if (c->st.fin_rcvd && (c->st.shut_wr || c->st.fin_sent) && !c->hup_shown) {
+		c->hup_shown = 1; /* both directions done: HUP, as TCP reports it */
+		rsk_ready_hup(c->ctl_fd);
 	}
 	if (!c->eof_shown)
 		rsk_conn_sync_rx(c, app_fd);
@@ -241,7 +280,11 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 		else
 			(void)rsk_stream_shutdown_wr(&c->st);
 	}
-	rsk_shm_mark_fin(c->ep); /* our TCP placeholder closing now means "closed", not "died" */
+	/* Our TCP placeholder closing now means "closed", not "died" -- but only if our FIN is
+	 * really in the peer's ring; otherwise the peer must see a reset, never wait. */
+	if (c->st.err == 0 && c->st.fin_sent)
+		rsk_shm_mark_fin(c->ep);
+	c->ep->ops->shutdown(c->ep); /* and the peer's sends fail with EPIPE, as after TCP's RST */
 }
 
 static void rsk_close_hidden(int fd)

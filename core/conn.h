@@ -24,10 +24,13 @@ struct rsk_conn {
 	int offer_fd; /* client: offer connection until the server's answer was read */
 	int nonblock; /* O_NONBLOCK of the application's open file description */
 	int64_t rcvtimeo_us, sndtimeo_us; /* SO_RCVTIMEO / SO_SNDTIMEO, 0 = forever */
-	int rx_lowered; /* app end drained and RX armed */
-	int tx_blocked; /* app end filled and TX armed */
-	uint32_t raised_seen;    /* RX wakes whose tokens we drained */
-	uint32_t unblocked_seen; /* TX wakes seen before our last fill */
+	int tx_blocked; /* app end filled (unwritable) */
+	uint32_t rx_drained; /* tokens taken out of the app end (compare: wakes RX) */
+	/* Arm ledger, per RSK_WAIT_* bit: an arm is pending until we take it back or see that
+	 * a kick consumed it; wakes are expected to reach `expect` once every consumed arm
+	 * and every wake of our own has been counted. */
+	int rx_pending, tx_pending;
+	uint32_t rx_expect, tx_expect;
 	int eof_shown, hup_shown;
 	int answer_pending; /* client: server answer not read yet */
 	struct rsk_stream st;

@@ -193,6 +193,12 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 {
 	int fdfl = RSK_REAL(fcntl)(fd, F_GETFD), fl = RSK_REAL(fcntl)(tcp, F_GETFL);
 
+	int i;
+
+	/* Registrations the application made on the TCP file would keep reporting it: take
+	 * them off while the number still names it, and put them on the new file below. */
+	for (i = 0; i < s->nepregs; i++)
+		(void)RSK_REAL(epoll_ctl)(s->epregs[i].epfd, EPOLL_CTL_DEL, fd, NULL);
 	/* From here the application's number names the readiness socket. */
 	if (RSK_REAL(dup3)(app, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0) < 0)
 		return -errno;

@@ -260,8 +260,16 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 			x->spin_end = 0;
 			continue;
 		}
-		if (n != -EAGAIN)
-			return total > 0 ? (ssize_t)total : n;
+		if (n != -EAGAIN) {
+			if (total == 0)
+				return n;
+			if (n == x->c->st.err) { /* the error waits for the next call */
+				rsk_conn_lock(x->c);
+				rsk_stream_error_unreported(&x->c->st);
+				rsk_conn_unlock(x->c);
+			}
+			return (ssize_t)total;
+		}
 		rc = rsk_io_wait(x, fd, POLLOUT);
 		if (rc < 0)
 			return total > 0 ? (ssize_t)total : rc;

@@ -60,7 +60,8 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	st->msgs_sent++;
 	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
 	 * reader woken for no data would see "readable" and then block in recv). */
-	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0));
+	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0) |
+				    ((flags & RSK_IMM_FIN) ? RSK_KICK_FIN : 0));
 	return 0;
 }
 
@@ -277,6 +278,8 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 		st->err_seen_tx = 1;
 		return st->err;
 	}
+	if (st->ep->ops->peer_closed(st->ep))
+		return -EPIPE; /* TCP would answer our data with RST */
 	while (v < iovcnt && iov[v].iov_len == 0)
 		v++;
 	while (left > 0) {
@@ -303,7 +306,7 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 		st->msgs_sent++;
 		sent += chunk;
 		left -= chunk;
-		rsk_ep_kick(st->ep, RSK_WAIT_RX | (owed ? RSK_WAIT_TX : 0));
+		rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
 	}
 	st->bytes_sent += sent;
 	if (sent > 0)
@@ -327,6 +330,11 @@ void rsk_stream_reset(struct rsk_stream *st)
 	if (!st->err)
 		(void)rsk_stream_control(st, RSK_IMM_RST);
 	rsk_stream_set_error(st, -ECONNRESET);
+}
+
+void rsk_stream_error_unreported(struct rsk_stream *st)
+{
+	st->err_seen_tx = 0;
 }
 
 int rsk_stream_readable(const struct rsk_stream *st)

@@ -35,6 +35,8 @@ struct rsk_wc {
 /* arm/kick/disarm: what a sleeping side waits for */
 #define RSK_WAIT_RX 0x1u /* a new message in my receive ring */
 #define RSK_WAIT_TX 0x2u /* credits came back (the message carried some) */
+#define RSK_KICK_FIN 0x4u /* kick only: we sent FIN; show EOF/RDHUP on the peer at once */
+#define RSK_KICK_DATA 0x8u /* kick only: the message carried data (edge for a busy reader) */
 
 /* The part of every endpoint the engine may read; transports embed it first. */
 struct rsk_ep {
@@ -84,8 +86,10 @@ struct rsk_transport_ops {
 	/* Wake ourselves for @what (we found the event before anyone kicked us). */
 	void (*wake_self)(struct rsk_ep *ep, unsigned int what);
 
-	/* Tell the peer we are gone for good (peer sees its next poll fail / EOF). */
+	/* We closed the connection for good: the peer's further sends fail (EPIPE). */
 	void (*shutdown)(struct rsk_ep *ep);
+	/* Did the peer close the connection (not just shut down its sending side)? */
+	int (*peer_closed)(struct rsk_ep *ep);
 	void (*destroy)(struct rsk_ep *ep);
 };
 

@@ -36,6 +36,7 @@ struct rsk_shm_flags {
 	uint32_t fin;       /* I posted FIN: my going away is orderly */
 	uint32_t raised;    /* tokens committed to my app end (counted before writing) */
 	uint32_t unblocked; /* unblocks of my app end (counted after draining) */
+	uint32_t closed;    /* I closed the connection: sends towards me fail */
 } __attribute__((aligned(RSK_CACHELINE)));
 
 struct rsk_shm_desc {
@@ -362,12 +363,45 @@ static void rsk_shm_wake(struct rsk_shm_flags *f, int ctl, unsigned int what)
 	}
 }
 
+/*
+ * Does the reader still hold data from an earlier message of ours? (Not reposted, and not
+ * empty: an unharvested credit-only message is no reason to look readable.) TCP wakes a
+ * reader on every arrival, and an edge-triggered reader that has not drained yet expects that
+ * edge; a reader that is armed gets its wake through the armed bit anyway.
+ */
+static int rsk_shm_reader_behind(struct rsk_shm_ep *e)
+{
+	uint32_t nbuf = e->base.nbuf, posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
+	uint32_t held = e->tx_filled - (posted - nbuf), k, slot;
+
+	if (held > nbuf)
+		return 0; /* a lying peer: the next send resets the stream */
+	for (k = 2; k <= held; k++) { /* k = 1 is the message just sent */
+		slot = (e->tx_slot + nbuf - k % nbuf) % nbuf;
+		if (__atomic_load_n(&e->tx->desc[slot].len, __ATOMIC_RELAXED) > 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
 	unsigned int armed;
 
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read flags */
+	if (rsk_unlikely(what & RSK_KICK_FIN)) {
+		if (e->peer_ctl < 0 && e->resolve != NULL)
+			e->peer_ctl = e->resolve(e->owner);
+		if (e->peer_ctl >= 0)
+			rsk_ready_eof(e->peer_ctl); /* RDHUP now, as TCP shows a FIN */
+		what &= ~RSK_KICK_FIN;
+	}
+	if ((what & RSK_KICK_DATA) &&
+	    !(__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & RSK_WAIT_RX) &&
+	    e->peer_ctl >= 0 && rsk_shm_reader_behind(e))
+		rsk_shm_wake(e->peer, e->peer_ctl, RSK_WAIT_RX); /* a new edge, not a new state */
+	what &= RSK_WAIT_RX | RSK_WAIT_TX;
 	if (rsk_likely((__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & what) == 0))
 		return;
 	if (e->peer_ctl < 0 && e->resolve != NULL)
@@ -401,7 +435,12 @@ void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl)
 
 static void rsk_shm_shutdown(struct rsk_ep *ep)
 {
-	rsk_shm_mark_fin(ep);
+	__atomic_store_n(&RSK_SHM_EP(ep)->mine->closed, 1, __ATOMIC_RELEASE);
+}
+
+static int rsk_shm_peer_closed(struct rsk_ep *ep)
+{
+	return __atomic_load_n(&RSK_SHM_EP(ep)->peer->closed, __ATOMIC_ACQUIRE) != 0;
 }
 
 static void rsk_shm_destroy(struct rsk_ep *ep)
@@ -443,5 +482,6 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.wakes = rsk_shm_wakes,
 	.wake_self = rsk_shm_wake_self,
 	.shutdown = rsk_shm_shutdown,
+	.peer_closed = rsk_shm_peer_closed,
 	.destroy = rsk_shm_destroy,
 };

@@ -966,8 +966,11 @@ static void test_fin_mark(void **state)
 	rsk_shm_mark_fin(p.c);
 	assert_true(rsk_shm_peer_closed_cleanly(p.s));
 	assert_false(rsk_shm_peer_closed_cleanly(p.c));
+	/* closing (shutdown op) is separate from FIN: it makes the peer's sends fail */
+	assert_false(p.c->ops->peer_closed(p.c));
 	p.s->ops->shutdown(p.s);
-	assert_true(rsk_shm_peer_closed_cleanly(p.c));
+	assert_true(p.c->ops->peer_closed(p.c));
+	assert_false(p.s->ops->peer_closed(p.s));
 	pair_close(&p);
 }
 
