@@ -204,34 +204,6 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 	}
 }
 
-ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags)
-{
-	struct iovec stack[RSK_IOV_STACK], *iov = stack;
-	struct rsk_io_ctx x;
-	ssize_t n;
-	int cnt = (int)msg->msg_iovlen;
-
-	if (cnt < 0 || cnt > IOV_MAX)
-		return -EINVAL;
-	n = rsk_io_begin(fd, flags, 0, &x);
-	if (n < 0)
-		return n;
-	x.deadline = x.c->rcvtimeo_us ? rsk_now_us() + x.c->rcvtimeo_us : 0;
-	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL) {
-		rsk_sock_put(x.s);
-		return -ENOMEM;
-	}
-	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
-	n = rsk_io_recv_loop(&x, fd, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL));
-	if (iov != stack)
-		free(iov);
-	msg->msg_namelen = 0; /* a stream has no source address per read, as TCP */
-	msg->msg_controllen = 0;
-	msg->msg_flags = 0;
-	rsk_sock_put(x.s);
-	return n;
-}
-
 static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt)
 {
 	size_t want = rsk_iov_len(iov, cnt), total = 0;
@@ -276,28 +248,52 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 	}
 }
 
-ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags)
+/*
+ * Common frame of recvmsg/sendmsg: a private copy of the iovec (the loops advance it), the
+ * socket reference, and the deadline from SO_RCVTIMEO/SO_SNDTIMEO.
+ */
+static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
 {
 	struct iovec stack[RSK_IOV_STACK], *iov = stack;
 	struct rsk_io_ctx x;
-	ssize_t n;
 	int cnt = (int)msg->msg_iovlen;
+	int64_t timeo;
+	ssize_t n;
 
 	if (cnt < 0 || cnt > IOV_MAX)
 		return -EINVAL;
 	n = rsk_io_begin(fd, flags, 0, &x);
 	if (n < 0)
 		return n;
-	x.deadline = x.c->sndtimeo_us ? rsk_now_us() + x.c->sndtimeo_us : 0;
+	timeo = rx ? x.c->rcvtimeo_us : x.c->sndtimeo_us;
+	x.deadline = timeo ? rsk_now_us() + timeo : 0;
 	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL) {
 		rsk_sock_put(x.s);
 		return -ENOMEM;
 	}
 	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
-	n = rsk_io_send_loop(&x, fd, iov, cnt);
+	n = rx ? rsk_io_recv_loop(&x, fd, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL))
+	       : rsk_io_send_loop(&x, fd, iov, cnt);
 	if (iov != stack)
 		free(iov);
 	rsk_sock_put(x.s);
+	return n;
+}
+
+ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t n = rsk_io_msg(fd, msg, flags, 1);
+
+	msg->msg_namelen = 0; /* a stream has no source address per read, as TCP */
+	msg->msg_controllen = 0;
+	msg->msg_flags = 0;
+	return n;
+}
+
+ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	ssize_t n = rsk_io_msg(fd, msg, flags, 0);
+
 	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return n;

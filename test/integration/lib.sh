@@ -79,6 +79,11 @@ wait_port() {
 	fail "nothing listens on port $port after ${secs}s"
 }
 
+# The name several tests use for wait_port.
+wait_listen() {
+	wait_port "$@"
+}
+
 # Run a command with the library preloaded, stats appended to $RSK_STATS.
 pre() {
 	LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS "$@"

@@ -18,17 +18,6 @@ ECHO=$(dirname "$0")/asyncio_echo.py
 CONNS=20
 MSGS=1000
 
-# wait_listen PORT: until 127.0.0.1:PORT is listening. Unlike wait_port it makes no probe
-# connection, which a preloaded server would count as one more (unpreloaded, kernel) peer.
-wait_listen() {
-	local hex
-	hex=$(printf '%04X' "$1")
-	for _ in $(seq 200); do
-		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on port $1 after 10s"
-}
 
 run_asyncio() { # $1 = "pre" or "", $2 = tag
 	local wrap=$1 tag=$2 port bytes

@@ -15,16 +15,6 @@ import sys
 s = sys.argv[1]; m = {"k": 10, "m": 20, "g": 30}
 print(int(s[:-1]) << m[s[-1].lower()] if s[-1].lower() in m else int(s))' "$INTEGRITY_BYTES")
 
-# wait_listen PORT: until 127.0.0.1:PORT is listening (no probe connection, see test_threads).
-wait_listen() {
-	local hex
-	hex=$(printf '%04X' "$1")
-	for _ in $(seq 200); do
-		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on port $1 after 10s"
-}
 
 port=$(free_port)
 start_bg srv pre "$RSK_PROGS/integrity" server "$port"

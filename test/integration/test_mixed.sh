@@ -13,16 +13,6 @@ need sha256sum
 BYTES=$((8 << 20))
 if [ "$RSK_EXPECT" = kernel ]; then REASON=policy; else REASON=no_peer; fi
 
-# wait_listen PORT: until 127.0.0.1:PORT is listening (no probe connection).
-wait_listen() {
-	local hex
-	hex=$(printf '%04X' "$1")
-	for _ in $(seq 200); do
-		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on port $1 after 10s"
-}
 
 sum() { sha256sum "$1" | cut -d' ' -f1; }
 

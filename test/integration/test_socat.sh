@@ -12,18 +12,6 @@ for p in echo_server mt_client; do
 	[ -x "$RSK_PROGS/$p" ] || fail "test program $p not built in RSK_PROGS=$RSK_PROGS"
 done
 
-# wait_listen PORT: until 127.0.0.1:PORT is listening. Unlike wait_port it makes no probe
-# connection, which a preloaded server would count as one more (unpreloaded, kernel) peer
-# and which the relay would forward as one more connection.
-wait_listen() {
-	local hex
-	hex=$(printf '%04X' "$1")
-	for _ in $(seq 200); do
-		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on port $1 after 10s"
-}
 
 # wait_children PID: until PID has no child processes left (bounded: 10 s).
 wait_children() {

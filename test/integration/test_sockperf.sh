@@ -7,18 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 need sockperf python3
 
-# wait_listen PORT [SECONDS]: until a socket listens on 127.0.0.1:PORT, found in /proc/net/tcp
-# instead of connecting to it (a probe would be one more connection in the server's stats).
-wait_listen() {
-	local port=$1 secs=${2:-10} hex
-	hex=$(printf '0100007F:%04X' "$port")
-	for _ in $(seq $((secs * 20))); do
-		awk -v a="$hex" '$2 == a && $4 == "0A" { found = 1 } END { exit !found }' \
-			/proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on 127.0.0.1:$port after ${secs}s"
-}
 
 # stats_pid_get FIELD TRANSPORT PID: FIELD[TRANSPORT] of the stats line of process PID.
 stats_pid_get() {

@@ -13,17 +13,6 @@ THREADS=8
 MSGS=300
 SHARED_MSGS=3000
 
-# wait_listen PORT: until 127.0.0.1:PORT is listening. Unlike wait_port it makes no probe
-# connection, which a preloaded server would count as one more (unpreloaded, kernel) peer.
-wait_listen() {
-	local hex
-	hex=$(printf '%04X' "$1")
-	for _ in $(seq 200); do
-		grep -q "^ *[0-9]*: 0100007F:$hex 00000000:0000 0A" /proc/net/tcp && return 0
-		sleep 0.05
-	done
-	fail "nothing listens on port $1 after 10s"
-}
 
 # field NAME FILE: the number after the word NAME in FILE's first matching line.
 field() {
