@@ -1,8 +1,9 @@
 /*
  * Readiness waits without epoll: poll, ppoll, select, pselect and the fortify variants
  * __poll_chk, __ppoll_chk. The fds the application waits on are real kernel objects whose
- * readiness the library keeps true, so these go to the kernel; poll (like epoll_wait) first
- * spins briefly when this process has accelerated connections (see rsk_io_wait_spin).
+ * readiness the library keeps true, so these go to the kernel; poll, select and pselect (like
+ * epoll_wait) first spin briefly when this process has accelerated connections (see
+ * rsk_io_wait_spin).
  */
 #include <poll.h>
 #include <sys/select.h>
@@ -43,14 +44,71 @@ RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 	return RSK_REAL(ppoll)(fds, n, tmo, mask);
 }
 
+/* select() rewrites its sets: each zero-timeout try works on copies. */
+struct rsk_select_args {
+	int n;
+	fd_set *r, *w, *e;
+};
+
+static int rsk_select_poll0(void *arg)
+{
+	struct rsk_select_args *a = arg;
+	fd_set r, w, e;
+	struct timeval zero = {0, 0};
+	int rc;
+
+	if (a->r)
+		r = *a->r;
+	if (a->w)
+		w = *a->w;
+	if (a->e)
+		e = *a->e;
+	rc = RSK_REAL(select)(a->n, a->r ? &r : NULL, a->w ? &w : NULL, a->e ? &e : NULL, &zero);
+	if (rc > 0) {
+		if (a->r)
+			*a->r = r;
+		if (a->w)
+			*a->w = w;
+		if (a->e)
+			*a->e = e;
+	}
+	return rc;
+}
+
+/* Milliseconds of a select/pselect timeout for the spin decision (-1: none, i.e. forever). */
+static int rsk_ms_of(long sec, long usec)
+{
+	return sec > 1000000 ? 1000000000 : (int)(sec * 1000 + usec / 1000);
+}
+
 RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
-	return RSK_REAL(select)(n, r, w, e, tmo);
+	struct rsk_select_args a = {n, r, w, e};
+	int rc, spent;
+
+	/* select(0, NULL, NULL, NULL, &tv) is a sleep: never spin on it. */
+	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_usec == 0))
+		return RSK_REAL(select)(n, r, w, e, tmo);
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a, tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1,
+			      &spent);
+	if (rc != 0)
+		return rc;
+	return RSK_REAL(select)(n, r, w, e, tmo); /* Linux shortens *tmo; a spin of <1 ms is noise */
 }
 
 RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
+	struct rsk_select_args a = {n, r, w, e};
+	int rc, spent;
+
+	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0))
+		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	/* The spin polls without @mask: signals stay as they were outside the wait. */
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a,
+			      tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000) : -1, &spent);
+	if (rc != 0)
+		return rc;
 	return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
 }
 
