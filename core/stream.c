@@ -38,6 +38,29 @@ void rsk_stream_fini(struct rsk_stream *st)
 	st->rxq = NULL;
 }
 
+/* Peer buffers we may fill now: the transport's count, or our credit ledger. */
+static uint32_t rsk_stream_room(const struct rsk_stream *st)
+{
+	int room;
+
+	if (!st->ep->oob_credits)
+		return st->credits;
+	room = st->ep->ops->tx_room(st->ep);
+	return room > 0 ? (uint32_t)room : 0;
+}
+
+/*
+ * May a data message go? The last buffer is always kept back from data: for a FIN or RST
+ * (close() with data in flight must still end the stream in order), and, with credits in
+ * immediates, for credit updates.
+ */
+static int rsk_stream_can_send_data(const struct rsk_stream *st)
+{
+	if (st->ep->oob_credits)
+		return rsk_stream_room(st) > 1;
+	return rsk_credit_can_send_data(st->credits);
+}
+
 void rsk_stream_set_error(struct rsk_stream *st, int err)
 {
 	if (st->err == 0)
@@ -47,16 +70,17 @@ void rsk_stream_set_error(struct rsk_stream *st, int err)
 /* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only). */
 static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 {
-	uint32_t owed = st->owed;
+	uint32_t owed = st->ep->oob_credits ? 0 : st->owed;
 	int rc;
 
-	if (st->credits == 0)
+	if (rsk_stream_room(st) == 0)
 		return -EAGAIN;
 	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags), RSK_SEND_INLINE);
 	if (rc < 0)
 		return rc;
-	st->owed = 0;
-	st->credits--;
+	st->owed -= owed;
+	if (!st->ep->oob_credits)
+		st->credits--;
 	st->msgs_sent++;
 	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
 	 * reader woken for no data would see "readable" and then block in recv). */
@@ -70,12 +94,12 @@ static void rsk_stream_flush(struct rsk_stream *st)
 {
 	if (st->err)
 		return;
-	if (st->fin_pending && st->credits > 0 && rsk_stream_control(st, RSK_IMM_FIN) == 0) {
+	if (st->fin_pending && rsk_stream_room(st) > 0 && rsk_stream_control(st, RSK_IMM_FIN) == 0) {
 		st->fin_pending = 0;
 		st->fin_sent = 1;
 		return;
 	}
-	if (rsk_credit_should_return(st->owed, st->nbuf, st->credits))
+	if (!st->ep->oob_credits && rsk_credit_should_return(st->owed, st->nbuf, st->credits))
 		(void)rsk_stream_control(st, 0);
 }
 
@@ -89,7 +113,10 @@ static int rsk_stream_pop(struct rsk_stream *st)
 		return rc;
 	st->rx_head = (st->rx_head + 1) % st->nbuf;
 	st->rx_count--;
-	st->owed++;
+	if (st->ep->oob_credits)
+		rsk_ep_kick(st->ep, RSK_WAIT_TX); /* the repost is the credit: wake a blocked writer */
+	else
+		st->owed++;
 	return 0;
 }
 
@@ -117,8 +144,8 @@ static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
 		return -EPROTO;
 	credits = rsk_imm_credits(wc->imm);
 	flags = rsk_imm_flags(wc->imm);
-	if (credits > st->nbuf - st->credits)
-		return -EPROTO; /* more credits than buffers exist: a lie */
+	if (st->ep->oob_credits ? credits != 0 : credits > st->nbuf - st->credits)
+		return -EPROTO; /* more credits than buffers exist (or any, out of band): a lie */
 	st->credits += credits;
 	tail = (st->rx_head + st->rx_count) % st->nbuf;
 	st->rxq[tail].slot = wc->slot;
@@ -283,7 +310,7 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 	while (v < iovcnt && iov[v].iov_len == 0)
 		v++;
 	while (left > 0) {
-		if (!rsk_credit_can_send_data(st->credits)) {
+		if (!rsk_stream_can_send_data(st)) {
 			st->credit_stalls++;
 			break;
 		}
@@ -295,14 +322,15 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 		}
 		chunk = left < st->bsize ? left : st->bsize;
 		rsk_iov_gather(buf, iov, &v, &voff, chunk);
-		owed = st->owed;
+		owed = st->ep->oob_credits ? 0 : st->owed;
 		rc = rsk_ep_post_send(st->ep, buf, (uint32_t)chunk, rsk_imm_make(owed, 0), 0);
 		if (rc < 0) {
 			rsk_stream_set_error(st, -ECONNRESET);
 			break;
 		}
-		st->owed = 0;
-		st->credits--;
+		st->owed -= owed;
+		if (!st->ep->oob_credits)
+			st->credits--;
 		st->msgs_sent++;
 		sent += chunk;
 		left -= chunk;
@@ -344,5 +372,5 @@ int rsk_stream_readable(const struct rsk_stream *st)
 
 int rsk_stream_writable(const struct rsk_stream *st)
 {
-	return rsk_credit_can_send_data(st->credits) || st->err || st->shut_wr;
+	return rsk_stream_can_send_data(st) || st->err || st->shut_wr;
 }

@@ -44,6 +44,13 @@ struct rsk_ep {
 	uint32_t nbuf;     /* receive buffers per direction (= initial credits) */
 	uint32_t buf_size; /* bytes per buffer */
 	uint32_t max_inline;
+	/*
+	 * Out-of-band credits: the transport itself shows how many buffers the peer has posted
+	 * (tx_room), so returning credits takes no message and no ring slot. Shared memory can
+	 * (the peer's posted counter is in the memfd); a transport that cannot leaves it 0 and
+	 * the engine returns credits in immediates (credit.h).
+	 */
+	int oob_credits;
 };
 
 struct rsk_transport_ops {
@@ -66,6 +73,8 @@ struct rsk_transport_ops {
 	/* SEND @len bytes from @buf (send_buf() memory, or anything with RSK_SEND_INLINE). */
 	int (*post_send)(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
 			 unsigned int flags);
+	/* Buffers the peer has posted that we may fill now (oob_credits transports). */
+	int (*tx_room)(struct rsk_ep *ep);
 	/* Harvest up to @n completions in order. Returns the count or -errno (peer broke rules). */
 	int (*poll)(struct rsk_ep *ep, struct rsk_wc *wc, int n);
 

@@ -189,6 +189,7 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	e->base.nbuf = hdr.nbuf; /* our validated copies: the shared header may change later */
 	e->base.buf_size = hdr.buf_size;
 	e->base.max_inline = hdr.buf_size;
+	e->base.oob_credits = 1; /* the peer's posted counter is right here */
 	e->map = map;
 	e->map_len = l.total;
 	e->rx = (struct rsk_shm_ring *)(map + l.ring[rx_dir]);
@@ -272,6 +273,11 @@ static int rsk_shm_tx_room(struct rsk_shm_ep *e)
 		return -EPROTO;
 	}
 	return (int)room;
+}
+
+static int rsk_shm_tx_room_op(struct rsk_ep *ep)
+{
+	return rsk_shm_tx_room(RSK_SHM_EP(ep));
 }
 
 static void *rsk_shm_send_buf(struct rsk_ep *ep)
@@ -474,6 +480,7 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.recv_buf = rsk_shm_recv_buf,
 	.send_buf = rsk_shm_send_buf,
 	.post_send = rsk_shm_post_send,
+	.tx_room = rsk_shm_tx_room_op,
 	.poll = rsk_shm_poll,
 	.arm = rsk_shm_arm,
 	.disarm = rsk_shm_disarm,
