@@ -440,28 +440,28 @@ int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 	return rc;
 }
 
-int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+/* Addresses are the TCP placeholder's: real, and consistent with the peer's view. */
+static int rsk_io_addr(int fd, struct sockaddr *addr, socklen_t *len,
+		       int (*get)(int, struct sockaddr *, socklen_t *))
 {
 	struct rsk_conn *c;
 	int rc = 0;
 
 	RSK_WITH_CONN(fd, c, {
-		if (RSK_REAL(getsockname)(c->tcp_fd, addr, len) < 0)
+		if (get(c->tcp_fd, addr, len) < 0)
 			rc = -errno;
 	});
 	return rc;
 }
 
+int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return rsk_io_addr(fd, addr, len, RSK_REAL(getsockname));
+}
+
 int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	struct rsk_conn *c;
-	int rc = 0;
-
-	RSK_WITH_CONN(fd, c, {
-		if (RSK_REAL(getpeername)(c->tcp_fd, addr, len) < 0)
-			rc = -errno;
-	});
-	return rc;
+	return rsk_io_addr(fd, addr, len, RSK_REAL(getpeername));
 }
 
 int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
