@@ -24,30 +24,12 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "checks.h"
 #include "progs.h"
 
 const char *prog_name = "readiness";
 
 #define CHECK_SECS 8
-
-static char why[768];
-static int lfd = -1, lport, expect_tr = -1;
-
-#define FAILF(...)                                                                                 \
-	do {                                                                                       \
-		snprintf(why, sizeof(why), __VA_ARGS__);                                           \
-		return -1;                                                                         \
-	} while (0)
-#define REQ(cond, ...)                                                                             \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			FAILF(__VA_ARGS__);                                                        \
-	} while (0)
-#define TRY(expr)                                                                                  \
-	do {                                                                                       \
-		if ((expr) < 0)                                                                    \
-			return -1;                                                                 \
-	} while (0)
 
 static const char *evstr(uint32_t ev)
 {
@@ -69,43 +51,6 @@ static const char *evstr(uint32_t ev)
 	    return p;
 }
 
-static int transport_of(int fd)
-{
-	static int (*fn)(int);
-	static int looked;
-
-	if (!looked) {
-		fn = (int (*)(int))dlsym(RTLD_DEFAULT, "rdmasock_fd_transport");
-		looked = 1;
-	}
-	return fn != NULL ? fn(fd) : -2;
-}
-
-static int on_transport(int fd, const char *what)
-{
-	int t;
-
-	if (expect_tr < 0)
-		return 0;
-	t = transport_of(fd);
-	REQ(t == expect_tr, "%s (fd %d) is carried by transport %d, expected %d", what, fd, t,
-	    expect_tr);
-	return 0;
-}
-
-static int make_listener(void)
-{
-	struct sockaddr_in sa = loopback(0);
-	socklen_t len = sizeof(sa);
-
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &len) < 0)
-		FAILF("listener: %s", strerror(errno));
-	lport = ntohs(sa.sin_port);
-	return 0;
-}
-
 static int pair(int *c, int *s)
 {
 	*c = tcp_connect(lport);
@@ -114,20 +59,6 @@ static int pair(int *c, int *s)
 	REQ(*s >= 0, "accept: %s", strerror(errno));
 	TRY(on_transport(*c, "client end"));
 	TRY(on_transport(*s, "server end"));
-	return 0;
-}
-
-static int send_all(int fd, const void *b, size_t n)
-{
-	REQ(write_all(fd, b, n) == 0, "write of %zu bytes: %s", n, strerror(errno));
-	return 0;
-}
-
-static int recv_exact(int fd, void *b, size_t n)
-{
-	ssize_t r = read_full(fd, b, n, 0);
-
-	REQ(r == (ssize_t)n, "read %zd of %zu bytes (%s)", r, n, r < 0 ? strerror(errno) : "EOF");
 	return 0;
 }
 
@@ -146,17 +77,6 @@ static ssize_t drain(int fd)
 }
 
 /* epoll_wait on @ep for @ms; the events of data @fd (0 if none), count in *n. */
-static short poll1(int fd, short events, int ms)
-{
-	struct pollfd p = {.fd = fd, .events = events};
-	int n;
-
-	do
-		n = poll(&p, 1, ms);
-	while (n < 0 && errno == EINTR);
-	return n > 0 ? p.revents : 0;
-}
-
 static uint32_t ewait(int ep, int fd, int ms, int *n)
 {
 	struct epoll_event ev[8];
@@ -907,11 +827,6 @@ static int chk_idle_cpu(void)
 	return 0;
 }
 
-struct check {
-	const char *name;
-	int (*fn)(void);
-};
-
 static const struct check checks[] = {
     {"epoll_level_triggered", chk_epoll_lt},
     {"epoll_edge_triggered", chk_epoll_et},
@@ -937,63 +852,8 @@ static const struct check checks[] = {
 
 #define NCHECKS ((int)(sizeof(checks) / sizeof(checks[0])))
 
-static int run_check(const struct check *k)
-{
-	int status, rc;
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		alarm(CHECK_SECS);
-		signal(SIGPIPE, SIG_IGN);
-		why[0] = '\0';
-		rc = make_listener();
-		if (rc == 0)
-			rc = k->fn();
-		if (rc == 0)
-			printf("readiness: check %s: ok\n", k->name);
-		else
-			printf("readiness: check %s: FAIL: %s\n", k->name, why);
-		fflush(NULL);
-		exit(rc == 0 ? 0 : 1);
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status) == 0 ? 0 : -1;
-	printf("readiness: check %s: FAIL: killed by signal %d%s\n", k->name, WTERMSIG(status),
-	       WTERMSIG(status) == SIGALRM ? " (SIGALRM: still running after the time limit)" : "");
-	return -1;
-}
-
 int main(int argc, char **argv)
 {
-	const char *ex = getenv("SEMANTICS_EXPECT");
-	int i, j, ran = 0, failed = 0;
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (ex != NULL && strcmp(ex, "kernel") == 0)
-		expect_tr = 0;
-	else if (ex != NULL && strcmp(ex, "shm") == 0)
-		expect_tr = 1;
-	else if (ex != NULL && *ex)
-		die("SEMANTICS_EXPECT must be kernel or shm");
-	if (expect_tr >= 0 && transport_of(-1) == -2)
-		die("SEMANTICS_EXPECT is set but the library is not loaded");
-	for (i = 0; i < NCHECKS; i++) {
-		if (argc > 1) {
-			for (j = 1; j < argc && strcmp(argv[j], checks[i].name) != 0; j++)
-				;
-			if (j == argc)
-				continue;
-		}
-		ran++;
-		if (run_check(&checks[i]) < 0)
-			failed++;
-	}
-	printf("readiness: %d checks, %d failed\n", ran, failed);
-	return failed ? 1 : 0;
+	/* SIGPIPE ignored: a reset peer must show as EPIPE in these checks, not end them. */
+	return run_checks(argc, argv, checks, NCHECKS, CHECK_SECS, 1);
 }

@@ -25,32 +25,12 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 
+#include "checks.h"
 #include "progs.h"
 
 const char *prog_name = "semantics";
 
 #define CHECK_SECS 6
-
-static char why[768];
-static int lfd = -1;	   /* this check's listener */
-static int lport;	   /* its port */
-static int expect_tr = -1; /* transport every connection must be on, -1 = do not check */
-
-#define FAILF(...)                                                                                 \
-	do {                                                                                       \
-		snprintf(why, sizeof(why), __VA_ARGS__);                                           \
-		return -1;                                                                         \
-	} while (0)
-#define REQ(cond, ...)                                                                             \
-	do {                                                                                       \
-		if (!(cond))                                                                       \
-			FAILF(__VA_ARGS__);                                                        \
-	} while (0)
-#define TRY(expr)                                                                                  \
-	do {                                                                                       \
-		if ((expr) < 0)                                                                    \
-			return -1;                                                                 \
-	} while (0)
 
 static const char *ename(int e)
 {
@@ -86,60 +66,6 @@ static const char *ename(int e)
 }
 
 /* ---- connections ---------------------------------------------------------------------- */
-
-static int transport_of(int fd)
-{
-	static int (*fn)(int);
-	static int looked;
-
-	if (!looked) {
-		fn = (int (*)(int))dlsym(RTLD_DEFAULT, "rdmasock_fd_transport");
-		looked = 1;
-	}
-	return fn != NULL ? fn(fd) : -2;
-}
-
-static const char *trname(int t)
-{
-	return t == 0 ? "kernel" : t == 1 ? "shm" : t == 2 ? "verbs" : t == -2 ? "no library" : "?";
-}
-
-static int on_transport(int fd, const char *what)
-{
-	int t;
-
-	if (expect_tr < 0)
-		return 0;
-	t = transport_of(fd);
-	REQ(t == expect_tr, "%s (fd %d) is carried by %s, expected %s", what, fd, trname(t),
-	    trname(expect_tr));
-	return 0;
-}
-
-static int make_listener(void)
-{
-	struct sockaddr_in sa = loopback(0);
-	socklen_t len = sizeof(sa);
-
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &len) < 0)
-		FAILF("listener: %s", strerror(errno));
-	lport = ntohs(sa.sin_port);
-	return 0;
-}
-
-/* poll one fd for @events up to @ms; returns revents (0 on timeout). */
-static short poll1(int fd, short events, int ms)
-{
-	struct pollfd p = {.fd = fd, .events = events};
-	int n;
-
-	do
-		n = poll(&p, 1, ms);
-	while (n < 0 && errno == EINTR);
-	return n > 0 ? p.revents : 0;
-}
 
 /* A connected pair: client socket(@ctype) connected (waiting if non-blocking), server end
  * accept4(@aflags). Both checked to be on the expected transport. */
@@ -182,20 +108,6 @@ static int wait_fionread(int fd, int want, int ms)
 		usleep(1000);
 	}
 	REQ(n == want, "FIONREAD is %d, expected %d (after waiting up to %d ms)", n, want, ms);
-	return 0;
-}
-
-static int send_all(int fd, const void *b, size_t n)
-{
-	REQ(write_all(fd, b, n) == 0, "write of %zu bytes: %s", n, ename(errno));
-	return 0;
-}
-
-static int recv_exact(int fd, void *b, size_t n)
-{
-	ssize_t r = read_full(fd, b, n, 0);
-
-	REQ(r == (ssize_t)n, "read %zd of %zu bytes (%s)", r, n, r < 0 ? ename(errno) : "EOF");
 	return 0;
 }
 
@@ -1422,11 +1334,6 @@ static int chk_connect_refused(void)
 	return 0;
 }
 
-struct check {
-	const char *name;
-	int (*fn)(void);
-};
-
 static const struct check checks[] = {
     {"lowest_fd", chk_lowest_fd},
     {"blocking_io", chk_blocking_io},
@@ -1462,62 +1369,8 @@ static const struct check checks[] = {
 #define NCHECKS ((int)(sizeof(checks) / sizeof(checks[0])))
 
 /* Run one check in a child; 0 = ok. The child prints its own line. */
-static int run_check(const struct check *k)
-{
-	int status, rc;
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		alarm(CHECK_SECS);
-		why[0] = '\0';
-		rc = make_listener();
-		if (rc == 0)
-			rc = k->fn();
-		if (rc == 0)
-			printf("semantics: check %s: ok\n", k->name);
-		else
-			printf("semantics: check %s: FAIL: %s\n", k->name, why);
-		fflush(NULL);
-		exit(rc == 0 ? 0 : 1); /* exit(): the child writes its stats line */
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status) == 0 ? 0 : -1;
-	printf("semantics: check %s: FAIL: killed by signal %d%s\n", k->name, WTERMSIG(status),
-	       WTERMSIG(status) == SIGALRM ? " (SIGALRM: still running after the time limit)" : "");
-	return -1;
-}
-
 int main(int argc, char **argv)
 {
-	const char *ex = getenv("SEMANTICS_EXPECT");
-	int i, j, ran = 0, failed = 0;
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (ex != NULL && strcmp(ex, "kernel") == 0)
-		expect_tr = 0;
-	else if (ex != NULL && strcmp(ex, "shm") == 0)
-		expect_tr = 1;
-	else if (ex != NULL && *ex)
-		die("SEMANTICS_EXPECT must be kernel or shm");
-	if (expect_tr >= 0 && transport_of(-1) == -2)
-		die("SEMANTICS_EXPECT is set but the library is not loaded");
-	for (i = 0; i < NCHECKS; i++) {
-		if (argc > 1) {
-			for (j = 1; j < argc && strcmp(argv[j], checks[i].name) != 0; j++)
-				;
-			if (j == argc)
-				continue;
-		}
-		ran++;
-		if (run_check(&checks[i]) < 0)
-			failed++;
-	}
-	printf("semantics: %d checks, %d failed\n", ran, failed);
-	return failed ? 1 : 0;
+	/* SIGPIPE stays default: checks assert that it is delivered (and not with NOSIGNAL). */
+	return run_checks(argc, argv, checks, NCHECKS, CHECK_SECS, 0);
 }
