@@ -300,6 +300,7 @@ void rsk_conn_release(struct rsk_conn *c)
 	rsk_monitor_del(c); /* before our lock: the monitor takes its lock, then ours */
 	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	rsk_conn_lock(c);
+	(void)rsk_stream_push(&c->st); /* another holder's monitor may not know of the stage */
 	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
 	rsk_dbg("connection %p released here, %s", (void *)c, last ? "the last holder" : "still held");
 	if (last)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -189,6 +190,23 @@ static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 	s->nepregs = 0;
 }
 
+/*
+ * TCP_NODELAY and TCP_CORK as the application left them on the TCP socket (set before
+ * connect, or inherited from the listener by an accepted socket, as Linux does).
+ */
+static void rsk_sock_tcp_opts(struct rsk_conn *c)
+{
+	socklen_t len = sizeof(int);
+	int v = 0;
+
+	if (RSK_REAL(getsockopt)(c->tcp_fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
+		c->st.nodelay = v != 0;
+	len = sizeof(int);
+	v = 0;
+	if (RSK_REAL(getsockopt)(c->tcp_fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
+		c->st.cork = v != 0;
+}
+
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp)
 {
 	int fdfl = RSK_REAL(fcntl)(fd, F_GETFD), fl = RSK_REAL(fcntl)(tcp, F_GETFL);
@@ -208,6 +226,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	c->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	c->ctl_fd = ctl;
 	c->tcp_fd = tcp;
+	rsk_sock_tcp_opts(c);
 	rsk_shm_set_self_ctl(c->ep, ctl);
 	c->transport = c->ep->ops->id;
 	rsk_conn_lock(c);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include "config.h"
 #include "conn.h"
 #include "io.h"
+#include "monitor.h"
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
@@ -104,6 +107,7 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 	int rc;
 
 	*spent_ms = 0;
+	rsk_monitor_push_all(); /* the application waits: nothing of ours may stay staged */
 	if (timeout_ms == 0 || rsk_config.spin_us == 0 ||
 	    __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) <= 0)
 		return 0;
@@ -204,10 +208,11 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 	}
 }
 
-static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt)
+static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt,
+				int flags)
 {
 	size_t want = rsk_iov_len(iov, cnt), total = 0;
-	uint64_t msgs;
+	unsigned int sflags = (flags & MSG_MORE) ? RSK_STREAM_MORE : 0;
 	ssize_t n;
 	int rc;
 
@@ -215,16 +220,15 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 		return 0;
 	for (;;) {
 		rsk_conn_lock(x->c);
-		msgs = x->c->st.msgs_sent;
-		n = rsk_stream_send(&x->c->st, iov, cnt);
-		msgs = x->c->st.msgs_sent - msgs;
+		n = rsk_stream_send(&x->c->st, iov, cnt, sflags);
+		if (x->c->st.stage_len)
+			rsk_monitor_staged();
 		if (n == -EAGAIN)
 			rsk_counter_add(&rsk_stats.credit_stalls, 1);
 		rsk_conn_sync(x->c, fd);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
 			rsk_counter_add(&rsk_stats.bytes_sent[x->c->transport], n);
-			rsk_counter_add(&rsk_stats.messages_sent[x->c->transport], msgs);
 			total += (size_t)n;
 			if (total == want)
 				return (ssize_t)total;
@@ -273,7 +277,7 @@ static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
 	}
 	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
 	n = rx ? rsk_io_recv_loop(&x, fd, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL))
-	       : rsk_io_send_loop(&x, fd, iov, cnt);
+	       : rsk_io_send_loop(&x, fd, iov, cnt, flags);
 	if (iov != stack)
 		free(iov);
 	rsk_sock_put(x.s);
@@ -436,6 +440,10 @@ int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
 			 len >= (socklen_t)sizeof(struct timeval))
 			c->sndtimeo_us = rsk_tv_us(val);
+		else if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
+			rsk_stream_set_nodelay(&c->st, *(const int *)val);
+		else if (level == IPPROTO_TCP && name == TCP_CORK && len >= (socklen_t)sizeof(int))
+			rsk_stream_set_cork(&c->st, *(const int *)val);
 	});
 	return rc;
 }
@@ -475,7 +483,8 @@ int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
 			v = c->st.rx_bytes > INT32_MAX ? INT32_MAX : (int)c->st.rx_bytes;
 			memcpy((void *)arg, &v, sizeof(v));
 		} else if (req == SIOCOUTQ) {
-			v = 0; /* a SEND is in the peer's memory as soon as it returns */
+			/* A posted SEND is in the peer's memory; only a staged one is still ours. */
+			v = (int)c->st.stage_len;
 			memcpy((void *)arg, &v, sizeof(v));
 		} else if (req == FIONBIO) {
 			memcpy(&v, (void *)arg, sizeof(v));

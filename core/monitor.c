@@ -2,12 +2,17 @@
  * The liveness thread (see monitor.h). It blocks in epoll_wait on the hidden TCP sockets;
  * an event means the peer's TCP end closed or failed. Connections are looked up in a small
  * registry under a mutex so a connection being released is never touched afterwards.
+ * While some connection holds a staged (coalesced, unposted) message the thread also ticks
+ * every millisecond and posts it, so Nagle can never hold data longer than that even when
+ * the application waits somewhere we do not see; with nothing staged it sleeps untimed.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -18,6 +23,13 @@
 static pthread_mutex_t rsk_mon_lock = PTHREAD_MUTEX_INITIALIZER;
 static int rsk_mon_epfd = -1;
 static int rsk_mon_started;
+static int rsk_mon_evfd = -1; /* wakes the thread out of its untimed sleep */
+
+/* Staging hint (atomics, seq_cst: a Dekker pair with the thread's sleep, see below). */
+static int rsk_mon_hint;     /* a connection may hold a staged message */
+static int rsk_mon_sleeping; /* the thread is about to sleep, or sleeps, untimed */
+
+#define RSK_MON_TICK_MS 1
 
 /* Registry: which connections are live here (the thread only touches registered ones). */
 static struct rsk_conn **rsk_mon_conns;
@@ -48,20 +60,103 @@ static void rsk_mon_event(struct rsk_conn *c)
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
 
+void rsk_monitor_staged(void)
+{
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&rsk_mon_hint, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&rsk_mon_hint, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&rsk_mon_sleeping, 0, __ATOMIC_SEQ_CST) && rsk_mon_evfd >= 0)
+		(void)!RSK_REAL(write)(rsk_mon_evfd, &one, sizeof(one));
+}
+
+/*
+ * Post every staged message. The hint is cleared before the pass, so a stage made during
+ * it sets the hint again; stages we could not reach (lock busy) keep it set.
+ */
+void rsk_monitor_push_all(void)
+{
+	struct rsk_conn *c;
+	int left = 0, rc;
+	size_t i;
+
+	if (!__atomic_load_n(&rsk_mon_hint, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&rsk_mon_hint, 0, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&rsk_mon_lock);
+	for (i = 0; i < rsk_mon_n; i++) {
+		c = rsk_mon_conns[i];
+		rc = pthread_mutex_trylock(&c->lock);
+		if (rc == EOWNERDEAD) { /* as rsk_conn_lock: a holder died inside */
+			rsk_stream_set_error(&c->st, -ECONNRESET);
+			pthread_mutex_consistent(&c->lock);
+		} else if (rc != 0) {
+			left = 1; /* busy: the next pass (or the owner) sees it */
+			continue;
+		}
+		/* Writability does not change (a stage already counts as a used buffer) and the
+		 * peer is kicked by the post, so no readiness sync is needed here. */
+		(void)rsk_stream_push(&c->st);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&rsk_mon_lock);
+	if (left)
+		__atomic_store_n(&rsk_mon_hint, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Untimed sleep unless a stage may exist; the hint is re-read after announcing the sleep. */
+static int rsk_mon_timeout(void)
+{
+	if (__atomic_load_n(&rsk_mon_hint, __ATOMIC_SEQ_CST))
+		return RSK_MON_TICK_MS;
+	__atomic_store_n(&rsk_mon_sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&rsk_mon_hint, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&rsk_mon_sleeping, 0, __ATOMIC_SEQ_CST);
+		return RSK_MON_TICK_MS;
+	}
+	return -1;
+}
+
 static void *rsk_mon_main(void *arg)
 {
 	struct epoll_event ev[32];
+	uint64_t v;
 	int n, i;
 
 	(void)arg;
 	for (;;) {
-		n = RSK_REAL(epoll_wait)(rsk_mon_epfd, ev, 32, -1);
+		n = RSK_REAL(epoll_wait)(rsk_mon_epfd, ev, 32, rsk_mon_timeout());
+		__atomic_store_n(&rsk_mon_sleeping, 0, __ATOMIC_SEQ_CST);
 		if (n < 0 && errno != EINTR)
 			break;
-		for (i = 0; i < n; i++)
-			rsk_mon_event(ev[i].data.ptr);
+		for (i = 0; i < n; i++) {
+			if (ev[i].data.ptr == &rsk_mon_evfd)
+				(void)!RSK_REAL(read)(rsk_mon_evfd, &v, sizeof(v));
+			else
+				rsk_mon_event(ev[i].data.ptr);
+		}
+		rsk_monitor_push_all();
 	}
 	return NULL;
+}
+
+static int rsk_mon_evfd_open(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rsk_mon_evfd};
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	fd = rsk_fd_hide(fd);
+	if (fd < 0)
+		return fd;
+	if (RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		rsk_fd_unhide_close(fd);
+		return -errno;
+	}
+	rsk_mon_evfd = fd;
+	return 0;
 }
 
 static int rsk_mon_start(void)
@@ -78,6 +173,12 @@ static int rsk_mon_start(void)
 	if (fd < 0)
 		return fd;
 	rsk_mon_epfd = fd;
+	rc = rsk_mon_evfd_open();
+	if (rc < 0) {
+		rsk_fd_unhide_close(fd);
+		rsk_mon_epfd = -1;
+		return rc;
+	}
 	/* The thread takes no signals: they belong to the application's threads. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -89,7 +190,8 @@ static int rsk_mon_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		rsk_fd_unhide_close(fd);
-		rsk_mon_epfd = -1;
+		rsk_fd_unhide_close(rsk_mon_evfd);
+		rsk_mon_epfd = rsk_mon_evfd = -1;
 		return -rc;
 	}
 	rsk_mon_started = 1;
@@ -146,6 +248,10 @@ void rsk_monitor_atfork_child(void)
 	if (rsk_mon_epfd >= 0)
 		rsk_fd_unhide_close(rsk_mon_epfd); /* shared with the parent's thread: not ours */
 	rsk_mon_epfd = -1;
+	if (rsk_mon_evfd >= 0)
+		rsk_fd_unhide_close(rsk_mon_evfd);
+	rsk_mon_evfd = -1;
+	rsk_mon_sleeping = 0;
 	rsk_mon_started = 0;
 	old = rsk_mon_conns;
 	n = rsk_mon_n;

@@ -15,6 +15,12 @@ int rsk_monitor_add(struct rsk_conn *c);
 /* Stop watching @c (before its fds close). */
 void rsk_monitor_del(struct rsk_conn *c);
 
+/* A connection now holds a staged message: make sure a tick will post it (cheap if known). */
+void rsk_monitor_staged(void);
+
+/* Post every staged message of this process now (the application is about to wait). */
+void rsk_monitor_push_all(void);
+
 /* In a forked child: the thread is gone; forget it so the next add starts a new one. */
 void rsk_monitor_atfork_child(void);
 

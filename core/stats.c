@@ -166,7 +166,7 @@ int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *progra
 	for (r = 0; r < RDMASOCK_FB_COUNT; r++)
 		rsk_buf_printf(&b, "%s\"%s\":%llu", r ? "," : "", rsk_fallback_names[r],
 			       (unsigned long long)s->fallbacks[r]);
-	rsk_buf_printf(&b, "}}");
+	rsk_buf_printf(&b, "},\"writes_coalesced\":%llu}", (unsigned long long)s->writes_coalesced);
 	return b.overflow ? -ENOSPC : (int)b.len;
 }
 

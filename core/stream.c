@@ -11,6 +11,7 @@
 
 #include "compiler.h"
 #include "credit.h"
+#include "stats.h"
 #include "stream.h"
 
 #define RSK_POLL_BATCH 16
@@ -49,16 +50,36 @@ static uint32_t rsk_stream_room(const struct rsk_stream *st)
 	return room > 0 ? (uint32_t)room : 0;
 }
 
+/* Peer buffers free for a new message: the room less the one a stage holds. */
+static uint32_t rsk_stream_free(const struct rsk_stream *st)
+{
+	uint32_t room = rsk_stream_room(st);
+
+	if (st->stage_len == 0)
+		return room;
+	return room > 0 ? room - 1 : 0;
+}
+
 /*
- * May a data message go? The last buffer is always kept back from data: for a FIN or RST
- * (close() with data in flight must still end the stream in order), and, with credits in
- * immediates, for credit updates.
+ * May a new data message go? The last buffer is always kept back from data: for a FIN or
+ * RST (close() with data in flight must still end the stream in order), and, with credits
+ * in immediates, for credit updates.
  */
 static int rsk_stream_can_send_data(const struct rsk_stream *st)
 {
-	if (st->ep->oob_credits)
-		return rsk_stream_room(st) > 1;
-	return rsk_credit_can_send_data(st->credits);
+	return rsk_stream_free(st) > 1;
+}
+
+/* Has the peer still to consume (and repost) a message of ours? Nagle's unACKed data. */
+static int rsk_stream_in_flight(const struct rsk_stream *st)
+{
+	return rsk_stream_room(st) < st->nbuf;
+}
+
+/* Should a short message wait in the stage rather than go now? */
+static int rsk_stream_hold(const struct rsk_stream *st, unsigned int flags)
+{
+	return st->cork || (flags & RSK_STREAM_MORE) || (!st->nodelay && rsk_stream_in_flight(st));
 }
 
 void rsk_stream_set_error(struct rsk_stream *st, int err)
@@ -70,9 +91,13 @@ void rsk_stream_set_error(struct rsk_stream *st, int err)
 /* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only). */
 static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 {
-	uint32_t owed = st->ep->oob_credits ? 0 : st->owed;
+	uint32_t owed;
 	int rc;
 
+	/* A staged message holds the next buffer and its data goes before any control. */
+	if ((rc = rsk_stream_push(st)) < 0)
+		return rc;
+	owed = st->ep->oob_credits ? 0 : st->owed;
 	if (rsk_stream_room(st) == 0)
 		return -EAGAIN;
 	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags), RSK_SEND_INLINE);
@@ -82,6 +107,7 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	if (!st->ep->oob_credits)
 		st->credits--;
 	st->msgs_sent++;
+	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
 	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
 	 * reader woken for no data would see "readable" and then block in recv). */
 	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0) |
@@ -189,6 +215,8 @@ int rsk_stream_progress(struct rsk_stream *st)
 		rsk_stream_set_error(st, -ECONNRESET);
 		return st->err;
 	}
+	if (st->stage_len && !rsk_stream_hold(st, 0))
+		(void)rsk_stream_push(st); /* the peer consumed everything: Nagle's ACK came */
 	rsk_stream_flush(st);
 	return total;
 }
@@ -255,6 +283,7 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	}
 	if (st->fin_rcvd && st->rx_bytes == 0)
 		return 0;
+	(void)rsk_stream_push(st); /* a reader about to wait must not sit on our own data */
 	return -EAGAIN;
 }
 
@@ -289,12 +318,94 @@ static size_t rsk_iov_total(const struct iovec *iov, int iovcnt)
 	return total;
 }
 
-ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt)
+/* Post @len bytes of send_buf() memory @buf as one data message. 0 or -errno. */
+static int rsk_stream_post_data(struct rsk_stream *st, void *buf, uint32_t len)
 {
-	size_t left = rsk_iov_total(iov, iovcnt), sent = 0, voff = 0, chunk;
-	uint32_t owed;
+	uint32_t owed = st->ep->oob_credits ? 0 : st->owed;
+	int rc = rsk_ep_post_send(st->ep, buf, len, rsk_imm_make(owed, 0), 0);
+
+	if (rc < 0) {
+		rsk_stream_set_error(st, -ECONNRESET);
+		return rc;
+	}
+	st->owed -= owed;
+	if (!st->ep->oob_credits)
+		st->credits--;
+	st->msgs_sent++;
+	/* counted here, not by the caller: a stage may be posted by a wait or by the timer */
+	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
+	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
+	return 0;
+}
+
+int rsk_stream_push(struct rsk_stream *st)
+{
+	uint32_t len = st->stage_len;
 	void *buf;
-	int v = 0, rc;
+
+	if (len == 0)
+		return 0;
+	st->stage_len = 0;
+	if (st->err)
+		return st->err; /* a reset stream drops what it had not sent, as TCP does */
+	buf = rsk_ep_send_buf(st->ep); /* the same memory as when staged: nothing posted since */
+	if (buf == NULL) {
+		rsk_stream_set_error(st, -ECONNRESET);
+		return -ECONNRESET;
+	}
+	return rsk_stream_post_data(st, buf, len);
+}
+
+/* Append to the staged message; post it once full. Returns the bytes taken. */
+static size_t rsk_stream_append(struct rsk_stream *st, const struct iovec *iov, int *v,
+				size_t *voff, size_t left)
+{
+	size_t chunk = st->bsize - st->stage_len;
+	char *buf = rsk_ep_send_buf(st->ep);
+
+	if (buf == NULL)
+		return 0;
+	if (chunk > left)
+		chunk = left;
+	rsk_iov_gather(buf + st->stage_len, iov, v, voff, chunk);
+	st->stage_len += (uint32_t)chunk;
+	st->writes_coalesced++;
+	rsk_counter_add(&rsk_stats.writes_coalesced, 1);
+	if (st->stage_len == st->bsize)
+		(void)rsk_stream_push(st);
+	return chunk;
+}
+
+/* Fill one new message from the iovec: post it, or stage it if short and Nagle holds it. */
+static ssize_t rsk_stream_fill(struct rsk_stream *st, const struct iovec *iov, int *v,
+			       size_t *voff, size_t left, unsigned int flags)
+{
+	size_t chunk = left < st->bsize ? left : st->bsize;
+	int hold = chunk < st->bsize && rsk_stream_hold(st, flags);
+	void *buf;
+	int rc;
+
+	buf = rsk_ep_send_buf(st->ep);
+	if (buf == NULL) {
+		/* A full send queue, or a transport that caught the peer lying: poll says. */
+		(void)rsk_stream_progress(st);
+		return 0;
+	}
+	rsk_iov_gather(buf, iov, v, voff, chunk);
+	if (hold) {
+		st->stage_len = (uint32_t)chunk;
+		return (ssize_t)chunk;
+	}
+	rc = rsk_stream_post_data(st, buf, (uint32_t)chunk);
+	return rc < 0 ? rc : (ssize_t)chunk;
+}
+
+ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt,
+			unsigned int flags)
+{
+	size_t left = rsk_iov_total(iov, iovcnt), sent = 0, voff = 0, n;
+	ssize_t k;
+	int v = 0;
 
 	if (st->shut_wr || st->fin_sent || st->fin_pending)
 		return -EPIPE;
@@ -309,37 +420,45 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 		return -EPIPE; /* TCP would answer our data with RST */
 	while (v < iovcnt && iov[v].iov_len == 0)
 		v++;
-	while (left > 0) {
+	while (left > 0 && !st->err) {
+		if (st->stage_len) {
+			n = rsk_stream_append(st, iov, &v, &voff, left);
+			if (n == 0)
+				break;
+			sent += n;
+			left -= n;
+			continue;
+		}
 		if (!rsk_stream_can_send_data(st)) {
 			st->credit_stalls++;
 			break;
 		}
-		buf = rsk_ep_send_buf(st->ep);
-		if (buf == NULL) {
-			/* A full send queue, or a transport that caught the peer lying: poll says. */
-			(void)rsk_stream_progress(st);
+		k = rsk_stream_fill(st, iov, &v, &voff, left, flags);
+		if (k <= 0)
 			break;
-		}
-		chunk = left < st->bsize ? left : st->bsize;
-		rsk_iov_gather(buf, iov, &v, &voff, chunk);
-		owed = st->ep->oob_credits ? 0 : st->owed;
-		rc = rsk_ep_post_send(st->ep, buf, (uint32_t)chunk, rsk_imm_make(owed, 0), 0);
-		if (rc < 0) {
-			rsk_stream_set_error(st, -ECONNRESET);
-			break;
-		}
-		st->owed -= owed;
-		if (!st->ep->oob_credits)
-			st->credits--;
-		st->msgs_sent++;
-		sent += chunk;
-		left -= chunk;
-		rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
+		sent += (size_t)k;
+		left -= (size_t)k;
 	}
+	if (left > 0)
+		(void)rsk_stream_push(st); /* a writer that must wait shows the peer what it has */
 	st->bytes_sent += sent;
 	if (sent > 0)
 		return (ssize_t)sent;
 	return st->err ? st->err : -EAGAIN;
+}
+
+void rsk_stream_set_nodelay(struct rsk_stream *st, int on)
+{
+	st->nodelay = on != 0;
+	if (on)
+		(void)rsk_stream_push(st);
+}
+
+void rsk_stream_set_cork(struct rsk_stream *st, int on)
+{
+	st->cork = on != 0;
+	if (!on && !rsk_stream_hold(st, 0))
+		(void)rsk_stream_push(st);
 }
 
 int rsk_stream_shutdown_wr(struct rsk_stream *st)
@@ -355,6 +474,7 @@ int rsk_stream_shutdown_wr(struct rsk_stream *st)
 
 void rsk_stream_reset(struct rsk_stream *st)
 {
+	st->stage_len = 0; /* abortive: what was not sent is discarded */
 	if (!st->err)
 		(void)rsk_stream_control(st, RSK_IMM_RST);
 	rsk_stream_set_error(st, -ECONNRESET);

@@ -38,9 +38,19 @@ struct rsk_stream {
 	uint64_t rx_bytes; /* unread payload bytes in rxq (FIONREAD) */
 	unsigned int fin_rcvd : 1, fin_sent : 1, fin_pending : 1, rst_rcvd : 1, shut_rd : 1,
 		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1;
+	/*
+	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
+	 * earlier message is still unconsumed is staged in the next send buffer (send_buf()
+	 * memory, not posted) and later writes join it. It is posted when it fills, when the
+	 * peer has consumed everything (our "ACK"), when TCP_NODELAY/TCP_CORK change, before any
+	 * control message, and whenever this process waits (rsk_stream_push) -- never later.
+	 */
+	uint32_t stage_len;                     /* bytes staged, 0 = no stage */
+	unsigned int nodelay : 1, cork : 1; /* TCP_NODELAY, TCP_CORK as the application set them */
 	int err; /* sticky: -ECONNRESET (peer reset or broke the protocol) */
 	/* counters for stats */
 	uint64_t bytes_sent, bytes_rcvd, msgs_sent, msgs_rcvd, credit_stalls;
+	uint64_t writes_coalesced; /* writes (or pieces) that joined a staged message */
 };
 
 /*
@@ -65,11 +75,23 @@ int rsk_stream_progress(struct rsk_stream *st);
  */
 ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovcnt, int flags);
 
+/* rsk_stream_send flags */
+#define RSK_STREAM_MORE 0x1u /* MSG_MORE: more data follows at once, stage even if idle */
+
 /*
- * Send as much of the iovec as credits allow. Returns bytes sent (> 0), -EAGAIN when no
- * credit is free, -EPIPE after shutdown(SHUT_WR), -ECONNRESET after a reset.
+ * Send as much of the iovec as credits allow (staging a short tail under Nagle, see
+ * stage_len). Returns bytes accepted (> 0), -EAGAIN when no credit is free, -EPIPE after
+ * shutdown(SHUT_WR), -ECONNRESET after a reset.
  */
-ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt);
+ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovcnt,
+			unsigned int flags);
+
+/* Post the staged message now, if there is one (the caller is about to wait). 0 or -errno. */
+int rsk_stream_push(struct rsk_stream *st);
+
+/* TCP_NODELAY / TCP_CORK changed: setting NODELAY or clearing CORK pushes, as in TCP. */
+void rsk_stream_set_nodelay(struct rsk_stream *st, int on);
+void rsk_stream_set_cork(struct rsk_stream *st, int on);
 
 /* Queue our FIN (sent now if a credit is free, else as soon as one returns). */
 int rsk_stream_shutdown_wr(struct rsk_stream *st);

@@ -64,6 +64,9 @@ struct rdmasock_stats {
 	uint64_t messages_received[RDMASOCK_TRANSPORT_COUNT];
 	uint64_t credit_stalls;
 	uint64_t fallbacks[RDMASOCK_FB_COUNT];
+	/* Writes (or their pieces) that joined a pending message instead of taking a buffer
+	 * of their own: Nagle coalescing with TCP_NODELAY off, TCP_CORK or MSG_MORE. */
+	uint64_t writes_coalesced;
 };
 
 /* "MAJOR.MINOR.PATCH". */

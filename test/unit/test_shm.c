@@ -675,7 +675,7 @@ static int stream_wrap(struct shm_pair *p, uint32_t nbuf)
 			iov.iov_len = 20 + (size_t)step % 300;
 			if (iov.iov_len > total - sent[d])
 				iov.iov_len = total - sent[d];
-			k = rsk_stream_send(&st[d], &iov, 1);
+			k = rsk_stream_send(&st[d], &iov, 1, 0);
 			if (k > 0)
 				sent[d] += (size_t)k;
 			else if (k != -EAGAIN)

@@ -285,7 +285,7 @@ static const uint64_t *per_transport(const struct rdmasock_stats *s, unsigned in
 
 /*
  * The parsed doc must hold exactly: pid, program, the five per-transport objects with one key
- * per transport, credit_stalls, and fallbacks with one key per reason; values as in @s.
+ * per transport, credit_stalls, fallbacks with one key per reason, writes_coalesced; values as in @s.
  */
 static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *program)
 {
@@ -317,6 +317,8 @@ static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *p
 		jexpect_num(path, s->fallbacks[r]);
 		want++;
 	}
+	jexpect_num("writes_coalesced", s->writes_coalesced);
+	want++;
 	/* Nothing else: every leaf was one of the expected keys. */
 	assert_int_equal(doc.n, want);
 }
@@ -371,6 +373,7 @@ static void fill(struct rdmasock_stats *s)
 	s->credit_stalls = 77;
 	for (r = 0; r < RDMASOCK_FB_COUNT; r++)
 		s->fallbacks[r] = 1000 + r;
+	s->writes_coalesced = 4242;
 }
 
 static void test_format_keys_and_values(void **state)

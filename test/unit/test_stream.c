@@ -40,7 +40,8 @@ struct spair {
 	int a_raw; /* a has no stream: the test plays the (hostile) peer with the raw endpoint */
 };
 
-static int g_oob; /* transports' out-of-band credits on or off for the next pair */
+static int g_oob;   /* transports' out-of-band credits on or off for the next pair */
+static int g_nagle; /* streams of the next pair coalesce (TCP_NODELAY off, TCP's default) */
 
 static void sp_open_ctl(struct spair *p, uint32_t nbuf, uint32_t bsize, int a_ctl, int b_ctl,
 			int a_raw)
@@ -62,6 +63,8 @@ static void sp_open_ctl(struct spair *p, uint32_t nbuf, uint32_t bsize, int a_ct
 	if (!a_raw)
 		assert_int_equal(rsk_stream_init(&p->a, p->ea, NULL), 0);
 	assert_int_equal(rsk_stream_init(&p->b, p->eb, NULL), 0);
+	/* Most tests count messages one per send: they run with TCP_NODELAY; Nagle has its own. */
+	p->a.nodelay = p->b.nodelay = !g_nagle;
 }
 
 static void sp_open(struct spair *p, uint32_t nbuf, uint32_t bsize)
@@ -83,7 +86,7 @@ static ssize_t ssend(struct rsk_stream *st, const void *buf, size_t n)
 {
 	struct iovec iov = {(void *)buf, n};
 
-	return rsk_stream_send(st, &iov, 1);
+	return rsk_stream_send(st, &iov, 1, 0);
 }
 
 static ssize_t srecv(struct rsk_stream *st, void *buf, size_t n, int flags)
@@ -331,7 +334,7 @@ static void test_send_iovec(void **state)
 	iov[2] = (struct iovec){src + 1031, 0};
 	iov[3] = (struct iovec){src + 1031, 17};
 	iov[4] = (struct iovec){src + 1048, n - 1048};
-	assert_int_equal(rsk_stream_send(&p.a, iov, 5), n);
+	assert_int_equal(rsk_stream_send(&p.a, iov, 5, 0), n);
 	assert_int_equal(p.a.msgs_sent, 3);
 	assert_int_equal(srecv(&p.b, dst, n, 0), n);
 	assert_memory_equal(dst, src, n);
@@ -339,7 +342,7 @@ static void test_send_iovec(void **state)
 	iov[0] = (struct iovec){NULL, 0};
 	iov[1] = (struct iovec){src, 0};
 	iov[2] = (struct iovec){src, 5};
-	assert_int_equal(rsk_stream_send(&p.a, iov, 3), 5);
+	assert_int_equal(rsk_stream_send(&p.a, iov, 3, 0), 5);
 	assert_int_equal(srecv(&p.b, dst, n, 0), 5);
 	assert_memory_equal(dst, src, 5);
 	quiesce(&p);
@@ -604,7 +607,7 @@ static void bidir(uint32_t nbuf, uint32_t bsize, uint64_t seed, int random_order
 			iov[1] = (struct iovec){data[side] + sent[side] + x,
 						cnt == 2 ? n - x : y - x};
 			iov[2] = (struct iovec){data[side] + sent[side] + y, n - y};
-			k = rsk_stream_send(st[side], iov, cnt);
+			k = rsk_stream_send(st[side], iov, cnt, 0);
 			if (k == -EAGAIN) {
 				assert_false(rsk_stream_writable(st[side]));
 				continue;
@@ -622,9 +625,12 @@ static void bidir(uint32_t nbuf, uint32_t bsize, uint64_t seed, int random_order
 			iov[2] = (struct iovec){rbuf + y, n - y};
 			k = rsk_stream_recv(st[side], iov, cnt, flags);
 			if (k == -EAGAIN) {
-				/* single-threaded: the recv harvested all that was sent */
-				assert_int_equal(rcvd[d], sent[d]);
+				/* single-threaded: the recv harvested all that was sent, but for
+				 * what the sender still stages (Nagle); the sender's next wait or
+				 * the monitor's tick posts that: play it here. */
+				assert_int_equal(rcvd[d] + st[d]->stage_len, sent[d]);
 				assert_false(rsk_stream_readable(st[side]));
+				assert_int_equal(rsk_stream_push(st[d]), 0);
 				continue;
 			}
 			assert_true(k > 0 && (size_t)k <= n);
@@ -670,6 +676,19 @@ static void test_bidir_random(void **state)
 {
 	(void)state;
 	bidir(NBUF, BSIZE, 0x2545f4914f6cdd1dull, 1, 200000);
+}
+
+/* The same with Nagle on both sides: staged messages, pushes at waits, FIN after a stage. */
+static void test_bidir_random_nagle(void **state)
+{
+	(void)state;
+	g_nagle = 1;
+	bidir(NBUF, BSIZE, 0x2545f4914f6cdd1dull, 1, 200000);
+	bidir(6, 4096, 0xdeadbeefcafef00dull, 0, 200000);
+	g_oob = 1;
+	bidir(NBUF, BSIZE, 0x1234567887654321ull, 1, 200000);
+	g_oob = 0;
+	g_nagle = 0;
 }
 
 /* Other window shapes: the smallest the engine can make progress with, and odd ones. */
@@ -1201,7 +1220,7 @@ static void test_send_iovec_null_piece(void **state)
 	iov[0] = (struct iovec){src, 1000};
 	iov[1] = (struct iovec){NULL, 0};
 	iov[2] = (struct iovec){src + 1000, 1000};
-	assert_int_equal(rsk_stream_send(&p.a, iov, 3), 2000);
+	assert_int_equal(rsk_stream_send(&p.a, iov, 3, 0), 2000);
 	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 2000);
 	assert_memory_equal(dst, src, 2000);
 	sp_close(&p);
@@ -1297,6 +1316,229 @@ static void test_bidir_oob(void **state)
 	g_oob = 0;
 }
 
+/* ---- coalescing (Nagle, TCP_CORK, MSG_MORE) ---- */
+
+/* Read everything b has now into @dst; returns the byte count. */
+static size_t drain_b(struct spair *p, uint8_t *dst, size_t cap)
+{
+	size_t got = 0;
+	ssize_t k;
+
+	while ((k = srecv(&p->b, dst + got, cap - got, 0)) > 0)
+		got += (size_t)k;
+	return got;
+}
+
+/*
+ * Nagle: while a message is unconsumed, small writes join one staged message; the peer's
+ * consumption (our "ACK") posts it at our next call, bytes arrive whole and in order. The
+ * ACK is the peer's repost, visible out of band (shm); with credits in immediates it is the
+ * credit update, which the peer sends only at half a window, so there the stage waits for
+ * that, for a wait of ours, or for the monitor's tick (imm case below).
+ */
+static void nagle_coalesces(int oob)
+{
+	uint8_t src[1001], dst[2048];
+	struct spair p;
+	int i;
+
+	for (i = 0; i < 1001; i++)
+		src[i] = (uint8_t)(i * 7);
+	g_nagle = 1;
+	g_oob = oob;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = g_oob = 0;
+	assert_int_equal(ssend(&p.a, src, 1), 1); /* nothing in flight: goes at once */
+	assert_int_equal(p.a.msgs_sent, 1);
+	assert_int_equal(p.a.stage_len, 0);
+	for (i = 0; i < 100; i++) /* the first is unconsumed: these are staged */
+		assert_int_equal(ssend(&p.a, src + 1 + i * 10, 10), 10);
+	assert_int_equal(p.a.msgs_sent, 1);
+	assert_int_equal(p.a.stage_len, 1000);
+	assert_int_equal(p.a.writes_coalesced, 99);
+	assert_true(rsk_stream_writable(&p.a));
+	assert_int_equal(drain_b(&p, dst, sizeof(dst)), 1); /* b sees only the first */
+	rsk_stream_progress(&p.a);
+	if (!oob) { /* no credit came back yet (1 owed of 8): still staged, until a waits */
+		assert_int_equal(p.a.stage_len, 1000);
+		assert_int_equal(rsk_stream_push(&p.a), 0);
+	}
+	/* b consumed it: a's next call (any progress) saw the ACK and posted the stage */
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 2);
+	assert_int_equal(drain_b(&p, dst + 1, sizeof(dst) - 1), 1000);
+	assert_memory_equal(dst, src, 1001);
+	assert_int_equal(p.b.msgs_rcvd, 2);
+	quiesce(&p);
+	sp_close(&p);
+}
+
+static void test_nagle_coalesces(void **state)
+{
+	(void)state;
+	nagle_coalesces(1);
+	nagle_coalesces(0);
+}
+
+/* With TCP_NODELAY every write is its own message. */
+static void test_nodelay_does_not_coalesce(void **state)
+{
+	struct spair p;
+	int i;
+
+	(void)state;
+	sp_open(&p, NBUF, BSIZE); /* nodelay (see sp_open_ctl) */
+	for (i = 0; i < 5; i++)
+		assert_int_equal(ssend(&p.a, "abc", 3), 3);
+	assert_int_equal(p.a.msgs_sent, 5);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.writes_coalesced, 0);
+	sp_close(&p);
+}
+
+/* A stage that fills is posted by itself; the rest starts a new one. */
+static void test_nagle_full_stage_posts(void **state)
+{
+	uint8_t *src = pat_buf(77, 3000), dst[4096];
+	struct spair p;
+	size_t off;
+
+	(void)state;
+	g_nagle = 1;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = 0;
+	assert_int_equal(ssend(&p.a, src, 100), 100); /* posted: nothing was in flight */
+	for (off = 100; off < 3000; off += 100)
+		assert_int_equal(ssend(&p.a, src + off, 100), 100);
+	/* 2900 staged bytes: two full buffers went, 852 bytes wait in a third */
+	assert_int_equal(p.a.msgs_sent, 3);
+	assert_int_equal(p.a.stage_len, 2900 - 2 * BSIZE);
+	assert_int_equal(rsk_stream_push(&p.a), 0);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(drain_b(&p, dst, sizeof(dst)), 3000);
+	assert_memory_equal(dst, src, 3000);
+	quiesce(&p);
+	sp_close(&p);
+	free(src);
+}
+
+/* The stage holds a buffer: writable() counts it, and the reserved buffer stays free. */
+static void test_nagle_stage_keeps_reserve(void **state)
+{
+	uint8_t *src = pat_buf(5, WIN + BSIZE), *dst = malloc(2 * WIN);
+	struct spair p;
+	size_t sent = 0;
+	ssize_t k;
+	int i;
+
+	(void)state;
+	assert_non_null(dst);
+	g_nagle = 1;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = 0;
+	for (i = 0; i < 10000 && sent < (size_t)WIN + BSIZE; i++) {
+		k = ssend(&p.a, src + sent, 10);
+		if (k == -EAGAIN)
+			break;
+		assert_true(k > 0 && k <= 10); /* the last one may be partial */
+		sent += (size_t)k;
+	}
+	/* a filled every buffer but the reserved one (the first, sent alone, holds 10 bytes),
+	 * then stopped */
+	assert_int_equal(p.a.msgs_sent, NBUF - 1);
+	assert_int_equal(sent, 10 + (NBUF - 2) * BSIZE);
+	assert_false(rsk_stream_writable(&p.a));
+	assert_int_equal(p.a.stage_len, 0);
+	/* close still ends the stream in order: the FIN has its buffer */
+	assert_int_equal(rsk_stream_shutdown_wr(&p.a), 0);
+	assert_true(p.a.fin_sent);
+	assert_int_equal(drain_b(&p, dst, 2 * WIN), sent);
+	assert_memory_equal(dst, src, sent);
+	assert_int_equal(srecv(&p.b, dst, 1, 0), 0);
+	sp_close(&p);
+	free(src);
+	free(dst);
+}
+
+/* FIN after staged data: data first, then EOF. */
+static void test_nagle_fin_after_stage(void **state)
+{
+	char dst[64];
+	struct spair p;
+
+	(void)state;
+	g_nagle = 1;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = 0;
+	assert_int_equal(ssend(&p.a, "head", 4), 4);
+	assert_int_equal(ssend(&p.a, "tail", 4), 4);
+	assert_int_equal(p.a.stage_len, 4);
+	assert_int_equal(rsk_stream_shutdown_wr(&p.a), 0);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 8);
+	assert_memory_equal(dst, "headtail", 8);
+	assert_int_equal(srecv(&p.b, dst, 1, 0), 0);
+	sp_close(&p);
+}
+
+/* A reader about to wait (recv -> EAGAIN) posts its own stage first: write-write-read. */
+static void test_nagle_recv_wait_pushes(void **state)
+{
+	char dst[64];
+	struct spair p;
+
+	(void)state;
+	g_nagle = 1;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = 0;
+	assert_int_equal(ssend(&p.a, "GET ", 4), 4);
+	assert_int_equal(ssend(&p.a, "/x\n", 3), 3);
+	assert_int_equal(p.a.stage_len, 3);
+	assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), -EAGAIN);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 7);
+	assert_memory_equal(dst, "GET /x\n", 7);
+	sp_close(&p);
+}
+
+/* TCP_CORK stages even when idle; uncorking posts; setting TCP_NODELAY posts. MSG_MORE
+ * stages one call's worth. A reset discards the stage. */
+static void test_cork_more_nodelay_reset(void **state)
+{
+	struct iovec iov = {(void *)"more", 4};
+	char dst[64];
+	struct spair p;
+
+	(void)state;
+	g_nagle = 1;
+	sp_open(&p, NBUF, BSIZE);
+	g_nagle = 0;
+	rsk_stream_set_cork(&p.a, 1);
+	assert_int_equal(ssend(&p.a, "co", 2), 2);
+	assert_int_equal(ssend(&p.a, "rk", 2), 2);
+	assert_int_equal(p.a.msgs_sent, 0);
+	rsk_stream_set_cork(&p.a, 0);
+	assert_int_equal(p.a.msgs_sent, 1);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 4);
+	assert_memory_equal(dst, "cork", 4);
+
+	rsk_stream_progress(&p.a); /* b consumed: nothing in flight */
+	assert_int_equal(rsk_stream_send(&p.a, &iov, 1, RSK_STREAM_MORE), 4);
+	assert_int_equal(p.a.stage_len, 4);
+	assert_int_equal(p.a.msgs_sent, 1);
+	rsk_stream_set_nodelay(&p.a, 1);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 2);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 4);
+
+	rsk_stream_set_cork(&p.a, 1);
+	assert_int_equal(ssend(&p.a, "lost", 4), 4);
+	rsk_stream_reset(&p.a);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -ECONNRESET);
+	sp_close(&p);
+}
+
 #ifdef RSK_KNOWN_BUGS
 static void test_one_way_reader_no_deadlock(void **state)
 {
@@ -1347,6 +1589,14 @@ int main(void)
 		cmocka_unit_test(test_small_windows_refused),
 		cmocka_unit_test(test_hostile_posted_resets_stream),
 		cmocka_unit_test(test_send_iovec_null_piece),
+		cmocka_unit_test(test_bidir_random_nagle),
+		cmocka_unit_test(test_nagle_coalesces),
+		cmocka_unit_test(test_nodelay_does_not_coalesce),
+		cmocka_unit_test(test_nagle_full_stage_posts),
+		cmocka_unit_test(test_nagle_stage_keeps_reserve),
+		cmocka_unit_test(test_nagle_fin_after_stage),
+		cmocka_unit_test(test_nagle_recv_wait_pushes),
+		cmocka_unit_test(test_cork_more_nodelay_reset),
 #ifdef RSK_KNOWN_BUGS
 		cmocka_unit_test(test_one_way_reader_no_deadlock),
 #endif
