@@ -7,7 +7,8 @@
 # Cache: $RSK_VM_CACHE (default /var/cache/rdmasock-vm): the kernel .deb per kernel version,
 #        and the built kernel+initramfs per kernel version + hash of these scripts and of the
 #        host package versions copied in (so a script edit or an apt upgrade rebuilds).
-# Env:   RSK_VM_KPKG=linux-image-6.1.0-NN-amd64 pins the kernel package.
+# Env:   RSK_VM_KPKG=linux-image-6.1.0-NN-amd64 pins the kernel package;
+#        RSK_VM_QEMU names the qemu binary (default qemu-system-x86_64).
 # Exit:  0 ready; 77 when a guest cannot be had here (no qemu, kernel package not
 #        downloadable and not cached); 1 on a real error.
 set -euo pipefail
@@ -21,7 +22,7 @@ CACHE=${RSK_VM_CACHE:-/var/cache/rdmasock-vm}
 MODULES="rdma_rxe rdma_ucm ib_uverbs ib_umad rdma_cm veth crc32_generic crc32_pclmul"
 # Host programs copied into the guest with their libraries. ip: busybox's own ip cannot make
 # a veth pair. timeout: GNU semantics (-k, exit 124) that scripts on both sides share.
-TOOLS="dash bash ip rdma ss timeout ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong
+TOOLS="dash bash ldd ip rdma ss timeout ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong
        rping ucmatose rstream ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_lat"
 # Packages whose files land in the image: their versions are part of the cache key.
 KEY_PKGS="busybox-static dash bash iproute2 coreutils libc6 libgcc-s1 libibverbs1 librdmacm1
@@ -33,7 +34,7 @@ skip() {
 	exit 77
 }
 
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 missing (scripts/install-deps.sh)"
+command -v "${RSK_VM_QEMU:-qemu-system-x86_64}" >/dev/null || skip "${RSK_VM_QEMU:-qemu-system-x86_64} missing (scripts/install-deps.sh)"
 for t in busybox cpio gzip dpkg depmod modprobe flock $TOOLS; do
 	command -v "$t" >/dev/null || skip "$t missing (scripts/install-deps.sh installs it)"
 done
