@@ -12,6 +12,8 @@
 #   --env NAME=VALUE exported to SCRIPT (and visible to /init)
 #   --timeout SECS  whole run, boot included (default 300)
 #   --boot-timeout  until RSK-VM-BOOTED (default 120, env RSK_VM_BOOT_TIMEOUT)
+#   --mem MIB       guest memory (default 1024, env RSK_VM_MEM)
+#   --log FILE      console log (default $RSK_VM_LOG_DIR/SCRIPT-DATE-PID.log)
 #   SCRIPT          run with bash in the guest as /rsk/script, cwd /tmp; /rsk/guest-lib.sh is there
 # Exit: SCRIPT's status; 77 if no guest can be had here (no qemu, no kernel, no boot);
 #       124 if the time ran out after boot; 1 if the guest died without reporting.
@@ -26,7 +28,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/pack-lib.sh"
 
 usage() {
-	sed -n '/^# Usage:/,/^# Env:/p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '/^# Usage:/,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 log() { echo "run.sh: $*" >&2; }
