@@ -8,9 +8,14 @@ set -euo pipefail
 BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
 TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
            libmemcached-tools valgrind procps iproute2 netcat-openbsd"
+# Soft-RoCE guest (test/vm): qemu boots Debian's own kernel, whose rdma_rxe gives real verbs
+# on a host kernel without RDMA. The kernel package itself is only downloaded, never installed
+# (test/vm/prepare.sh). bash, dash and libgcc-s1 are copied into the guest from the host.
+VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils
+         rdmacm-utils perftest iproute2 librdmacm1 dpkg bash dash libgcc-s1 gzip"
 
 want=""
-for p in $BUILD_PKGS $TEST_PKGS; do
+for p in $BUILD_PKGS $TEST_PKGS $VM_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want="$want $p"
 done
 
