@@ -255,7 +255,9 @@ int rsk_conn_resolve(struct rsk_conn *c, int wait_ms)
 void rsk_conn_peer_gone(struct rsk_conn *c)
 {
 	(void)rsk_stream_progress(&c->st);
-	if (!rsk_shm_peer_closed_cleanly(c->ep))
+	/* shm knows whether the peer closed in order; over verbs its FIN must have arrived */
+	if (c->transport == RDMASOCK_TRANSPORT_SHM ? !rsk_shm_peer_closed_cleanly(c->ep)
+						   : !c->st.fin_rcvd)
 		rsk_stream_set_error(&c->st, -ECONNRESET);
 	if (c->st.err && !c->hup_shown) {
 		c->hup_shown = 1;
@@ -264,6 +266,33 @@ void rsk_conn_peer_gone(struct rsk_conn *c)
 		c->eof_shown = 1;
 		rsk_ready_eof(c->ctl_fd);
 	}
+}
+
+void rsk_conn_remote_wake(struct rsk_conn *c)
+{
+	unsigned int want = 0, got;
+
+	(void)rsk_stream_progress(&c->st);
+	if (c->st.err) {
+		if (!c->hup_shown) {
+			c->hup_shown = 1;
+			rsk_ready_hup(c->ctl_fd);
+		}
+		return;
+	}
+	if (c->st.fin_rcvd && !c->eof_shown) {
+		c->eof_shown = 1;
+		rsk_ready_eof(c->ctl_fd);
+	}
+	/* What a peer's kick would do on shm: consume the arms whose event happened and wake
+	 * them; the ledger (rsk_arm_resolve) then expects exactly these wakes. */
+	if (rsk_stream_readable(&c->st))
+		want |= RSK_WAIT_RX;
+	if (rsk_stream_writable(&c->st))
+		want |= RSK_WAIT_TX;
+	got = want ? rsk_ep_disarm(c->ep, want) : 0;
+	if (got)
+		rsk_ep_wake_self(c->ep, got);
 }
 
 void rsk_conn_hold(struct rsk_conn *c)
@@ -282,7 +311,7 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 	}
 	/* Our TCP placeholder closing now means "closed", not "died" -- but only if our FIN is
 	 * really in the peer's ring; otherwise the peer must see a reset, never wait. */
-	if (c->st.err == 0 && c->st.fin_sent)
+	if (c->st.err == 0 && c->st.fin_sent && c->transport == RDMASOCK_TRANSPORT_SHM)
 		rsk_shm_mark_fin(c->ep);
 	c->ep->ops->shutdown(c->ep); /* and the peer's sends fail with EPIPE, as after TCP's RST */
 }

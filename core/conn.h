@@ -64,6 +64,12 @@ int rsk_conn_resolve(struct rsk_conn *c, int wait_ms);
 /* Peer gone (monitor): fail the stream unless the peer ended it in order. Lock held. */
 void rsk_conn_peer_gone(struct rsk_conn *c);
 
+/*
+ * Transports whose peer cannot wake us (verbs): something arrived (the completion channel
+ * fired). Harvest, show EOF/HUP, and wake what is armed and now due. Lock held.
+ */
+void rsk_conn_remote_wake(struct rsk_conn *c);
+
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
 

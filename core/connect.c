@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include "sock.h"
 #include "stats.h"
 #include "transport/shm.h"
+#include "transport/verbs.h"
 
 static uint16_t rsk_addr_port(const struct sockaddr *a)
 {
@@ -29,21 +32,29 @@ static uint16_t rsk_addr_port(const struct sockaddr *a)
 	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
 }
 
-/* Why @s must stay on the kernel for this connect, or -1 if it may try shm. */
+/* The path a connect may try, after the policy allowed acceleration. */
+enum rsk_path { RSK_PATH_SHM = -1, RSK_PATH_VERBS = -2 };
+
+/*
+ * Why @s must stay on the kernel for this connect (a fallback reason), or the path to try:
+ * shm for this host's addresses (auto, shm), verbs always in verbs mode.
+ */
 static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len)
 {
 	if (rsk_config.mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config,
 									   rsk_addr_port(addr)))
 		return RDMASOCK_FB_POLICY;
-	if (rsk_config.mode == RSK_MODE_VERBS)
-		return RDMASOCK_FB_NO_DEVICE; /* no verbs transport in this build yet */
 	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
 	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
 					       : sizeof(struct sockaddr_in6)))
 		return RDMASOCK_FB_UNSUPPORTED;
-	if (!rsk_hs_is_local(addr))
-		return RDMASOCK_FB_NOT_LOCAL;
-	return -1;
+	/* verbs is tried only when asked for by name until it passes the Soft-RoCE suite
+	 * (issue 4); auto keeps to shm and the kernel. */
+	if (rsk_config.mode == RSK_MODE_VERBS)
+		return RSK_PATH_VERBS;
+	if (rsk_hs_is_local(addr))
+		return RSK_PATH_SHM;
+	return RDMASOCK_FB_NOT_LOCAL;
 }
 
 /* Bind an unbound socket next to the destination so that our address is known now. */
@@ -144,6 +155,139 @@ static int rsk_client_prepare(int fd, const struct sockaddr *dest, struct rsk_cl
 	return -1;
 }
 
+/* ---- verbs: remembered failures, so an unreachable peer costs one timeout, not one per
+ * connect ---- */
+
+#define RSK_NEGCACHE_SLOTS 64
+#define RSK_NEGCACHE_MS 10000
+
+static struct {
+	struct sockaddr_storage dest;
+	int64_t until;
+} rsk_negcache[RSK_NEGCACHE_SLOTS];
+static pthread_mutex_t rsk_negcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t rsk_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int rsk_negcache_slot(const struct sockaddr *a, socklen_t len)
+{
+	uint32_t h = 2166136261u;
+	socklen_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ ((const uint8_t *)a)[i]) * 16777619u;
+	return (int)(h % RSK_NEGCACHE_SLOTS);
+}
+
+static int rsk_negcache_hit(const struct sockaddr *a, socklen_t len)
+{
+	int i = rsk_negcache_slot(a, len), hit;
+
+	pthread_mutex_lock(&rsk_negcache_lock);
+	hit = rsk_negcache[i].until > rsk_mono_ms() && memcmp(&rsk_negcache[i].dest, a, len) == 0;
+	pthread_mutex_unlock(&rsk_negcache_lock);
+	return hit;
+}
+
+static void rsk_negcache_add(const struct sockaddr *a, socklen_t len)
+{
+	int i = rsk_negcache_slot(a, len);
+
+	pthread_mutex_lock(&rsk_negcache_lock);
+	memset(&rsk_negcache[i].dest, 0, sizeof(rsk_negcache[i].dest));
+	memcpy(&rsk_negcache[i].dest, a, len);
+	rsk_negcache[i].until = rsk_mono_ms() + RSK_NEGCACHE_MS;
+	pthread_mutex_unlock(&rsk_negcache_lock);
+}
+
+/* The placeholder leaves from the address rdma_cm chose (the server claims by it). */
+static int rsk_verbs_bind_tcp(const struct sockaddr *src, void *arg)
+{
+	int fd = *(int *)arg;
+	struct sockaddr_storage me;
+	socklen_t len = sizeof(me);
+
+	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&me, &len) < 0)
+		return -errno;
+	if (rsk_addr_port((struct sockaddr *)&me) == 0) {
+		len = src->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+						: sizeof(struct sockaddr_in6);
+		if (RSK_REAL(bind)(fd, src, len) < 0)
+			return -errno;
+		len = sizeof(me);
+		if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&me, &len) < 0)
+			return -errno;
+	}
+	return rsk_addr_port((struct sockaddr *)&me);
+}
+
+static int rsk_verbs_reason(int err)
+{
+	switch (err) {
+	case -ENODEV:
+	case -ENOSYS:
+		return RDMASOCK_FB_NO_DEVICE;
+	case -ENETUNREACH:
+	case -EADDRNOTAVAIL:
+	case -EHOSTUNREACH:
+		return RDMASOCK_FB_NO_ROUTE;
+	case -ECONNREFUSED:
+		return RDMASOCK_FB_REFUSED;
+	case -ETIMEDOUT:
+		return RDMASOCK_FB_TIMEOUT;
+	case -EDQUOT:
+		return RDMASOCK_FB_MEMLOCK;
+	case -EPROTO:
+		return RDMASOCK_FB_HANDSHAKE;
+	default:
+		return RDMASOCK_FB_RESOURCES;
+	}
+}
+
+/* rdma_cm connect, then the connection's local parts. A fallback reason, or -1 to go on. */
+static int rsk_client_prepare_verbs(int fd, const struct sockaddr *dest, socklen_t len,
+				    struct rsk_client_setup *u)
+{
+	struct sockaddr_storage src;
+	struct rsk_ep *ep;
+	int rc, why;
+
+	if ((rc = rsk_verbs_probe()) < 0)
+		return RDMASOCK_FB_NO_DEVICE;
+	if (rsk_negcache_hit(dest, len))
+		return RDMASOCK_FB_NEGATIVE_CACHE;
+	rc = rsk_verbs_connect(dest, len, (int)rsk_config.connect_timeout_ms, &src,
+			       rsk_verbs_bind_tcp, &fd, &ep);
+	if (rc < 0) {
+		why = rsk_verbs_reason(rc);
+		if (why == RDMASOCK_FB_NO_ROUTE || why == RDMASOCK_FB_REFUSED ||
+		    why == RDMASOCK_FB_TIMEOUT)
+			rsk_negcache_add(dest, len);
+		rsk_dbg("fd %d: no verbs connection: %s", fd, strerror(-rc));
+		return why;
+	}
+	u->c = rsk_conn_alloc(ep->nbuf);
+	if (u->c == NULL) {
+		rsk_ep_destroy(ep);
+		return RDMASOCK_FB_RESOURCES;
+	}
+	u->c->ep = ep;
+	rc = rsk_stream_init(&u->c->st, ep, rsk_conn_rxq(u->c));
+	if (rc == 0)
+		rc = rsk_ready_pair(&u->app, &u->ctl);
+	if (rc == 0 && (u->ctl = rsk_fd_hide(u->ctl)) < 0)
+		rc = u->ctl;
+	if (rc == 0 && (u->tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = u->tcp;
+	return rc < 0 ? RDMASOCK_FB_RESOURCES : -1;
+}
+
 int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 {
 	struct rsk_client_setup u = {.rdv = -1, .memfd = -1, .app = -1, .ctl = -1, .tcp = -1};
@@ -153,8 +297,10 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 	if (s == NULL)
 		return 0;
 	why = rsk_connect_policy(s, addr, len);
-	if (why < 0)
+	if (why == RSK_PATH_SHM)
 		why = rsk_client_prepare(fd, addr, &u);
+	else if (why == RSK_PATH_VERBS)
+		why = rsk_client_prepare_verbs(fd, addr, len, &u);
 	if (why >= 0) {
 		s->fb_reason = (enum rdmasock_fallback)why;
 		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));
@@ -169,9 +315,11 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 		rsk_sock_put(s);
 		return 1;
 	}
-	u.c->answer_pending = 1;
-	u.c->offer_fd = rsk_fd_hide(u.rdv);
-	u.rdv = -1;
+	if (u.rdv >= 0) { /* shm: the server's answer comes through the rendezvous */
+		u.c->answer_pending = 1;
+		u.c->offer_fd = rsk_fd_hide(u.rdv);
+		u.rdv = -1;
+	}
 	*rc = rsk_sock_become(s, fd, u.c, u.app, u.ctl, u.tcp);
 	rsk_sock_put(s);
 	return 1;
@@ -227,8 +375,11 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	c->ctl_fd = ctl;
 	c->tcp_fd = tcp;
 	rsk_sock_tcp_opts(c);
-	rsk_shm_set_self_ctl(c->ep, ctl);
 	c->transport = c->ep->ops->id;
+	if (c->transport == RDMASOCK_TRANSPORT_SHM)
+		rsk_shm_set_self_ctl(c->ep, ctl);
+	else
+		rsk_verbs_set_self_ctl(c->ep, ctl);
 	rsk_conn_lock(c);
 	rsk_conn_sync(c, fd);
 	rsk_conn_unlock(c);

@@ -88,9 +88,12 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 {
 	x->s = rsk_sock_get(fd);
 	if (x->s == NULL || x->s->conn == NULL) {
+		int rc = x->s != NULL && x->s->transport == RDMASOCK_TRANSPORT_VERBS ? -ENOTCONN
+											: -EBADF;
+
 		if (x->s != NULL)
 			rsk_sock_put(x->s);
-		return -EBADF;
+		return rc; /* ENOTCONN: a verbs socket inherited across fork (sock.c) */
 	}
 	x->c = x->s->conn;
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);

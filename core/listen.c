@@ -21,7 +21,9 @@
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
+#include "monitor.h"
 #include "transport/shm.h"
+#include "transport/verbs.h"
 
 struct rsk_offer {
 	struct rsk_offer *next;
@@ -36,12 +38,33 @@ struct rsk_listener {
 	int rdv[2];
 	int nrdv;
 	struct rsk_offer *pending;
+	struct rsk_verbs_listener *vl; /* rdma_cm on the same address and port, or NULL */
 };
 
 /* How long a process waits for an offer it knows exists but a sibling holds. */
 #define RSK_CLAIM_WAIT_MS 1000
 /* Longest gap between a client's rendezvous connect and its offer (a few syscalls). */
 #define RSK_OFFER_GAP_MS 200
+
+/* Beside the kernel listener: rdma_cm on the same address and port (verbs mode). */
+static void rsk_listen_setup_verbs(struct rsk_listener *l, const struct sockaddr *addr, int fd)
+{
+	int rc;
+
+	if (rsk_config.mode != RSK_MODE_VERBS)
+		return; /* experimental: only when asked for by name (see connect.c) */
+	rc = rsk_verbs_listen(addr, sizeof(struct sockaddr_storage), &l->vl);
+	if (rc < 0) {
+		rsk_dbg("fd %d: no rdma_cm listener: %s", fd, strerror(-rc));
+		l->vl = NULL;
+		return;
+	}
+	if (rsk_monitor_add_listener(l->vl) < 0) {
+		rsk_warn("fd %d: rdma_cm listener not watched; verbs clients fall back", fd);
+		rsk_verbs_listener_close(l->vl);
+		l->vl = NULL;
+	}
+}
 
 int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
 {
@@ -80,6 +103,7 @@ int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog)
 	l->nrdv = n;
 	pthread_mutex_init(&l->lock, NULL);
 	s->lst = l;
+	rsk_listen_setup_verbs(l, (struct sockaddr *)&ss, fd);
 	return 0;
 }
 
@@ -96,6 +120,11 @@ static void rsk_offer_free(struct rsk_offer *e)
 	free(e);
 }
 
+void rsk_listen_forget_verbs(struct rsk_listener *l)
+{
+	l->vl = NULL; /* its memory stays: the objects in it are the parent's */
+}
+
 void rsk_listen_close(struct rsk_listener *l)
 {
 	struct rsk_offer *e;
@@ -107,6 +136,10 @@ void rsk_listen_close(struct rsk_listener *l)
 	}
 	for (i = 0; i < l->nrdv; i++)
 		rsk_fd_unhide_close(l->rdv[i]);
+	if (l->vl != NULL) {
+		rsk_monitor_del_listener(l->vl);
+		rsk_verbs_listener_close(l->vl);
+	}
 	free(l);
 }
 
@@ -273,6 +306,54 @@ static int rsk_listen_switch(struct rsk_sock *s, int fd, struct rsk_offer *e)
 	return rc;
 }
 
+/* Build the accelerated connection on verbs endpoint @ep for accepted socket @fd. */
+static int rsk_listen_switch_verbs(struct rsk_sock *s, int fd, struct rsk_ep *ep)
+{
+	struct rsk_conn *c = rsk_conn_alloc(ep->nbuf);
+	int app = -1, ctl = -1, tcp = -1, rc;
+
+	if (c == NULL) {
+		rsk_ep_destroy(ep);
+		return -ENOMEM;
+	}
+	c->ep = ep;
+	rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
+	if (rc == 0)
+		rc = rsk_ready_pair(&app, &ctl);
+	if (rc == 0 && (ctl = rsk_fd_hide(ctl)) < 0)
+		rc = ctl;
+	if (rc == 0 && (tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = tcp;
+	if (rc == 0)
+		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
+	if (rc == 0)
+		return 0;
+	if (app >= 0)
+		RSK_REAL(close)(app);
+	if (ctl >= 0)
+		rsk_fd_unhide_close(ctl);
+	if (tcp >= 0)
+		rsk_fd_unhide_close(tcp);
+	rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+	return rc;
+}
+
+/* A verbs client of ours (it connected its QP before this TCP connection)? */
+static int rsk_listen_accept_verbs(struct rsk_sock *ls, struct rsk_sock *s, int fd,
+				   const struct sockaddr *peer, int *rc)
+{
+	struct rsk_ep *ep;
+
+	if (ls->lst->vl == NULL)
+		return 0;
+	ep = rsk_verbs_listener_claim(ls->lst->vl, peer, RSK_CLAIM_WAIT_MS);
+	if (ep == NULL)
+		return 0;
+	*rc = ep == RSK_VERBS_CLAIM_FAILED ? -EPROTO : rsk_listen_switch_verbs(s, fd, ep);
+	return 1;
+}
+
 int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 {
 	struct sockaddr_storage peer;
@@ -282,6 +363,16 @@ int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 
 	if (RSK_REAL(getpeername)(fd, (struct sockaddr *)&peer, &len) < 0)
 		return fd; /* already reset: the application will find out */
+	if (rsk_listen_accept_verbs(ls, s, fd, (struct sockaddr *)&peer, &rc)) {
+		if (rc == 0)
+			return fd;
+		rsk_warn("fd %d: accelerated accept (verbs) failed (%s); dropping the connection",
+			 fd, strerror(-rc));
+		rsk_stats_fallback(RDMASOCK_FB_RESOURCES);
+		rsk_sock_release_fd(fd);
+		RSK_REAL(close)(fd);
+		return -ECONNABORTED;
+	}
 	e = rsk_listen_find(ls->lst, &peer, &exists);
 	if (e == NULL && !exists) {
 		s->fb_reason = RDMASOCK_FB_NO_PEER; /* a plain TCP client */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "transport/verbs.h"
 #include "log.h"
 #include "monitor.h"
 #include "real.h"
@@ -58,6 +59,63 @@ static void rsk_mon_event(struct rsk_conn *c)
 	(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
 	rsk_conn_unlock(c);
 	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
+/* epoll data: a pointer with its kind in the low bits (all are 8-byte aligned). */
+#define RSK_MON_TCP 0u      /* a connection's TCP placeholder: the peer went away */
+#define RSK_MON_CQ 1u       /* a verbs connection's completion channel */
+#define RSK_MON_LISTENER 2u /* a verbs listener's rdma_cm events */
+#define RSK_MON_EVFD 3u
+
+static uint64_t rsk_mon_tag(const void *p, unsigned int kind)
+{
+	return (uint64_t)(uintptr_t)p | kind;
+}
+
+/* Registered verbs listeners (the thread touches registered ones only). */
+static struct rsk_verbs_listener *rsk_mon_lsn[64];
+static size_t rsk_mon_nlsn;
+
+static void rsk_mon_cq(struct rsk_conn *c)
+{
+	pthread_mutex_lock(&rsk_mon_lock);
+	if (rsk_mon_find(c) >= 0) {
+		rsk_verbs_cq_event(c->ep);
+		rsk_conn_lock(c);
+		rsk_conn_remote_wake(c);
+		rsk_conn_unlock(c);
+	}
+	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
+static void rsk_mon_listener(struct rsk_verbs_listener *l)
+{
+	size_t i;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	for (i = 0; i < rsk_mon_nlsn; i++)
+		if (rsk_mon_lsn[i] == l)
+			rsk_verbs_listener_event(l);
+	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
+static void rsk_mon_dispatch(uint64_t data, uint64_t *scratch)
+{
+	void *p = (void *)(uintptr_t)(data & ~(uint64_t)7);
+
+	switch ((unsigned int)(data & 7)) {
+	case RSK_MON_TCP:
+		rsk_mon_event(p);
+		break;
+	case RSK_MON_CQ:
+		rsk_mon_cq(p);
+		break;
+	case RSK_MON_LISTENER:
+		rsk_mon_listener(p);
+		break;
+	default:
+		(void)!RSK_REAL(read)(rsk_mon_evfd, scratch, sizeof(*scratch));
+	}
 }
 
 void rsk_monitor_staged(void)
@@ -130,12 +188,8 @@ static void *rsk_mon_main(void *arg)
 		__atomic_store_n(&rsk_mon_sleeping, 0, __ATOMIC_SEQ_CST);
 		if (n < 0 && errno != EINTR)
 			break;
-		for (i = 0; i < n; i++) {
-			if (ev[i].data.ptr == &rsk_mon_evfd)
-				(void)!RSK_REAL(read)(rsk_mon_evfd, &v, sizeof(v));
-			else
-				rsk_mon_event(ev[i].data.ptr);
-		}
+		for (i = 0; i < n; i++)
+			rsk_mon_dispatch(ev[i].data.u64, &v);
 		rsk_monitor_push_all();
 	}
 	return NULL;
@@ -143,7 +197,7 @@ static void *rsk_mon_main(void *arg)
 
 static int rsk_mon_evfd_open(void)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &rsk_mon_evfd};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rsk_mon_tag(NULL, RSK_MON_EVFD)};
 	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
 	if (fd < 0)
@@ -218,6 +272,15 @@ int rsk_monitor_add(struct rsk_conn *c)
 	}
 	if (rc == 0 && RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, c->tcp_fd, &ev) < 0)
 		rc = -errno;
+	if (rc == 0 && c->transport == RDMASOCK_TRANSPORT_VERBS) {
+		struct epoll_event cq = {.events = EPOLLIN, .data.u64 = rsk_mon_tag(c, RSK_MON_CQ)};
+
+		if (RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, rsk_verbs_cq_fd(c->ep), &cq) <
+		    0) {
+			rc = -errno;
+			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
+		}
+	}
 	if (rc == 0)
 		rsk_mon_conns[rsk_mon_n++] = c;
 	pthread_mutex_unlock(&rsk_mon_lock);
@@ -234,6 +297,44 @@ void rsk_monitor_del(struct rsk_conn *c)
 		rsk_mon_conns[i] = rsk_mon_conns[--rsk_mon_n];
 		if (rsk_mon_epfd >= 0)
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
+		if (rsk_mon_epfd >= 0 && c->transport == RDMASOCK_TRANSPORT_VERBS &&
+		    !rsk_verbs_ep_foreign(c->ep))
+			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, rsk_verbs_cq_fd(c->ep),
+						  NULL);
+	}
+	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
+int rsk_monitor_add_listener(struct rsk_verbs_listener *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = rsk_mon_tag(l, RSK_MON_LISTENER)};
+	int rc = 0;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	if (!rsk_mon_started)
+		rc = rsk_mon_start();
+	if (rc == 0 && rsk_mon_nlsn == sizeof(rsk_mon_lsn) / sizeof(rsk_mon_lsn[0]))
+		rc = -ENOSPC;
+	if (rc == 0 && RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, rsk_verbs_listener_fd(l),
+					   &ev) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rsk_mon_lsn[rsk_mon_nlsn++] = l;
+	pthread_mutex_unlock(&rsk_mon_lock);
+	return rc;
+}
+
+void rsk_monitor_del_listener(struct rsk_verbs_listener *l)
+{
+	size_t i;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	for (i = 0; i < rsk_mon_nlsn; i++) {
+		if (rsk_mon_lsn[i] != l)
+			continue;
+		rsk_mon_lsn[i] = rsk_mon_lsn[--rsk_mon_nlsn];
+		(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, rsk_verbs_listener_fd(l), NULL);
+		break;
 	}
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
@@ -258,6 +359,8 @@ void rsk_monitor_atfork_child(void)
 	rsk_mon_conns = NULL;
 	rsk_mon_n = rsk_mon_cap = 0;
 	for (i = 0; i < n; i++)
-		(void)rsk_monitor_add(old[i]);
+		if (old[i]->transport != RDMASOCK_TRANSPORT_VERBS) /* not the child's (sock.c) */
+			(void)rsk_monitor_add(old[i]);
 	free(old);
+	rsk_mon_nlsn = 0; /* verbs listeners stay the parent's */
 }

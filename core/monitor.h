@@ -21,6 +21,11 @@ void rsk_monitor_staged(void);
 /* Post every staged message of this process now (the application is about to wait). */
 void rsk_monitor_push_all(void);
 
+/* Verbs listeners: the thread answers their rdma_cm connection requests. */
+struct rsk_verbs_listener;
+int rsk_monitor_add_listener(struct rsk_verbs_listener *l);
+void rsk_monitor_del_listener(struct rsk_verbs_listener *l);
+
 /* In a forked child: the thread is gone; forget it so the next add starts a new one. */
 void rsk_monitor_atfork_child(void);
 

@@ -386,6 +386,8 @@ static void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s))
 
 static void rsk_sock_hold_one(struct rsk_sock *s)
 {
+	if (s->transport == RDMASOCK_TRANSPORT_VERBS)
+		return; /* stays the parent's alone (see rsk_sock_orphan_one) */
 	rsk_conn_lock(s->conn);
 	/* A child must be able to kick the server: learn its fd now if it has answered. */
 	(void)rsk_conn_resolve(s->conn, 100);
@@ -396,6 +398,8 @@ static void rsk_sock_hold_one(struct rsk_sock *s)
 
 static void rsk_sock_unhold_one(struct rsk_sock *s)
 {
+	if (s->transport == RDMASOCK_TRANSPORT_VERBS)
+		return;
 	__atomic_sub_fetch(&s->conn->holders, 1, __ATOMIC_ACQ_REL);
 }
 
@@ -430,8 +434,33 @@ static int rsk_sock_baseline_one(int fd, uintptr_t v, void *arg)
 	return 0;
 }
 
+/*
+ * A queue pair cannot be shared with a child: its resources belong to the parent's device
+ * file, and the child's use (or destruction) would be the parent's. A child's inherited
+ * verbs socket is therefore disconnected for the child alone: data calls fail with
+ * ENOTCONN, close() and exit touch nothing, and the parent's connection goes on intact
+ * (redis' BGSAVE child). Verbs listeners likewise stay with the process that listened.
+ */
+static int rsk_sock_orphan_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s;
+
+	(void)arg;
+	if ((s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	if (rsk_fdtab_is_accel(v) && s->conn != NULL && s->transport == RDMASOCK_TRANSPORT_VERBS) {
+		s->conn = NULL;
+		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	}
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listen_forget_verbs(s->lst);
+	rsk_sock_put(s);
+	return 0;
+}
+
 void rsk_sock_fork_child(void)
 {
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_orphan_one, NULL);
 	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_baseline_one, NULL);
 	rsk_monitor_atfork_child();
 }

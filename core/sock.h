@@ -123,5 +123,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog);
 int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd);
 void rsk_listen_close(struct rsk_listener *l);
+/* A forked child: the verbs listener is the parent's; never use or destroy it here. */
+void rsk_listen_forget_verbs(struct rsk_listener *l);
 
 #endif

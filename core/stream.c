@@ -157,6 +157,23 @@ static int rsk_stream_pop_empty(struct rsk_stream *st)
 	return 0;
 }
 
+/* An empty message on a transport that reposts in any order: its buffer goes back now. */
+static int rsk_stream_take_empty(struct rsk_stream *st, uint32_t slot, uint32_t flags)
+{
+	int rc = rsk_ep_post_recv(st->ep, slot);
+
+	if (rc < 0)
+		return rc;
+	st->msgs_rcvd++;
+	if (st->ep->oob_credits)
+		rsk_ep_kick(st->ep, RSK_WAIT_TX);
+	else
+		st->owed++;
+	if (flags & RSK_IMM_FIN)
+		st->fin_rcvd = 1;
+	return 0;
+}
+
 static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
 {
 	uint32_t credits, flags, tail;
@@ -173,6 +190,8 @@ static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
 	if (st->ep->oob_credits ? credits != 0 : credits > st->nbuf - st->credits)
 		return -EPROTO; /* more credits than buffers exist (or any, out of band): a lie */
 	st->credits += credits;
+	if (wc->len == 0 && st->ep->repost_any && !(flags & RSK_IMM_RST))
+		return rsk_stream_take_empty(st, wc->slot, flags);
 	tail = (st->rx_head + st->rx_count) % st->nbuf;
 	st->rxq[tail].slot = wc->slot;
 	st->rxq[tail].len = wc->len;

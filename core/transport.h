@@ -51,6 +51,13 @@ struct rsk_ep {
 	 * the engine returns credits in immediates (credit.h).
 	 */
 	int oob_credits;
+	/*
+	 * Receive buffers may be posted back in any order (a verbs receive queue takes any
+	 * buffer; a shm ring only in order). Then a message without payload (credit-only, FIN)
+	 * returns its buffer at once instead of waiting behind unread data: a peer that never
+	 * reads can then not starve our credit updates (the one-way-reader stall).
+	 */
+	int repost_any;
 };
 
 struct rsk_transport_ops {

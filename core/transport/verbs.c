@@ -1,0 +1,506 @@
+/*
+ * The verbs transport's endpoint (see verbs.h): one RC QP per connection, one CQ for both
+ * directions behind a completion channel, nbuf receive buffers and nbuf send buffers in two
+ * page-aligned registrations. Sends are signalled selectively (a quarter of the ring), so a
+ * send buffer is reused only after a later signalled completion proves it went; completions
+ * are harvested in batches, receives handed to the engine in order, sends consumed here.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../compiler.h"
+#include "../config.h"
+#include "../log.h"
+#include "../ready.h"
+#include "verbs.h"
+
+struct rsk_verbs_ep {
+	struct rsk_ep base;
+	pid_t owner; /* the process that made it: a forked child must not touch it */
+	struct rdma_cm_id *id;
+	struct rdma_event_channel *ch; /* owned: the id's events */
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_mr *rx_mr, *tx_mr;
+	char *rx_mem, *tx_mem;
+	size_t mem_len;
+	/* send side: buffers in a ring, the send queue as counters */
+	uint32_t tx_data, tx_data_done; /* data sends posted / known complete */
+	uint32_t sq_posted, sq_done, sq_depth, sig_every, since_sig;
+	int broken;
+	/* readiness: armed bits and wake counters, as shm keeps them in its flags */
+	unsigned int armed;
+	uint32_t raised, unblocked;
+	int self_ctl;
+};
+
+#define RSK_VERBS_EP(ep) ((struct rsk_verbs_ep *)(ep))
+
+/* One protection domain per device context, shared by every connection on it. */
+#define RSK_VERBS_MAX_DEV 16
+static struct {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+} rsk_verbs_pds[RSK_VERBS_MAX_DEV];
+static pthread_mutex_t rsk_verbs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ibv_pd *rsk_verbs_pd(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = NULL;
+	int i;
+
+	pthread_mutex_lock(&rsk_verbs_lock);
+	for (i = 0; i < RSK_VERBS_MAX_DEV && rsk_verbs_pds[i].ctx != NULL; i++)
+		if (rsk_verbs_pds[i].ctx == ctx)
+			pd = rsk_verbs_pds[i].pd;
+	if (pd == NULL && i < RSK_VERBS_MAX_DEV && (pd = ibv_alloc_pd(ctx)) != NULL) {
+		rsk_verbs_pds[i].ctx = ctx;
+		rsk_verbs_pds[i].pd = pd;
+	}
+	pthread_mutex_unlock(&rsk_verbs_lock);
+	return pd;
+}
+
+static int rsk_verbs_probe_once(void)
+{
+	struct ibv_device **list;
+	int n = 0, i, found = 0;
+
+	/* Registered memory must survive fork in the parent (children never use it). Kernels
+	 * with MADV-free fork support make this a no-op; failure only matters after a fork. */
+	if (ibv_fork_init() != 0)
+		rsk_dbg("verbs: ibv_fork_init failed; fork with live connections is unsafe");
+	list = ibv_get_device_list(&n);
+	if (list == NULL)
+		return -ENOSYS;
+	for (i = 0; i < n; i++)
+		if (rsk_config.device[0] == '\0' ||
+		    strcmp(ibv_get_device_name(list[i]), rsk_config.device) == 0)
+			found = 1;
+	ibv_free_device_list(list);
+	return found ? 0 : -ENODEV;
+}
+
+int rsk_verbs_probe(void)
+{
+	static int state = 1; /* 1 = not probed; else the answer (a device does not come later) */
+	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+
+	if (s == 1) {
+		s = rsk_verbs_probe_once();
+		__atomic_store_n(&state, s, __ATOMIC_RELEASE);
+	}
+	return s;
+}
+
+static void *rsk_verbs_alloc(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* ibv_reg_mr failing for lack of locked memory: tell memlock apart from other failures. */
+static int rsk_verbs_reg_err(int err)
+{
+	return (err == ENOMEM || err == EPERM || err == EAGAIN) ? -EDQUOT : -err;
+}
+
+static int rsk_verbs_post_recv_slot(struct rsk_verbs_ep *e, uint32_t slot)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(e->rx_mem + (size_t)slot * e->base.buf_size),
+		.length = e->base.buf_size,
+		.lkey = e->rx_mr->lkey,
+	};
+	struct ibv_recv_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1}, *bad;
+
+	return -ibv_post_recv(e->id->qp, &wr, &bad);
+}
+
+static int rsk_verbs_make_qp(struct rsk_verbs_ep *e, struct ibv_pd *pd)
+{
+	struct ibv_qp_init_attr qa;
+	uint32_t nbuf = e->base.nbuf;
+
+	e->cc = ibv_create_comp_channel(e->id->verbs);
+	if (e->cc == NULL)
+		return -errno;
+	(void)fcntl(e->cc->fd, F_SETFL, fcntl(e->cc->fd, F_GETFL) | O_NONBLOCK);
+	e->sq_depth = 2 * nbuf + 8; /* data ring + control messages, with room to spare */
+	e->sig_every = nbuf / 4 ? nbuf / 4 : 1;
+	e->cq = ibv_create_cq(e->id->verbs, (int)(nbuf + e->sq_depth), e, e->cc, 0);
+	if (e->cq == NULL)
+		return -errno;
+	if (ibv_req_notify_cq(e->cq, 0) != 0)
+		return -EIO;
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = e->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = e->sq_depth;
+	qa.cap.max_recv_wr = nbuf;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = rsk_config.inline_size;
+	if (rdma_create_qp(e->id, pd, &qa) != 0) {
+		qa.cap.max_inline_data = 0; /* a device without inline sends */
+		if (rdma_create_qp(e->id, pd, &qa) != 0)
+			return -errno ? -errno : -ENOMEM;
+	}
+	e->base.max_inline = qa.cap.max_inline_data;
+	return 0;
+}
+
+static int rsk_verbs_make_bufs(struct rsk_verbs_ep *e, struct ibv_pd *pd)
+{
+	size_t len = (size_t)e->base.nbuf * e->base.buf_size;
+	uint32_t i;
+	int rc;
+
+	e->mem_len = len;
+	e->rx_mem = rsk_verbs_alloc(len);
+	e->tx_mem = rsk_verbs_alloc(len);
+	if (e->rx_mem == NULL || e->tx_mem == NULL)
+		return -ENOMEM;
+	/* Local access only: the peer can SEND into posted buffers, never read or write ours. */
+	e->rx_mr = ibv_reg_mr(pd, e->rx_mem, len, IBV_ACCESS_LOCAL_WRITE);
+	if (e->rx_mr == NULL)
+		return rsk_verbs_reg_err(errno);
+	e->tx_mr = ibv_reg_mr(pd, e->tx_mem, len, 0);
+	if (e->tx_mr == NULL)
+		return rsk_verbs_reg_err(errno);
+	for (i = 0; i < e->base.nbuf; i++)
+		if ((rc = rsk_verbs_post_recv_slot(e, i)) < 0)
+			return rc;
+	return 0;
+}
+
+static void rsk_verbs_ep_free(struct rsk_verbs_ep *e)
+{
+	if (e->id != NULL && e->id->qp != NULL)
+		rdma_destroy_qp(e->id);
+	if (e->rx_mr != NULL)
+		ibv_dereg_mr(e->rx_mr);
+	if (e->tx_mr != NULL)
+		ibv_dereg_mr(e->tx_mr);
+	if (e->rx_mem != NULL)
+		munmap(e->rx_mem, e->mem_len);
+	if (e->tx_mem != NULL)
+		munmap(e->tx_mem, e->mem_len);
+	if (e->cq != NULL)
+		ibv_destroy_cq(e->cq);
+	if (e->cc != NULL)
+		ibv_destroy_comp_channel(e->cc);
+	if (e->id != NULL)
+		rdma_destroy_id(e->id);
+	if (e->ch != NULL)
+		rdma_destroy_event_channel(e->ch);
+	free(e);
+}
+
+int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, uint32_t nbuf,
+			uint32_t buf_size, struct rsk_ep **out)
+{
+	struct rsk_verbs_ep *e = calloc(1, sizeof(*e));
+	struct ibv_pd *pd;
+	int rc;
+
+	if (e == NULL)
+		return -ENOMEM;
+	e->base.ops = &rsk_verbs_ops;
+	e->base.nbuf = nbuf;
+	e->base.buf_size = buf_size;
+	e->base.oob_credits = 0;
+	e->base.repost_any = 1;
+	e->owner = getpid();
+	e->self_ctl = -1;
+	pd = rsk_verbs_pd(id->verbs);
+	rc = pd == NULL ? -ENOMEM : rsk_verbs_make_qp(e, pd);
+	if (rc == 0)
+		rc = rsk_verbs_make_bufs(e, pd);
+	if (rc < 0) {
+		if (id->qp != NULL)
+			rdma_destroy_qp(id);
+		e->id = NULL; /* the caller still owns the id and channel */
+		if (e->rx_mr != NULL)
+			ibv_dereg_mr(e->rx_mr);
+		if (e->tx_mr != NULL)
+			ibv_dereg_mr(e->tx_mr);
+		e->rx_mr = e->tx_mr = NULL;
+		rsk_verbs_ep_free(e);
+		return rc;
+	}
+	e->id = id;
+	e->ch = ch;
+	*out = &e->base;
+	return 0;
+}
+
+void rsk_verbs_set_self_ctl(struct rsk_ep *ep, int ctl)
+{
+	RSK_VERBS_EP(ep)->self_ctl = ctl;
+}
+
+int rsk_verbs_cq_fd(struct rsk_ep *ep)
+{
+	return RSK_VERBS_EP(ep)->cc->fd;
+}
+
+void rsk_verbs_cq_event(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (ibv_get_cq_event(e->cc, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+	/* Re-arm before anyone polls: a completion after this poll raises a new event. */
+	(void)ibv_req_notify_cq(e->cq, 0);
+}
+
+void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch)
+{
+	RSK_VERBS_EP(ep)->ch = ch;
+}
+
+struct rdma_cm_id *rsk_verbs_id(struct rsk_ep *ep)
+{
+	return RSK_VERBS_EP(ep)->id;
+}
+
+int rsk_verbs_ep_foreign(struct rsk_ep *ep)
+{
+	return RSK_VERBS_EP(ep)->owner != getpid();
+}
+
+/* ---- the ops ---- */
+
+static int rsk_verbs_probe_op(void)
+{
+	return rsk_verbs_probe();
+}
+
+static int rsk_verbs_post_recv(struct rsk_ep *ep, uint32_t slot)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	if (rsk_unlikely(slot >= ep->nbuf || e->owner != getpid()))
+		return -EINVAL;
+	return rsk_verbs_post_recv_slot(e, slot);
+}
+
+static const void *rsk_verbs_recv_buf(struct rsk_ep *ep, uint32_t slot)
+{
+	return RSK_VERBS_EP(ep)->rx_mem + (size_t)slot * ep->buf_size;
+}
+
+static int rsk_verbs_sq_full(const struct rsk_verbs_ep *e)
+{
+	return e->sq_posted - e->sq_done >= e->sq_depth;
+}
+
+static void *rsk_verbs_send_buf(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	/* A buffer is free once a signalled send at or after it completed; the engine polls
+	 * (and so learns of completions) when we say the queue is full. */
+	if (e->tx_data - e->tx_data_done >= ep->nbuf || rsk_verbs_sq_full(e) || e->broken)
+		return NULL;
+	return e->tx_mem + (size_t)(e->tx_data % ep->nbuf) * ep->buf_size;
+}
+
+static int rsk_verbs_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
+			       unsigned int flags)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = e->tx_mr->lkey};
+	struct ibv_send_wr wr, *bad;
+	int data = buf != NULL && len > 0 && !(flags & RSK_SEND_INLINE);
+	int rc;
+
+	if (e->broken)
+		return e->broken;
+	if (rsk_verbs_sq_full(e) || e->owner != getpid())
+		return -EAGAIN;
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htonl(imm);
+	if (len > 0) {
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+	}
+	if (len <= ep->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	else if (!data)
+		return -EINVAL; /* inline data from arbitrary memory must fit inline */
+	e->sq_posted++;
+	if (data)
+		e->tx_data++;
+	/* Signal every sig_every sends, and whenever the queue is half full. */
+	if (++e->since_sig >= e->sig_every || (flags & RSK_SEND_SIGNALED) ||
+	    e->sq_posted - e->sq_done >= e->sq_depth / 2) {
+		wr.send_flags |= IBV_SEND_SIGNALED;
+		e->since_sig = 0;
+	}
+	wr.wr_id = ((uint64_t)e->tx_data << 32) | e->sq_posted;
+	rc = ibv_post_send(e->id->qp, &wr, &bad);
+	if (rc != 0) {
+		e->broken = -ECONNRESET;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+static int rsk_verbs_tx_room(struct rsk_ep *ep)
+{
+	(void)ep;
+	return 0; /* credits travel in immediates (oob_credits is 0) */
+}
+
+#define RSK_VERBS_BATCH 32
+
+static int rsk_verbs_poll(struct rsk_ep *ep, struct rsk_wc *out, int n)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+	struct ibv_wc wc[RSK_VERBS_BATCH];
+	int got = 0, k, i, want;
+
+	if (e->broken)
+		return e->broken;
+	if (e->owner != getpid())
+		return -ENOTCONN;
+	while (got < n) {
+		want = n - got < RSK_VERBS_BATCH ? n - got : RSK_VERBS_BATCH;
+		k = ibv_poll_cq(e->cq, want, wc);
+		if (k < 0) {
+			e->broken = -ECONNRESET;
+			return e->broken;
+		}
+		for (i = 0; i < k; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				rsk_dbg("verbs: completion error %s", ibv_wc_status_str(wc[i].status));
+				e->broken = -ECONNRESET;
+				return e->broken;
+			}
+			if (wc[i].opcode & IBV_WC_RECV) {
+				if (wc[i].wr_id >= ep->nbuf) {
+					e->broken = -EPROTO;
+					return e->broken;
+				}
+				out[got].op = RSK_WC_RECV;
+				out[got].status = 0;
+				out[got].slot = (uint32_t)wc[i].wr_id;
+				out[got].len = wc[i].byte_len;
+				out[got].imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc[i].imm_data)
+										 : 0; /* rejected */
+				got++;
+			} else { /* a signalled send: it and everything before it went */
+				e->sq_done = (uint32_t)wc[i].wr_id;
+				e->tx_data_done = (uint32_t)(wc[i].wr_id >> 32);
+			}
+		}
+		if (k < want)
+			break;
+	}
+	return got;
+}
+
+static void rsk_verbs_arm(struct rsk_ep *ep, unsigned int what)
+{
+	/* The CQ stays armed; the monitor reads this after harvesting (both under the lock). */
+	__atomic_fetch_or(&RSK_VERBS_EP(ep)->armed, what, __ATOMIC_SEQ_CST);
+}
+
+static unsigned int rsk_verbs_disarm(struct rsk_ep *ep, unsigned int what)
+{
+	return __atomic_fetch_and(&RSK_VERBS_EP(ep)->armed, ~what, __ATOMIC_SEQ_CST) & what;
+}
+
+static unsigned int rsk_verbs_armed(struct rsk_ep *ep)
+{
+	return __atomic_load_n(&RSK_VERBS_EP(ep)->armed, __ATOMIC_SEQ_CST);
+}
+
+static void rsk_verbs_kick(struct rsk_ep *ep, unsigned int what)
+{
+	(void)ep; /* the peer's completion channel wakes it (see verbs.h) */
+	(void)what;
+}
+
+static uint32_t rsk_verbs_wakes(struct rsk_ep *ep, unsigned int what)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	return __atomic_load_n(what == RSK_WAIT_RX ? &e->raised : &e->unblocked, __ATOMIC_SEQ_CST);
+}
+
+static void rsk_verbs_wake_self(struct rsk_ep *ep, unsigned int what)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	if (e->self_ctl < 0)
+		return;
+	if (what & RSK_WAIT_RX) {
+		__atomic_fetch_add(&e->raised, 1, __ATOMIC_SEQ_CST);
+		rsk_ready_raise(e->self_ctl);
+	}
+	if (what & RSK_WAIT_TX) {
+		rsk_ready_unblock(e->self_ctl);
+		__atomic_fetch_add(&e->unblocked, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+static void rsk_verbs_shutdown(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	/* The peer's next sends fail (its QP leaves RTS), as after TCP's RST. */
+	if (e->owner == getpid() && e->id != NULL)
+		(void)rdma_disconnect(e->id);
+}
+
+static int rsk_verbs_peer_closed(struct rsk_ep *ep)
+{
+	(void)ep;
+	return 0; /* a closed peer shows as failing sends (flush errors) and its TCP end closing */
+}
+
+static void rsk_verbs_destroy(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	/* A forked child shares the device file with its parent: destroying "its" copy would
+	 * destroy the parent's QP. The child just forgets it. */
+	if (e->owner != getpid())
+		return;
+	rsk_verbs_ep_free(e);
+}
+
+const struct rsk_transport_ops rsk_verbs_ops = {
+	.name = "verbs",
+	.id = RDMASOCK_TRANSPORT_VERBS,
+	.probe = rsk_verbs_probe_op,
+	.post_recv = rsk_verbs_post_recv,
+	.recv_buf = rsk_verbs_recv_buf,
+	.send_buf = rsk_verbs_send_buf,
+	.post_send = rsk_verbs_post_send,
+	.tx_room = rsk_verbs_tx_room,
+	.poll = rsk_verbs_poll,
+	.arm = rsk_verbs_arm,
+	.disarm = rsk_verbs_disarm,
+	.armed = rsk_verbs_armed,
+	.kick = rsk_verbs_kick,
+	.wakes = rsk_verbs_wakes,
+	.wake_self = rsk_verbs_wake_self,
+	.shutdown = rsk_verbs_shutdown,
+	.peer_closed = rsk_verbs_peer_closed,
+	.destroy = rsk_verbs_destroy,
+};

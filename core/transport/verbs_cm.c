@@ -1,0 +1,495 @@
+/*
+ * Connection setup of the verbs transport with rdma_cm in RDMA_PS_TCP, on the application's
+ * own address and port. The client connects its QP first (hello in the private data: buffer
+ * geometry and the port its TCP placeholder is bound to), then makes the ordinary TCP
+ * connection; the server answers requests from the monitor thread (rsk_verbs_listener_event)
+ * and keeps each accepted QP as an offer until accept() returns the TCP connection from the
+ * same client address, exactly as shm offers are claimed (core/listen.c).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../config.h"
+#include "../log.h"
+#include "../real.h"
+#include "../stream.h"
+#include "verbs.h"
+
+#define RSK_VERBS_OFFER_TTL_MS 10000
+#define RSK_VERBS_MAX_NBUF 4096
+#define RSK_VERBS_MIN_BSIZE 1024
+#define RSK_VERBS_MAX_BSIZE (4u << 20)
+
+static int64_t rsk_ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nbuf, uint32_t bsize)
+{
+	h->magic = htonl(RSK_VERBS_MAGIC);
+	h->version = htons(RSK_VERBS_VERSION);
+	h->tcp_port = htons(port);
+	h->nbuf = htonl(nbuf);
+	h->buf_size = htonl(bsize);
+}
+
+/* A hello we can serve: ours, and a geometry the engine runs with. 0 or -EPROTO. */
+static int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello *h)
+{
+	uint32_t nbuf, bsize;
+
+	if (data == NULL || len < sizeof(*h))
+		return -EPROTO;
+	memcpy(h, data, sizeof(*h));
+	nbuf = ntohl(h->nbuf);
+	bsize = ntohl(h->buf_size);
+	if (ntohl(h->magic) != RSK_VERBS_MAGIC || ntohs(h->version) != RSK_VERBS_VERSION ||
+	    nbuf < RSK_STREAM_MIN_NBUF || nbuf > RSK_VERBS_MAX_NBUF ||
+	    bsize < RSK_VERBS_MIN_BSIZE || bsize > RSK_VERBS_MAX_BSIZE)
+		return -EPROTO;
+	h->nbuf = nbuf;
+	h->buf_size = bsize;
+	h->tcp_port = ntohs(h->tcp_port);
+	return 0;
+}
+
+/* Same address and port (IPv4 and v4-mapped IPv6 compare equal). */
+static int rsk_addr_v4(const struct sockaddr *a, uint32_t *ip, uint16_t *port)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+
+	if (a->sa_family == AF_INET) {
+		*ip = ((const struct sockaddr_in *)a)->sin_addr.s_addr;
+		*port = ((const struct sockaddr_in *)a)->sin_port;
+		return 1;
+	}
+	if (a->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		memcpy(ip, &s6->sin6_addr.s6_addr[12], 4);
+		*port = s6->sin6_port;
+		return 1;
+	}
+	return 0;
+}
+
+static int rsk_addr_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+	uint32_t ia, ib;
+	uint16_t pa, pb;
+
+	if (rsk_addr_v4(a, &ia, &pa) && rsk_addr_v4(b, &ib, &pb))
+		return ia == ib && pa == pb;
+	if (a->sa_family != AF_INET6 || b->sa_family != AF_INET6)
+		return 0;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0 &&
+	       ((const struct sockaddr_in6 *)a)->sin6_port ==
+		       ((const struct sockaddr_in6 *)b)->sin6_port;
+}
+
+static void rsk_addr_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static socklen_t rsk_addr_len(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+/* ---- client ---- */
+
+/*
+ * The source address the kernel's routing picks for @dest (a connected UDP socket shows it
+ * without sending anything). rdma_cm is given it explicitly: left to itself it may pick
+ * another (a local destination's own address), and the TCP placeholder must leave from the
+ * address the server sees on the QP anyway.
+ */
+static int rsk_route_src(const struct sockaddr *dest, struct sockaddr_storage *src)
+{
+	socklen_t len = sizeof(*src);
+	int fd = RSK_REAL(socket)(dest->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (RSK_REAL(connect)(fd, dest, rsk_addr_len(dest)) < 0 ||
+	    RSK_REAL(getsockname)(fd, (struct sockaddr *)src, &len) < 0)
+		rc = -ENETUNREACH;
+	RSK_REAL(close)(fd);
+	if (rc == 0)
+		rsk_addr_set_port(src, 0);
+	return rc;
+}
+
+/* Wait for the next event on @ch until @deadline; it must be @want. 0 or -errno. */
+static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
+			 int64_t deadline, struct rsk_verbs_hello *reply)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+	struct rdma_cm_event *ev;
+	int64_t left;
+	enum rdma_cm_event_type type;
+	int rc, status;
+
+	for (;;) {
+		left = deadline - rsk_ms_now();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		rc = RSK_REAL(poll)(&p, 1, (int)left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0) {
+			rsk_dbg("verbs: no rdma_cm event (waiting for %s): %s", rdma_event_str(want),
+				rc < 0 ? strerror(errno) : "timeout");
+			return rc < 0 ? -errno : -ETIMEDOUT;
+		}
+		if (rdma_get_cm_event(ch, &ev) != 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		break;
+	}
+	type = ev->event;
+	status = ev->status;
+	rc = 0;
+	rsk_dbg("verbs: %s (status %d)", rdma_event_str(type), status);
+	if (type == want && reply != NULL)
+		rc = rsk_hello_parse(ev->param.conn.private_data, ev->param.conn.private_data_len,
+				     reply);
+	rdma_ack_cm_event(ev);
+	if (type == want)
+		return rc;
+	rsk_dbg("verbs: rdma_cm %s (status %d) instead of %s", rdma_event_str(type), status,
+		rdma_event_str(want));
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return -ENETUNREACH;
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return -ECONNREFUSED;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return -ETIMEDOUT;
+	default:
+		return -EPROTO;
+	}
+}
+
+int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_ms,
+		      struct sockaddr_storage *src,
+		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
+		      struct rsk_ep **out)
+{
+	int64_t deadline = rsk_ms_now() + timeout_ms;
+	struct rdma_event_channel *ch;
+	struct rdma_conn_param cp;
+	struct rsk_verbs_hello hello, reply;
+	struct rdma_cm_id *id = NULL;
+	struct rsk_ep *ep = NULL;
+	int rc, port;
+
+	(void)dlen;
+	if ((rc = rsk_verbs_probe()) < 0)
+		return rc;
+	ch = rdma_create_event_channel();
+	if (ch == NULL)
+		return errno == ENODEV ? -ENODEV : -ENOMEM;
+	(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	rc = rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ? -errno : 0;
+	if (rc == 0)
+		rc = rsk_route_src(dest, src);
+	if (rc == 0 && rdma_resolve_addr(id, (struct sockaddr *)src, (struct sockaddr *)dest,
+					 timeout_ms) != 0) {
+		rsk_dbg("verbs: rdma_resolve_addr: %s", strerror(errno));
+		rc = -ENETUNREACH;
+	}
+	if (rc == 0)
+		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL);
+	if (rc == 0)
+		rc = rdma_resolve_route(id, timeout_ms) ? -ENETUNREACH : 0;
+	if (rc == 0)
+		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL);
+	if (rc == 0) { /* our TCP placeholder leaves from the address rdma_cm chose */
+		memset(src, 0, sizeof(*src));
+		memcpy(src, rdma_get_local_addr(id), rsk_addr_len(rdma_get_local_addr(id)));
+		rsk_addr_set_port(src, 0);
+		port = bind_tcp((struct sockaddr *)src, arg);
+		rc = port < 0 ? port : 0;
+		if (rc == 0)
+			rsk_addr_set_port(src, (uint16_t)port);
+	}
+	if (rc == 0)
+		rc = rsk_verbs_ep_create(id, NULL, rsk_config.buf_count, rsk_config.buf_size, &ep);
+	if (rc == 0) {
+		rsk_hello_fill(&hello, (uint16_t)port, ep->nbuf, ep->buf_size);
+		memset(&cp, 0, sizeof(cp));
+		cp.private_data = &hello;
+		cp.private_data_len = sizeof(hello);
+		cp.retry_count = 7;
+		cp.rnr_retry_count = 7; /* credits make RNR impossible; never fail on it anyway */
+		rc = rdma_connect(id, &cp) ? -ECONNREFUSED : 0;
+	}
+	if (rc == 0)
+		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &reply);
+	if (rc == 0 && (reply.nbuf != ep->nbuf || reply.buf_size != ep->buf_size))
+		rc = -EPROTO;
+	if (rc < 0) {
+		if (ep != NULL)
+			rsk_ep_destroy(ep); /* with the id */
+		else if (id != NULL)
+			rdma_destroy_id(id);
+		rdma_destroy_event_channel(ch);
+		return rc;
+	}
+	rsk_verbs_adopt_channel(ep, ch);
+	*out = ep;
+	return 0;
+}
+
+/* ---- server ---- */
+
+struct rsk_verbs_offer {
+	struct rsk_verbs_offer *next;
+	struct rsk_ep *ep;
+	struct rdma_cm_id *id;
+	struct sockaddr_storage tcp; /* the client's TCP address: its IP, the hello's port */
+	int ready;                   /* ESTABLISHED seen */
+	int64_t born;
+};
+
+struct rsk_verbs_listener {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rsk_verbs_offer *offers;
+};
+
+int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verbs_listener **out)
+{
+	struct rsk_verbs_listener *l;
+	int rc;
+
+	(void)len;
+	if ((rc = rsk_verbs_probe()) < 0)
+		return rc;
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return -ENOMEM;
+	l->ch = rdma_create_event_channel();
+	if (l->ch == NULL) {
+		free(l);
+		return -ENODEV;
+	}
+	(void)fcntl(l->ch->fd, F_SETFL, fcntl(l->ch->fd, F_GETFL) | O_NONBLOCK);
+	rc = rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ? -errno : 0;
+	if (rc == 0 && rdma_bind_addr(l->id, (struct sockaddr *)addr) != 0)
+		rc = -errno;
+	if (rc == 0 && rdma_listen(l->id, 1024) != 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (l->id != NULL)
+			rdma_destroy_id(l->id);
+		rdma_destroy_event_channel(l->ch);
+		free(l);
+		return rc;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	*out = l;
+	return 0;
+}
+
+int rsk_verbs_listener_fd(struct rsk_verbs_listener *l)
+{
+	return l->ch->fd;
+}
+
+/*
+ * Accept a connection request, or reject it (never an error to anyone: the client falls
+ * back to TCP on a reject). Returns an id to destroy once the event is acked, or NULL.
+ */
+static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
+					       struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct rsk_verbs_hello h, reply;
+	struct rdma_conn_param cp;
+	struct rsk_verbs_offer *o;
+	struct rsk_ep *ep = NULL;
+	int rc;
+
+	rc = rsk_hello_parse(ev->param.conn.private_data, ev->param.conn.private_data_len, &h);
+	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;
+	if (o != NULL)
+		rc = rsk_verbs_ep_create(id, NULL, h.nbuf, h.buf_size, &ep);
+	if (o == NULL || rc < 0) {
+		rsk_dbg("verbs: rejecting a connection request (%s)", strerror(rc < 0 ? -rc : ENOMEM));
+		(void)rdma_reject(id, NULL, 0);
+		free(o);
+		return id;
+	}
+	memcpy(&o->tcp, rdma_get_peer_addr(id), rsk_addr_len(rdma_get_peer_addr(id)));
+	rsk_addr_set_port(&o->tcp, h.tcp_port);
+	o->ep = ep;
+	o->id = id;
+	o->born = rsk_ms_now();
+	rsk_hello_fill(&reply, 0, h.nbuf, h.buf_size);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = &reply;
+	cp.private_data_len = sizeof(reply);
+	cp.rnr_retry_count = 7;
+	/* Offered before the accept: the client's TCP connect comes only after ESTABLISHED. */
+	pthread_mutex_lock(&l->lock);
+	o->next = l->offers;
+	l->offers = o;
+	pthread_mutex_unlock(&l->lock);
+	if (rdma_accept(id, &cp) != 0)
+		rsk_dbg("verbs: rdma_accept failed: %s", strerror(errno));
+	return NULL;
+}
+
+/* Take offer @o out of the list (lock held); returns it. */
+static struct rsk_verbs_offer *rsk_verbs_unlink(struct rsk_verbs_listener *l,
+						struct rsk_verbs_offer *o)
+{
+	struct rsk_verbs_offer **pp;
+
+	for (pp = &l->offers; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			return o;
+		}
+	return NULL;
+}
+
+/* Offers nobody claimed in time, or whose client went away: drop them (lock held). */
+static void rsk_verbs_expire(struct rsk_verbs_listener *l, struct rdma_cm_id *gone,
+			     struct rsk_verbs_offer **dead)
+{
+	struct rsk_verbs_offer *o, *next;
+	int64_t now = rsk_ms_now();
+
+	for (o = l->offers; o != NULL; o = next) {
+		next = o->next;
+		if (o->id == gone || now - o->born > RSK_VERBS_OFFER_TTL_MS) {
+			rsk_verbs_unlink(l, o);
+			o->next = *dead;
+			*dead = o;
+		}
+	}
+}
+
+void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
+{
+	struct rsk_verbs_offer *o, *dead = NULL;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	enum rdma_cm_event_type type;
+
+	while (rdma_get_cm_event(l->ch, &ev) == 0) {
+		type = ev->event;
+		id = ev->id;
+		rsk_dbg("verbs listener: %s (status %d)", rdma_event_str(type), ev->status);
+		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			id = rsk_verbs_on_request(l, ev);
+			rdma_ack_cm_event(ev);
+			if (id != NULL)
+				rdma_destroy_id(id);
+			continue;
+		}
+		rdma_ack_cm_event(ev);
+		pthread_mutex_lock(&l->lock);
+		if (type == RDMA_CM_EVENT_ESTABLISHED) {
+			for (o = l->offers; o != NULL; o = o->next)
+				if (o->id == id)
+					o->ready = 1;
+			pthread_cond_broadcast(&l->cond);
+		} else if (id != l->id) { /* an offer failed or its client left */
+			rsk_verbs_expire(l, id, &dead);
+		}
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_lock(&l->lock);
+	rsk_verbs_expire(l, NULL, &dead);
+	pthread_mutex_unlock(&l->lock);
+	while ((o = dead) != NULL) { /* after the acks: destroying an id waits for them */
+		dead = o->next;
+		rsk_ep_destroy(o->ep);
+		free(o);
+	}
+}
+
+struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
+					const struct sockaddr *peer, int wait_ms)
+{
+	int64_t deadline = rsk_ms_now() + wait_ms;
+	struct rsk_verbs_offer *o;
+	struct rdma_event_channel *ch;
+	struct timespec ts;
+	struct rsk_ep *ep;
+
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		for (o = l->offers; o != NULL; o = o->next)
+			if (rsk_addr_same((struct sockaddr *)&o->tcp, peer))
+				break;
+		if (o == NULL || o->ready || rsk_ms_now() >= deadline)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		(void)pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+	}
+	if (o != NULL)
+		rsk_verbs_unlink(l, o);
+	pthread_mutex_unlock(&l->lock);
+	if (o == NULL)
+		return NULL;
+	ep = o->ep;
+	/* The connection's later events must not reach the listener (it may close first). */
+	ch = rdma_create_event_channel();
+	if (!o->ready || ch == NULL || rdma_migrate_id(o->id, ch) != 0) {
+		if (ch != NULL)
+			rdma_destroy_event_channel(ch);
+		rsk_ep_destroy(ep);
+		free(o);
+		return RSK_VERBS_CLAIM_FAILED;
+	}
+	rsk_verbs_adopt_channel(ep, ch);
+	free(o);
+	return ep;
+}
+
+void rsk_verbs_listener_close(struct rsk_verbs_listener *l)
+{
+	struct rsk_verbs_offer *o;
+
+	while ((o = l->offers) != NULL) {
+		l->offers = o->next;
+		rsk_ep_destroy(o->ep);
+		free(o);
+	}
+	rdma_destroy_id(l->id);
+	rdma_destroy_event_channel(l->ch);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+	free(l);
+}
