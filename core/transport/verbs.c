@@ -221,6 +221,7 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 	e->base.repost_any = 1;
 	e->owner = getpid();
 	e->self_ctl = -1;
+	e->id = id;
 	pd = rsk_verbs_pd(id->verbs);
 	rc = pd == NULL ? -ENOMEM : rsk_verbs_make_qp(e, pd);
 	if (rc == 0)
@@ -237,7 +238,6 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 		rsk_verbs_ep_free(e);
 		return rc;
 	}
-	e->id = id;
 	e->ch = ch;
 	*out = &e->base;
 	return 0;

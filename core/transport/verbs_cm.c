@@ -189,6 +189,36 @@ static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type 
 	}
 }
 
+/*
+ * Resolve @dest from @src on a fresh id, retrying with a new id until @deadline: the first
+ * resolution towards a neighbour not yet in the ARP cache can go unanswered (seen with rxe:
+ * the ARP completes but the request is never finished), and the next one then succeeds.
+ */
+static int rsk_cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id **idp,
+			  const struct sockaddr *src, const struct sockaddr *dest, int64_t deadline)
+{
+	int64_t left, step;
+	int rc = -ETIMEDOUT;
+
+	while ((left = deadline - rsk_ms_now()) > 0) {
+		step = left < 500 ? left : 500;
+		if (rdma_create_id(ch, idp, NULL, RDMA_PS_TCP) != 0)
+			return -errno;
+		if (rdma_resolve_addr(*idp, (struct sockaddr *)src, (struct sockaddr *)dest,
+				      (int)step) != 0) {
+			rsk_dbg("verbs: rdma_resolve_addr: %s", strerror(errno));
+			rc = -ENETUNREACH;
+		} else {
+			rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, rsk_ms_now() + step, NULL);
+		}
+		if (rc != -ETIMEDOUT)
+			return rc; /* resolved (0), or a definite answer */
+		rdma_destroy_id(*idp); /* a late event for it is discarded with it */
+		*idp = NULL;
+	}
+	return rc;
+}
+
 int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_ms,
 		      struct sockaddr_storage *src,
 		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
@@ -200,7 +230,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 	struct rsk_verbs_hello hello, reply;
 	struct rdma_cm_id *id = NULL;
 	struct rsk_ep *ep = NULL;
-	int rc, port;
+	int rc, port = 0;
 
 	(void)dlen;
 	if ((rc = rsk_verbs_probe()) < 0)
@@ -209,16 +239,9 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 	if (ch == NULL)
 		return errno == ENODEV ? -ENODEV : -ENOMEM;
 	(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-	rc = rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ? -errno : 0;
+	rc = rsk_route_src(dest, src);
 	if (rc == 0)
-		rc = rsk_route_src(dest, src);
-	if (rc == 0 && rdma_resolve_addr(id, (struct sockaddr *)src, (struct sockaddr *)dest,
-					 timeout_ms) != 0) {
-		rsk_dbg("verbs: rdma_resolve_addr: %s", strerror(errno));
-		rc = -ENETUNREACH;
-	}
-	if (rc == 0)
-		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL);
+		rc = rsk_cm_resolve(ch, &id, (struct sockaddr *)src, dest, deadline);
 	if (rc == 0)
 		rc = rdma_resolve_route(id, timeout_ms) ? -ENETUNREACH : 0;
 	if (rc == 0)
