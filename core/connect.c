@@ -37,7 +37,8 @@ enum rsk_path { RSK_PATH_SHM = -1, RSK_PATH_VERBS = -2 };
 
 /*
  * Why @s must stay on the kernel for this connect (a fallback reason), or the path to try:
- * shm for this host's addresses (auto, shm), verbs always in verbs mode.
+ * shm for this host's addresses (auto, shm), verbs for other hosts (auto) or for every
+ * destination (verbs: also to this host, which is how the Soft-RoCE guest tests it).
  */
 static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len)
 {
@@ -48,13 +49,11 @@ static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, s
 	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
 					       : sizeof(struct sockaddr_in6)))
 		return RDMASOCK_FB_UNSUPPORTED;
-	/* verbs is tried only when asked for by name until it passes the Soft-RoCE suite
-	 * (issue 4); auto keeps to shm and the kernel. */
 	if (rsk_config.mode == RSK_MODE_VERBS)
 		return RSK_PATH_VERBS;
 	if (rsk_hs_is_local(addr))
 		return RSK_PATH_SHM;
-	return RDMASOCK_FB_NOT_LOCAL;
+	return rsk_config.mode == RSK_MODE_SHM ? RDMASOCK_FB_NOT_LOCAL : RSK_PATH_VERBS;
 }
 
 /* Bind an unbound socket next to the destination so that our address is known now. */

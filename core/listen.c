@@ -46,13 +46,13 @@ struct rsk_listener {
 /* Longest gap between a client's rendezvous connect and its offer (a few syscalls). */
 #define RSK_OFFER_GAP_MS 200
 
-/* Beside the kernel listener: rdma_cm on the same address and port (verbs mode). */
+/* Beside the kernel listener: rdma_cm on the same address and port (auto, verbs). */
 static void rsk_listen_setup_verbs(struct rsk_listener *l, const struct sockaddr *addr, int fd)
 {
 	int rc;
 
-	if (rsk_config.mode != RSK_MODE_VERBS)
-		return; /* experimental: only when asked for by name (see connect.c) */
+	if (rsk_config.mode != RSK_MODE_AUTO && rsk_config.mode != RSK_MODE_VERBS)
+		return;
 	rc = rsk_verbs_listen(addr, sizeof(struct sockaddr_storage), &l->vl);
 	if (rc < 0) {
 		rsk_dbg("fd %d: no rdma_cm listener: %s", fd, strerror(-rc));
