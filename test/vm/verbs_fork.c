@@ -1,0 +1,156 @@
+/*
+ * fork() with a verbs connection open (run preloaded in the Soft-RoCE guest, see
+ * guest/verbs.sh): what a child gets for an inherited verbs socket, and that the parent's
+ * connection survives the child's use, close and exit -- the redis BGSAVE case.
+ *
+ *   verbs_fork ADDR PORT
+ *
+ The parent listens and serves: after accepting (must be verbs) it forks a child that finds
+ * recv/send failing with ENOTCONN on the inherited socket and exits, then echoes. A client
+ * process connects (must be verbs), echoes, forks a child that checks the same, closes the
+ * socket and leaves through exit() (library destructors run), then a second that just
+ * _exit()s; after each the client echoes 100 more messages on the same socket. The server
+ * must see every byte and then EOF. Prints "verbs_fork: ok" on success. (The listener's
+ * rdma_cm side belongs to the process that called listen(), so that one accepts.)
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../include/rdmasock.h"
+
+#define die(...)                                                                                   \
+	do {                                                                                       \
+		fprintf(stderr, "verbs_fork: FAIL: " __VA_ARGS__);                                 \
+		fputc('\n', stderr);                                                               \
+		exit(1);                                                                           \
+	} while (0)
+
+static int echo_once(int fd, int i)
+{
+	char out[32], in[32];
+	int n = snprintf(out, sizeof(out), "message %d", i), got = 0, k;
+
+	if (write(fd, out, (size_t)n) != n)
+		return -1;
+	while (got < n) {
+		k = (int)read(fd, in + got, (size_t)(n - got));
+		if (k <= 0)
+			return -1;
+		got += k;
+	}
+	return memcmp(in, out, (size_t)n) == 0 ? 0 : -1;
+}
+
+static void child_checks(int fd, int use_exit);
+
+static int transport_of(int fd)
+{
+	int (*transport)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rdmasock_fd_transport");
+
+	return transport != NULL ? transport(fd) : -1;
+}
+
+static void wait_ok(pid_t pid, const char *who)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		die("%s failed", who);
+}
+
+static void server(int lfd)
+{
+	char buf[4096];
+	ssize_t k;
+	pid_t kid;
+	int fd = accept(lfd, NULL, NULL);
+
+	if (fd < 0)
+		die("accept: %s", strerror(errno));
+	if (transport_of(fd) != RDMASOCK_TRANSPORT_VERBS)
+		die("accepted connection is not on verbs (%d)", transport_of(fd));
+	kid = fork(); /* as redis forks for BGSAVE with clients connected */
+	if (kid == 0)
+		child_checks(fd, 0);
+	wait_ok(kid, "server's child");
+	while ((k = read(fd, buf, sizeof(buf))) > 0)
+		if (write(fd, buf, (size_t)k) != k)
+			die("server write: %s", strerror(errno));
+	if (k < 0)
+		die("server read: %s", strerror(errno));
+}
+
+static void child_checks(int fd, int use_exit)
+{
+	char c;
+
+	if (read(fd, &c, 1) != -1 || errno != ENOTCONN)
+		die("child: read on an inherited verbs socket: want ENOTCONN, got %s",
+		    strerror(errno));
+	if (write(fd, "x", 1) != -1 || errno != ENOTCONN)
+		die("child: write on an inherited verbs socket: want ENOTCONN, got %s",
+		    strerror(errno));
+	close(fd);
+	if (use_exit)
+		exit(0);
+	_exit(0);
+}
+
+static void client(const struct sockaddr_in *sa)
+{
+	int fd, i, round;
+	pid_t kid;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
+		die("connect: %s", strerror(errno));
+	if (transport_of(fd) != RDMASOCK_TRANSPORT_VERBS)
+		die("the connection is not on verbs (transport %d)", transport_of(fd));
+	for (i = 0; i < 10; i++)
+		if (echo_once(fd, i) < 0)
+			die("echo before fork");
+	for (round = 0; round < 2; round++) {
+		kid = fork();
+		if (kid == 0)
+			child_checks(fd, round == 0);
+		wait_ok(kid, round == 0 ? "client's child (exit)" : "client's child (_exit)");
+		for (i = 0; i < 100; i++)
+			if (echo_once(fd, 1000 * (round + 1) + i) < 0)
+				die("echo after child %d exited: %s", round, strerror(errno));
+	}
+	close(fd);
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int lfd;
+	pid_t cli;
+
+	if (argc != 3 || inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1)
+		die("usage: verbs_fork ADDR PORT");
+	sa.sin_port = htons((uint16_t)atoi(argv[2]));
+	alarm(120);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 4) < 0)
+		die("listen: %s", strerror(errno));
+	cli = fork();
+	if (cli == 0) {
+		close(lfd);
+		client(&sa);
+	}
+	server(lfd);
+	wait_ok(cli, "client");
+	printf("verbs_fork: ok\n");
+	return 0;
+}
