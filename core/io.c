@@ -177,7 +177,6 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 				int flags)
 {
 	size_t want = rsk_iov_len(iov, cnt), total = 0;
-	uint64_t msgs;
 	ssize_t n;
 	int rc;
 
@@ -185,13 +184,9 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 		return 0;
 	for (;;) {
 		rsk_conn_lock(x->c);
-		msgs = x->c->st.msgs_rcvd;
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
-		msgs = x->c->st.msgs_rcvd - msgs;
 		rsk_conn_sync(x->c, fd);
 		rsk_conn_unlock(x->c);
-		if (msgs)
-			rsk_counter_add(&rsk_stats.messages_received[x->c->transport], msgs);
 		if (n > 0) {
 			if (!(flags & MSG_PEEK))
 				rsk_counter_add(&rsk_stats.bytes_received[x->c->transport], n);

@@ -165,6 +165,7 @@ static int rsk_stream_take_empty(struct rsk_stream *st, uint32_t slot, uint32_t 
 	if (rc < 0)
 		return rc;
 	st->msgs_rcvd++;
+	rsk_counter_add(&rsk_stats.messages_received[st->ep->ops->id], 1);
 	if (st->ep->oob_credits)
 		rsk_ep_kick(st->ep, RSK_WAIT_TX);
 	else
@@ -199,6 +200,7 @@ static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
 	st->rx_count++;
 	st->rx_bytes += wc->len;
 	st->msgs_rcvd++;
+	rsk_counter_add(&rsk_stats.messages_received[st->ep->ops->id], 1);
 	if (flags & RSK_IMM_FIN)
 		st->fin_rcvd = 1;
 	if (flags & RSK_IMM_RST) {

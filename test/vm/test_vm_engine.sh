@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 : "${RSK_LIB:?}" "${RSK_TEST_VERBS:?}" "${RSK_VERBS_FORK:?}"
 start=$SECONDS
 bash "$HERE/run.sh" --timeout "${RSK_VM_ENGINE_TIMEOUT:-400}" \
-	--bin "$RSK_TEST_VERBS" --bin "$RSK_VERBS_FORK" --bin "$RSK_LIB" \
+	--bin "$RSK_TEST_VERBS" --bin "$RSK_VERBS_FORK" --bin "$RSK_LIB" --bin socat --bin setpriv \
 	--env "RSK_TEST_VERBS=$RSK_TEST_VERBS" --env "RSK_VERBS_FORK=$RSK_VERBS_FORK" \
 	--env "RSK_LIB=$RSK_LIB" "$HERE/guest/engine.sh"
 rc=$?
