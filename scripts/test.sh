@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: install what is needed, build with warnings as errors, run the whole
-# test suite (unit + integration), then the unit tests again under ASan/UBSan.
+# test suite (unit + integration + the Soft-RoCE guest tests), then the unit tests again
+# under ASan/UBSan, and the engine's verbs tests in the guest under ASan/UBSan.
 # Usage (as root on Debian 12): bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,5 @@ cmake --build build-ci -j "$jobs"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRSK_WERROR=ON -DRSK_ASAN=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 (cd build-asan && ctest --output-on-failure -L unit)
+# and the engine over real verbs, sanitized, in the Soft-RoCE guest (skipped if none starts)
+(cd build-asan && ctest --output-on-failure -R '^vm_engine$')

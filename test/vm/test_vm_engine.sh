@@ -12,7 +12,7 @@ start=$SECONDS
 bash "$HERE/run.sh" --timeout "${RSK_VM_ENGINE_TIMEOUT:-400}" \
 	--bin "$RSK_TEST_VERBS" --bin "$RSK_VERBS_FORK" --bin "$RSK_LIB" --bin socat --bin setpriv \
 	--env "RSK_TEST_VERBS=$RSK_TEST_VERBS" --env "RSK_VERBS_FORK=$RSK_VERBS_FORK" \
-	--env "RSK_LIB=$RSK_LIB" "$HERE/guest/engine.sh"
+	--env "RSK_LIB=$RSK_LIB" ${RSK_VM_ONLY:+--env "RSK_VM_ONLY=$RSK_VM_ONLY"} "$HERE/guest/engine.sh"
 rc=$?
 echo "test_vm_engine: exit $rc after $((SECONDS - start)) s"
 exit $rc
