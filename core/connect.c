@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <time.h>
 #include <string.h>
@@ -287,15 +288,90 @@ static int rsk_client_prepare_verbs(int fd, const struct sockaddr *dest, socklen
 	return rc < 0 ? RDMASOCK_FB_RESOURCES : -1;
 }
 
+/* The kernel connect of a verbs client, finished here (bounded) even on a non-blocking
+ * socket: the server's hello must be seen before the application may use the QP. */
+static int rsk_verbs_tcp_connect(int fd, const struct sockaddr *addr, socklen_t len,
+				 int64_t deadline)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	socklen_t elen = sizeof(int);
+	int err = 0, left;
+
+	if (RSK_REAL(connect)(fd, addr, len) == 0)
+		return 0;
+	if (errno != EINPROGRESS && errno != EINTR)
+		return -errno;
+	do {
+		left = (int)(deadline - rsk_mono_ms());
+		if (left <= 0)
+			return -ETIMEDOUT;
+	} while (RSK_REAL(poll)(&p, 1, left) <= 0);
+	if (RSK_REAL(getsockopt)(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		return -errno;
+	return -err;
+}
+
+/* Wait for the server's hello on the QP: it claimed the connection. 0 or -ETIMEDOUT. */
+static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
+{
+	struct pollfd p = {.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN};
+	int left;
+
+	for (;;) {
+		(void)rsk_stream_progress(&c->st);
+		if (c->st.msgs_rcvd > 0)
+			return 0;
+		if (c->st.err)
+			return c->st.err;
+		left = (int)(deadline - rsk_mono_ms());
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (RSK_REAL(poll)(&p, 1, left < 10 ? left : 10) > 0)
+			rsk_verbs_cq_event(c->ep);
+	}
+}
+
+/*
+ * Verbs client after its QP is up: TCP connect, the server's hello, then the switch. If the
+ * hello does not come (the process that accepted us does not own the rdma_cm listener, e.g.
+ * a prefork child), the QP goes and the connection simply stays TCP: the application has not
+ * sent a byte yet. Returns 1 with *rc as connect() must report, as rsk_sock_connect does.
+ */
+static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct sockaddr *addr,
+				  socklen_t len, struct rsk_client_setup *u, int *rc)
+{
+	int64_t deadline = rsk_mono_ms() + (int64_t)rsk_config.connect_timeout_ms;
+	int err = rsk_verbs_tcp_connect(fd, addr, len, deadline);
+
+	if (err < 0) {
+		*rc = err;
+		rsk_client_undo(u);
+		return 1;
+	}
+	err = rsk_verbs_await_hello(u->c, deadline);
+	if (err < 0) {
+		rsk_dbg("fd %d: no hello from the verbs server (%s): staying on TCP", fd,
+			strerror(-err));
+		rsk_client_undo(u);
+		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
+		rsk_negcache_add(addr, len);
+		rsk_sock_connect_done(fd, 0);
+		*rc = 0;
+		return 1;
+	}
+	*rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	return 1;
+}
+
 int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 {
 	struct rsk_client_setup u = {.rdv = -1, .memfd = -1, .app = -1, .ctl = -1, .tcp = -1};
 	struct rsk_sock *s = rsk_sock_get(fd);
-	int why;
+	int why, path;
 
 	if (s == NULL)
 		return 0;
-	why = rsk_connect_policy(s, addr, len);
+	why = path = rsk_connect_policy(s, addr, len);
 	if (why == RSK_PATH_SHM)
 		why = rsk_client_prepare(fd, addr, &u);
 	else if (why == RSK_PATH_VERBS)
@@ -306,6 +382,11 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 		rsk_client_undo(&u);
 		rsk_sock_put(s);
 		return 0;
+	}
+	if (path == RSK_PATH_VERBS) {
+		why = rsk_sock_connect_verbs(s, fd, addr, len, &u, rc);
+		rsk_sock_put(s);
+		return why;
 	}
 	/* The offer is queued before our SYN: whoever accepts this will find it. */
 	if (RSK_REAL(connect)(fd, addr, len) < 0 && errno != EINPROGRESS) {

@@ -120,6 +120,18 @@ static void rsk_offer_free(struct rsk_offer *e)
 	free(e);
 }
 
+void rsk_listen_interest(struct rsk_listener *l)
+{
+	if (l->vl != NULL)
+		rsk_verbs_listener_interest(l->vl);
+}
+
+void rsk_listen_forked(struct rsk_listener *l)
+{
+	if (l->vl != NULL)
+		rsk_verbs_listener_forked(l->vl);
+}
+
 void rsk_listen_forget_verbs(struct rsk_listener *l)
 {
 	l->vl = NULL; /* its memory stays: the objects in it are the parent's */
@@ -326,8 +338,17 @@ static int rsk_listen_switch_verbs(struct rsk_sock *s, int fd, struct rsk_ep *ep
 		rc = tcp;
 	if (rc == 0)
 		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
-	if (rc == 0)
+	if (rc == 0) {
+		/* The client waits for this before it uses the QP: we claimed it (a process that
+		 * does not own the rdma_cm listener never sends it, and the client stays TCP). */
+		rsk_conn_lock(c);
+		rc = rsk_stream_hello(&c->st);
+		rsk_conn_sync(c, fd);
+		rsk_conn_unlock(c);
+		if (rc < 0)
+			rsk_warn("fd %d: verbs hello not sent (%s)", fd, strerror(-rc));
 		return 0;
+	}
 	if (app >= 0)
 		RSK_REAL(close)(app);
 	if (ctl >= 0)

@@ -314,6 +314,17 @@ int rsk_sock_accept_done(int lfd, int fd, int flags)
 	return rc;
 }
 
+void rsk_sock_accept_begin(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listen_interest(s->lst);
+	rsk_sock_put(s);
+}
+
 void rsk_sock_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
@@ -321,6 +332,8 @@ void rsk_sock_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 
 	if (s == NULL)
 		return;
+	if (op != EPOLL_CTL_DEL && s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listen_interest(s->lst); /* an event loop that will accept here */
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
 		;
@@ -403,9 +416,24 @@ static void rsk_sock_unhold_one(struct rsk_sock *s)
 	__atomic_sub_fetch(&s->conn->holders, 1, __ATOMIC_ACQ_REL);
 }
 
+static int rsk_sock_forked_listener(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s;
+
+	(void)v;
+	(void)arg;
+	if ((s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listen_forked(s->lst);
+	rsk_sock_put(s);
+	return 0;
+}
+
 void rsk_sock_fork_prepare(void)
 {
 	rsk_sock_walk_accel(rsk_sock_hold_one);
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_forked_listener, NULL);
 }
 
 void rsk_sock_fork_parent_failed(void)

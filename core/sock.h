@@ -102,6 +102,12 @@ void rsk_sock_listen_done(int fd, int backlog);
  */
 int rsk_sock_accept_done(int lfd, int fd, int flags);
 
+/*
+ * accept() is about to run on tracked @fd: this process accepts on it (a verbs listener
+ * takes rdma_cm requests only from then on, see listen.c).
+ */
+void rsk_sock_accept_begin(int fd);
+
 /* epoll_ctl on tracked @fd: remembered while the socket may still change its file. */
 void rsk_sock_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev);
 
@@ -125,5 +131,9 @@ int rsk_listen_accept(struct rsk_sock *ls, struct rsk_sock *s, int fd);
 void rsk_listen_close(struct rsk_listener *l);
 /* A forked child: the verbs listener is the parent's; never use or destroy it here. */
 void rsk_listen_forget_verbs(struct rsk_listener *l);
+/* This process shows it accepts on the listener (accept, or epoll registration). */
+void rsk_listen_interest(struct rsk_listener *l);
+/* This process forks with the listener open (the parent's side). */
+void rsk_listen_forked(struct rsk_listener *l);
 
 #endif

@@ -493,6 +493,11 @@ int rsk_stream_shutdown_wr(struct rsk_stream *st)
 	return 0;
 }
 
+int rsk_stream_hello(struct rsk_stream *st)
+{
+	return rsk_stream_control(st, 0);
+}
+
 void rsk_stream_reset(struct rsk_stream *st)
 {
 	st->stage_len = 0; /* abortive: what was not sent is discarded */

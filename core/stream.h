@@ -96,6 +96,9 @@ void rsk_stream_set_cork(struct rsk_stream *st, int on);
 /* Queue our FIN (sent now if a credit is free, else as soon as one returns). */
 int rsk_stream_shutdown_wr(struct rsk_stream *st);
 
+/* An empty message (credits only, maybe none): the server's "I took this connection". */
+int rsk_stream_hello(struct rsk_stream *st);
+
 /* Abortive close: tell the peer to reset (best effort). */
 void rsk_stream_reset(struct rsk_stream *st);
 

@@ -56,7 +56,11 @@ RSK_EXPORT int listen(int fd, int backlog)
 
 RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	int nfd = RSK_REAL(accept4)(fd, addr, len, flags);
+	int nfd;
+
+	if (rsk_tracked(fd))
+		rsk_sock_accept_begin(fd);
+	nfd = RSK_REAL(accept4)(fd, addr, len, flags);
 
 	if (nfd >= 0 && rsk_tracked(fd))
 		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, flags));
@@ -65,7 +69,11 @@ RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	int nfd = RSK_REAL(accept)(fd, addr, len);
+	int nfd;
+
+	if (rsk_tracked(fd))
+		rsk_sock_accept_begin(fd);
+	nfd = RSK_REAL(accept)(fd, addr, len);
 
 	if (nfd >= 0 && rsk_tracked(fd))
 		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, 0));

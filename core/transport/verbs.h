@@ -75,6 +75,15 @@ struct rsk_verbs_listener;
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len,
 		     struct rsk_verbs_listener **out);
 int rsk_verbs_listener_fd(struct rsk_verbs_listener *l);
+/*
+ * This process accepts on the listener (accept() called, or its fd added to an epoll set),
+ * and: it forked with the listener open. A process that forked before it ever showed it
+ * accepts (nginx' master, whose children accept) could not claim the connections, so its
+ * requests are rejected: those clients continue on TCP at once (reason refused), not after
+ * waiting for a hello that cannot come.
+ */
+void rsk_verbs_listener_interest(struct rsk_verbs_listener *l);
+void rsk_verbs_listener_forked(struct rsk_verbs_listener *l);
 /* Monitor thread: handle the listener's pending rdma_cm events (accept or reject requests). */
 void rsk_verbs_listener_event(struct rsk_verbs_listener *l);
 /*

@@ -300,6 +300,8 @@ struct rsk_verbs_listener {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct rsk_verbs_offer *offers;
+	int interest; /* this process accepts here (atomic) */
+	int forked;   /* it forked with the listener open (atomic) */
 };
 
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verbs_listener **out)
@@ -342,6 +344,16 @@ int rsk_verbs_listener_fd(struct rsk_verbs_listener *l)
 	return l->ch->fd;
 }
 
+void rsk_verbs_listener_interest(struct rsk_verbs_listener *l)
+{
+	__atomic_store_n(&l->interest, 1, __ATOMIC_RELEASE);
+}
+
+void rsk_verbs_listener_forked(struct rsk_verbs_listener *l)
+{
+	__atomic_store_n(&l->forked, 1, __ATOMIC_RELEASE);
+}
+
 /*
  * Accept a connection request, or reject it (never an error to anyone: the client falls
  * back to TCP on a reject). Returns an id to destroy once the event is acked, or NULL.
@@ -357,6 +369,9 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 	int rc;
 
 	rc = rsk_hello_parse(ev->param.conn.private_data, ev->param.conn.private_data_len, &h);
+	if (rc == 0 && __atomic_load_n(&l->forked, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&l->interest, __ATOMIC_ACQUIRE))
+		rc = -EAGAIN; /* its children accept, not we: the client stays TCP */
 	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;
 	if (o != NULL)
 		rc = rsk_verbs_ep_create(id, NULL, h.nbuf, h.buf_size, &ep);
