@@ -11,6 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 start=$SECONDS
 bash "$HERE/run.sh" --timeout "${RSK_VM_ENGINE_TIMEOUT:-400}" \
 	--bin "$RSK_TEST_VERBS" --bin "$RSK_VERBS_FORK" --bin "$RSK_LIB" --bin socat --bin setpriv \
+	--bin redis-server --bin redis-cli --bin redis-benchmark \
 	--env "RSK_TEST_VERBS=$RSK_TEST_VERBS" --env "RSK_VERBS_FORK=$RSK_VERBS_FORK" \
 	--env "RSK_LIB=$RSK_LIB" ${RSK_VM_ONLY:+--env "RSK_VM_ONLY=$RSK_VM_ONLY"} "$HERE/guest/engine.sh"
 rc=$?

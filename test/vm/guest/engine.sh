@@ -69,8 +69,43 @@ sc_fallbacks() {
 	echo "refused, negative_cache, no_device, memlock: each counted, each connection worked"
 }
 
+# redis BGSAVE forks with verbs clients connected: every connection must go on working.
+sc_bgsave() {
+	local d=/tmp/bgsave before pre
+	rm -rf "$d" && mkdir -p "$d"
+	before=$(rxe_sent_pkts)
+	pre="env LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=verbs RDMASOCK_STATS=$d/stats.jsonl"
+	$pre redis-server --port 6390 --bind 192.0.2.2 --dir "$d" --save "" --appendonly no \
+		--protected-mode no >"$d/server.log" 2>&1 &
+	wait_port_addr 192.0.2.2 6390 20 || return 1
+	$pre redis-cli -h 192.0.2.2 -p 6390 debug populate 20000 >/dev/null || return 1
+	$pre redis-benchmark -h 192.0.2.2 -p 6390 -c 20 -n 20000 -t set,get -q >"$d/bench.log" 2>&1 &
+	local bench=$!
+	sleep 1
+	$pre redis-cli -h 192.0.2.2 -p 6390 bgsave || return 1
+	wait "$bench" || { cat "$d/bench.log"; return 1; }
+	grep -q "GET: .*requests per second" "$d/bench.log" || { cat "$d/bench.log"; return 1; }
+	for _ in $(seq 50); do
+		$pre redis-cli -h 192.0.2.2 -p 6390 info persistence | grep -q "rdb_bgsave_in_progress:0" && break
+		sleep 0.2
+	done
+	$pre redis-cli -h 192.0.2.2 -p 6390 info persistence | grep -q "rdb_last_bgsave_status:ok" ||
+		return 1
+	[ -s "$d/dump.rdb" ] || return 1
+	$pre redis-cli -h 192.0.2.2 -p 6390 shutdown nosave >/dev/null 2>&1
+	sleep 1
+	assert_rxe_rose "$before" || return 1
+	# the server counted its 20 benchmark clients (and the redis-cli ones) on verbs
+	grep '"program":"redis-server"' "$d/stats.jsonl" | grep -o '"connections":{[^}]*}'
+	grep '"program":"redis-server"' "$d/stats.jsonl" | grep -q '"kernel":0,"shm":0,"verbs":[1-9][0-9]' ||
+		return 1
+	echo "BGSAVE with verbs clients connected: benchmark completed, dump written"
+}
+
 SCENARIO_TIMEOUT_engine=240
 scenario engine sc_engine
 scenario fork sc_fork
 scenario fallbacks sc_fallbacks
+SCENARIO_TIMEOUT_bgsave=120
+scenario bgsave sc_bgsave
 rsk_summary
