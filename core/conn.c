@@ -4,7 +4,9 @@
  * orderly or abortive end of a stream.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 
 #include "compiler.h"
@@ -16,6 +18,7 @@
 #include "ready.h"
 #include "real.h"
 #include "transport/shm.h"
+#include "transport/verbs.h"
 
 int rsk_conn_live;
 
@@ -300,6 +303,36 @@ void rsk_conn_hold(struct rsk_conn *c)
 	__atomic_add_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
 }
 
+#define RSK_VERBS_LINGER_MS 1000
+
+/*
+ * verbs: disconnecting the QP flushes what is still in its send queue. Like TCP's close,
+ * which keeps sending in the background, wait (bounded) until the FIN is posted (it may
+ * need a credit back) and every send completed. Lock held; released while sleeping.
+ */
+static void rsk_conn_verbs_linger(struct rsk_conn *c)
+{
+	struct pollfd p = {.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN};
+	struct timespec t0, t;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		(void)rsk_stream_progress(&c->st);
+		if (c->st.err || ((c->st.fin_sent || !c->st.fin_pending) &&
+				  rsk_verbs_sends_done(c->ep)))
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= RSK_VERBS_LINGER_MS)
+			return;
+		rsk_conn_unlock(c);
+		if (RSK_REAL(poll)(&p, 1, 10) > 0)
+			rsk_verbs_cq_event(c->ep);
+		rsk_conn_lock(c);
+	}
+}
+
 /* The last holder: FIN after everything sent (RST if we leave unread data, as TCP does). */
 static void rsk_conn_end_stream(struct rsk_conn *c)
 {
@@ -309,6 +342,8 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 		else
 			(void)rsk_stream_shutdown_wr(&c->st);
 	}
+	if (c->transport == RDMASOCK_TRANSPORT_VERBS && !rsk_verbs_ep_foreign(c->ep))
+		rsk_conn_verbs_linger(c);
 	/* Our TCP placeholder closing now means "closed", not "died" -- but only if our FIN is
 	 * really in the peer's ring; otherwise the peer must see a reset, never wait. */
 	if (c->st.err == 0 && c->st.fin_sent && c->transport == RDMASOCK_TRANSPORT_SHM)

@@ -18,6 +18,7 @@
 
 #include "../compiler.h"
 #include "../config.h"
+#include "../credit.h"
 #include "../log.h"
 #include "../ready.h"
 #include "verbs.h"
@@ -270,6 +271,13 @@ void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch)
 	RSK_VERBS_EP(ep)->ch = ch;
 }
 
+int rsk_verbs_sends_done(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	return e->broken || e->sq_done == e->sq_posted;
+}
+
 struct rdma_cm_id *rsk_verbs_id(struct rsk_ep *ep)
 {
 	return RSK_VERBS_EP(ep)->id;
@@ -344,8 +352,10 @@ static int rsk_verbs_post_send(struct rsk_ep *ep, const void *buf, uint32_t len,
 	e->sq_posted++;
 	if (data)
 		e->tx_data++;
-	/* Signal every sig_every sends, and whenever the queue is half full. */
+	/* Signal every sig_every sends, whenever the queue is half full, and the last message
+	 * (FIN/RST): its completion tells close() that everything before it went. */
 	if (++e->since_sig >= e->sig_every || (flags & RSK_SEND_SIGNALED) ||
+	    (rsk_imm_flags(imm) & (RSK_IMM_FIN | RSK_IMM_RST)) ||
 	    e->sq_posted - e->sq_done >= e->sq_depth / 2) {
 		wr.send_flags |= IBV_SEND_SIGNALED;
 		e->since_sig = 0;

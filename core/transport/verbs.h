@@ -53,6 +53,9 @@ void rsk_verbs_cq_event(struct rsk_ep *ep);
 /* The endpoint owns @ch (the id's own event channel) from now on. */
 void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch);
 
+/* Has every posted send completed (or the QP broken)? Known after a signalled one. */
+int rsk_verbs_sends_done(struct rsk_ep *ep);
+
 /* The rdma_cm id the endpoint owns (for connect/accept). */
 struct rdma_cm_id *rsk_verbs_id(struct rsk_ep *ep);
 

@@ -102,10 +102,29 @@ sc_bgsave() {
 	echo "BGSAVE with verbs clients connected: benchmark completed, dump written"
 }
 
+# close() right after a large write: every byte still arrives, then EOF (TCP semantics).
+sc_close_in_flight() {
+	local d=/tmp/cif before pre
+	rm -rf "$d" && mkdir -p "$d"
+	before=$(rxe_sent_pkts)
+	pre="env LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=verbs RDMASOCK_STATS=$d/stats.jsonl"
+	head -c 8388608 /dev/urandom >"$d/src"
+	$pre socat -u TCP-LISTEN:7300,bind=192.0.2.2,reuseaddr CREATE:"$d/dst" &
+	local srv=$!
+	wait_port_addr 192.0.2.2 7300 10 || return 1
+	$pre socat -u FILE:"$d/src" TCP:192.0.2.2:7300 || return 1
+	wait "$srv" || return 1
+	cmp "$d/src" "$d/dst" || return 1
+	assert_rxe_rose "$before" || return 1
+	[ "$(grep -c '"verbs":1}' "$d/stats.jsonl")" -ge 2 ] || { cat "$d/stats.jsonl"; return 1; }
+	echo "8 MiB written then closed at once: all arrived, then EOF"
+}
+
 SCENARIO_TIMEOUT_engine=240
 scenario engine sc_engine
 scenario fork sc_fork
 scenario fallbacks sc_fallbacks
+scenario close_in_flight sc_close_in_flight
 SCENARIO_TIMEOUT_bgsave=120
 scenario bgsave sc_bgsave
 rsk_summary
