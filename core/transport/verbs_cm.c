@@ -23,6 +23,8 @@
 #include "verbs.h"
 
 #define RSK_VERBS_OFFER_TTL_MS 10000
+/* Unclaimed accepted QPs a listener keeps at most (each holds registered buffers). */
+#define RSK_VERBS_MAX_OFFERS 256
 #define RSK_VERBS_MAX_NBUF 4096
 #define RSK_VERBS_MIN_BSIZE 1024
 #define RSK_VERBS_MAX_BSIZE (4u << 20)
@@ -302,6 +304,7 @@ struct rsk_verbs_listener {
 	struct rsk_verbs_offer *offers;
 	int interest; /* this process accepts here (atomic) */
 	int forked;   /* it forked with the listener open (atomic) */
+	int noffers;  /* offers in the list (lock) */
 };
 
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verbs_listener **out)
@@ -372,6 +375,8 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 	if (rc == 0 && __atomic_load_n(&l->forked, __ATOMIC_ACQUIRE) &&
 	    !__atomic_load_n(&l->interest, __ATOMIC_ACQUIRE))
 		rc = -EAGAIN; /* its children accept, not we: the client stays TCP */
+	if (rc == 0 && __atomic_load_n(&l->noffers, __ATOMIC_RELAXED) >= RSK_VERBS_MAX_OFFERS)
+		rc = -ENOBUFS; /* nobody claims them (or a flood): the client stays TCP */
 	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;
 	if (o != NULL)
 		rc = rsk_verbs_ep_create(id, NULL, h.nbuf, h.buf_size, &ep);
@@ -395,6 +400,7 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 	pthread_mutex_lock(&l->lock);
 	o->next = l->offers;
 	l->offers = o;
+	l->noffers++;
 	pthread_mutex_unlock(&l->lock);
 	if (rdma_accept(id, &cp) != 0)
 		rsk_dbg("verbs: rdma_accept failed: %s", strerror(errno));
@@ -410,6 +416,7 @@ static struct rsk_verbs_offer *rsk_verbs_unlink(struct rsk_verbs_listener *l,
 	for (pp = &l->offers; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == o) {
 			*pp = o->next;
+			l->noffers--;
 			return o;
 		}
 	return NULL;
