@@ -55,18 +55,26 @@ static inline int port_arg(const char *s)
 	return (int)p;
 }
 
+/*
+ * 127.0.0.1:@port, the address every server binds and every client connects to. Env
+ * RSK_TEST_ADDR (IPv4 dotted) replaces 127.0.0.1: the Soft-RoCE guest (test/vm) needs the
+ * address of its second rxe device so that the traffic crosses the veth pair.
+ */
 static inline struct sockaddr_in loopback(int port)
 {
+	const char *addr = getenv("RSK_TEST_ADDR");
 	struct sockaddr_in sa;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (addr != NULL && *addr != '\0' && inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		die("bad RSK_TEST_ADDR \"%s\" (want IPv4 dotted)", addr);
 	return sa;
 }
 
-/* A blocking TCP connection to 127.0.0.1:@port, or -1 with errno. */
+/* A blocking TCP connection to loopback(@port) (127.0.0.1 by default), or -1 with errno. */
 static inline int tcp_connect(int port)
 {
 	struct sockaddr_in sa = loopback(port);
