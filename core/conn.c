@@ -313,6 +313,7 @@ void rsk_conn_hold(struct rsk_conn *c)
 static void rsk_conn_verbs_linger(struct rsk_conn *c)
 {
 	struct pollfd p = {.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN};
+	struct pollfd peer = {.fd = c->tcp_fd, .events = POLLRDHUP};
 	struct timespec t0, t;
 	long ms;
 
@@ -321,6 +322,10 @@ static void rsk_conn_verbs_linger(struct rsk_conn *c)
 		(void)rsk_stream_progress(&c->st);
 		if (c->st.err || ((c->st.fin_sent || !c->st.fin_pending) &&
 				  rsk_verbs_sends_done(c->ep)))
+			return;
+		/* The peer closed its TCP end: it reads nothing more, so nothing is worth waiting
+		 * for (its QP is gone too; our sends would only time out). */
+		if (RSK_REAL(poll)(&peer, 1, 0) > 0 && (peer.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			return;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;

@@ -57,22 +57,19 @@ static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, s
 	return rsk_config.mode == RSK_MODE_SHM ? RDMASOCK_FB_NOT_LOCAL : RSK_PATH_VERBS;
 }
 
-/* Bind an unbound socket next to the destination so that our address is known now. */
+/* Bind an unbound socket where the route to @dest leaves, so that our address is known now
+ * and is the one the kernel would have chosen. */
 static int rsk_connect_bind(int fd, const struct sockaddr *dest, struct sockaddr_storage *me)
 {
 	socklen_t len = sizeof(*me);
 	struct sockaddr_storage b;
+	int rc;
 
 	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)me, &len) < 0)
 		return -errno;
 	if (rsk_addr_port((struct sockaddr *)me) == 0) {
-		memset(&b, 0, sizeof(b));
-		memcpy(&b, dest, dest->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-							    : sizeof(struct sockaddr_in6));
-		if (b.ss_family == AF_INET)
-			((struct sockaddr_in *)&b)->sin_port = 0;
-		else
-			((struct sockaddr_in6 *)&b)->sin6_port = 0;
+		if ((rc = rsk_hs_route_src(dest, &b)) < 0)
+			return rc;
 		if (RSK_REAL(bind)(fd, (struct sockaddr *)&b, len) < 0)
 			return -errno;
 		len = sizeof(*me);
@@ -311,6 +308,13 @@ static int rsk_verbs_tcp_connect(int fd, const struct sockaddr *addr, socklen_t 
 	return -err;
 }
 
+/*
+ * Least time a client waits for the server's hello: it is sent when the server application
+ * accepts. If it does not come, the QP is destroyed and the connection stays TCP; a server
+ * that claims it after all sees the disconnect and resets it (never a silent mismatch).
+ */
+#define RSK_HELLO_MIN_MS 5000
+
 /* Wait for the server's hello on the QP: it claimed the connection. 0 or -ETIMEDOUT. */
 static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
 {
@@ -341,6 +345,7 @@ static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct socka
 				  socklen_t len, struct rsk_client_setup *u, int *rc)
 {
 	int64_t deadline = rsk_mono_ms() + (int64_t)rsk_config.connect_timeout_ms;
+	int nonblock = (RSK_REAL(fcntl)(fd, F_GETFL) & O_NONBLOCK) != 0;
 	int err = rsk_verbs_tcp_connect(fd, addr, len, deadline);
 
 	if (err < 0) {
@@ -348,6 +353,10 @@ static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct socka
 		rsk_client_undo(u);
 		return 1;
 	}
+	/* The hello comes when the server application accepts, which may take longer than
+	 * the rdma_cm setup: give it at least RSK_HELLO_MIN_MS. */
+	if (deadline < rsk_mono_ms() + RSK_HELLO_MIN_MS)
+		deadline = rsk_mono_ms() + RSK_HELLO_MIN_MS;
 	err = rsk_verbs_await_hello(u->c, deadline);
 	if (err < 0) {
 		rsk_dbg("fd %d: no hello from the verbs server (%s): staying on TCP", fd,
@@ -355,11 +364,15 @@ static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct socka
 		rsk_client_undo(u);
 		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
 		rsk_negcache_add(addr, len);
-		rsk_sock_connect_done(fd, 0);
-		*rc = 0;
+		rsk_sock_connect_done(fd, nonblock ? -EINPROGRESS : 0);
+		*rc = nonblock ? -EINPROGRESS : 0;
 		return 1;
 	}
 	*rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	/* A non-blocking connect reports EINPROGRESS as TCP does; the socket is writable and
+	 * SO_ERROR 0 at once. */
+	if (*rc == 0 && nonblock)
+		*rc = -EINPROGRESS;
 	return 1;
 }
 
@@ -367,7 +380,7 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 {
 	struct rsk_client_setup u = {.rdv = -1, .memfd = -1, .app = -1, .ctl = -1, .tcp = -1};
 	struct rsk_sock *s = rsk_sock_get(fd);
-	int why, path;
+	int why, path, inprogress;
 
 	if (s == NULL)
 		return 0;
@@ -389,11 +402,15 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 		return why;
 	}
 	/* The offer is queued before our SYN: whoever accepts this will find it. */
-	if (RSK_REAL(connect)(fd, addr, len) < 0 && errno != EINPROGRESS) {
-		*rc = -errno;
-		rsk_client_undo(&u);
-		rsk_sock_put(s);
-		return 1;
+	inprogress = 0;
+	if (RSK_REAL(connect)(fd, addr, len) < 0) {
+		if (errno != EINPROGRESS) {
+			*rc = -errno;
+			rsk_client_undo(&u);
+			rsk_sock_put(s);
+			return 1;
+		}
+		inprogress = 1;
 	}
 	if (u.rdv >= 0) { /* shm: the server's answer comes through the rendezvous */
 		u.c->answer_pending = 1;
@@ -401,6 +418,10 @@ int rsk_sock_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc
 		u.rdv = -1;
 	}
 	*rc = rsk_sock_become(s, fd, u.c, u.app, u.ctl, u.tcp);
+	/* Non-blocking: EINPROGRESS, as the kernel said; the readiness socket is writable and
+	 * SO_ERROR reads 0 at once (the shm path does not depend on the handshake). */
+	if (*rc == 0 && inprogress)
+		*rc = -EINPROGRESS;
 	rsk_sock_put(s);
 	return 1;
 }

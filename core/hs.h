@@ -72,4 +72,11 @@ int rsk_hs_read_answer(int conn, int timeout_ms, int *ctl);
 /* Same socket address (family, address, port)? */
 int rsk_hs_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
+/*
+ * The source address (port 0) the kernel's routing picks towards @dest, as TCP would use it:
+ * a client binds there before its connect so that its address is known in advance and is
+ * the one it would have had without the library. 0 or -errno.
+ */
+int rsk_hs_route_src(const struct sockaddr *dest, struct sockaddr_storage *src);
+
 #endif

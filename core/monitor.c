@@ -66,6 +66,7 @@ static void rsk_mon_event(struct rsk_conn *c)
 #define RSK_MON_CQ 1u       /* a verbs connection's completion channel */
 #define RSK_MON_LISTENER 2u /* a verbs listener's rdma_cm events */
 #define RSK_MON_EVFD 3u
+#define RSK_MON_CM 4u /* a verbs connection's rdma_cm events: the peer disconnected */
 
 static uint64_t rsk_mon_tag(const void *p, unsigned int kind)
 {
@@ -83,6 +84,17 @@ static void rsk_mon_cq(struct rsk_conn *c)
 		rsk_verbs_cq_event(c->ep);
 		rsk_conn_lock(c);
 		rsk_conn_remote_wake(c);
+		rsk_conn_unlock(c);
+	}
+	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
+static void rsk_mon_cm(struct rsk_conn *c)
+{
+	pthread_mutex_lock(&rsk_mon_lock);
+	if (rsk_mon_find(c) >= 0 && rsk_verbs_cm_event(c->ep)) {
+		rsk_conn_lock(c);
+		rsk_conn_peer_gone(c);
 		rsk_conn_unlock(c);
 	}
 	pthread_mutex_unlock(&rsk_mon_lock);
@@ -112,6 +124,9 @@ static void rsk_mon_dispatch(uint64_t data, uint64_t *scratch)
 		break;
 	case RSK_MON_LISTENER:
 		rsk_mon_listener(p);
+		break;
+	case RSK_MON_CM:
+		rsk_mon_cm(p);
 		break;
 	default:
 		(void)!RSK_REAL(read)(rsk_mon_evfd, scratch, sizeof(*scratch));
@@ -275,10 +290,16 @@ int rsk_monitor_add(struct rsk_conn *c)
 	if (rc == 0 && c->transport == RDMASOCK_TRANSPORT_VERBS) {
 		struct epoll_event cq = {.events = EPOLLIN, .data.u64 = rsk_mon_tag(c, RSK_MON_CQ)};
 
+		struct epoll_event cm = {.events = EPOLLIN, .data.u64 = rsk_mon_tag(c, RSK_MON_CM)};
+
 		if (RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, rsk_verbs_cq_fd(c->ep), &cq) <
 		    0) {
 			rc = -errno;
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
+		} else if (rsk_verbs_cm_fd(c->ep) >= 0) {
+			/* best effort: the TCP placeholder reports a dead peer anyway */
+			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, rsk_verbs_cm_fd(c->ep),
+						  &cm);
 		}
 	}
 	if (rc == 0)
@@ -298,9 +319,13 @@ void rsk_monitor_del(struct rsk_conn *c)
 		if (rsk_mon_epfd >= 0)
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
 		if (rsk_mon_epfd >= 0 && c->transport == RDMASOCK_TRANSPORT_VERBS &&
-		    !rsk_verbs_ep_foreign(c->ep))
+		    !rsk_verbs_ep_foreign(c->ep)) {
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, rsk_verbs_cq_fd(c->ep),
 						  NULL);
+			if (rsk_verbs_cm_fd(c->ep) >= 0)
+				(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL,
+							  rsk_verbs_cm_fd(c->ep), NULL);
+		}
 	}
 	pthread_mutex_unlock(&rsk_mon_lock);
 }

@@ -271,6 +271,29 @@ void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch)
 	RSK_VERBS_EP(ep)->ch = ch;
 }
 
+int rsk_verbs_cm_fd(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	return e->ch != NULL ? e->ch->fd : -1;
+}
+
+int rsk_verbs_cm_event(struct rsk_ep *ep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+	struct rdma_cm_event *ev;
+	int gone = 0;
+
+	while (e->ch != NULL && rdma_get_cm_event(e->ch, &ev) == 0) {
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
+		    ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
+		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)
+			gone = 1;
+		rdma_ack_cm_event(ev);
+	}
+	return gone;
+}
+
 int rsk_verbs_sends_done(struct rsk_ep *ep)
 {
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);

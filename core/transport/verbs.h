@@ -53,6 +53,13 @@ void rsk_verbs_cq_event(struct rsk_ep *ep);
 /* The endpoint owns @ch (the id's own event channel) from now on. */
 void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch);
 
+/*
+ * The connection's own rdma_cm event channel (non-blocking), or -1; and: take its events,
+ * returning 1 when the peer disconnected (its QP is gone: reset unless its FIN came).
+ */
+int rsk_verbs_cm_fd(struct rsk_ep *ep);
+int rsk_verbs_cm_event(struct rsk_ep *ep);
+
 /* Has every posted send completed (or the QP broken)? Known after a signalled one. */
 int rsk_verbs_sends_done(struct rsk_ep *ep);
 

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "../config.h"
+#include "../hs.h"
 #include "../log.h"
 #include "../real.h"
 #include "../stream.h"
@@ -113,28 +114,6 @@ static socklen_t rsk_addr_len(const struct sockaddr *a)
 }
 
 /* ---- client ---- */
-
-/*
- * The source address the kernel's routing picks for @dest (a connected UDP socket shows it
- * without sending anything). rdma_cm is given it explicitly: left to itself it may pick
- * another (a local destination's own address), and the TCP placeholder must leave from the
- * address the server sees on the QP anyway.
- */
-static int rsk_route_src(const struct sockaddr *dest, struct sockaddr_storage *src)
-{
-	socklen_t len = sizeof(*src);
-	int fd = RSK_REAL(socket)(dest->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (RSK_REAL(connect)(fd, dest, rsk_addr_len(dest)) < 0 ||
-	    RSK_REAL(getsockname)(fd, (struct sockaddr *)src, &len) < 0)
-		rc = -ENETUNREACH;
-	RSK_REAL(close)(fd);
-	if (rc == 0)
-		rsk_addr_set_port(src, 0);
-	return rc;
-}
 
 /* Wait for the next event on @ch until @deadline; it must be @want. 0 or -errno. */
 static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
@@ -241,7 +220,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 	if (ch == NULL)
 		return errno == ENODEV ? -ENODEV : -ENOMEM;
 	(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-	rc = rsk_route_src(dest, src);
+	rc = rsk_hs_route_src(dest, src);
 	if (rc == 0)
 		rc = rsk_cm_resolve(ch, &id, (struct sockaddr *)src, dest, deadline);
 	if (rc == 0)
@@ -511,6 +490,8 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 	ep = o->ep;
 	/* The connection's later events must not reach the listener (it may close first). */
 	ch = rdma_create_event_channel();
+	if (ch != NULL)
+		(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
 	if (!o->ready || ch == NULL || rdma_migrate_id(o->id, ch) != 0) {
 		if (ch != NULL)
 			rdma_destroy_event_channel(ch);
