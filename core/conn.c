@@ -63,6 +63,32 @@ struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c)
 	return (struct rsk_rxmsg *)(c->mem + rsk_conn_rxq_off());
 }
 
+int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
+{
+	int rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
+
+	if (rc == 0)
+		rc = rsk_ready_pair(app, ctl);
+	if (rc == 0 && (*ctl = rsk_fd_hide(*ctl)) < 0)
+		rc = *ctl;
+	if (rc == 0 && (*tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = *tcp;
+	return rc;
+}
+
+void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
+{
+	if (app >= 0)
+		RSK_REAL(close)(app);
+	if (ctl >= 0)
+		rsk_fd_unhide_close(ctl);
+	if (tcp >= 0)
+		rsk_fd_unhide_close(tcp);
+	if (c->ep != NULL)
+		rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+}
+
 void rsk_conn_lock(struct rsk_conn *c)
 {
 	/* A holder died inside the lock: the state is still consistent enough to reset. */

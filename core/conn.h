@@ -48,6 +48,14 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf);
 void *rsk_conn_ep_mem(struct rsk_conn *c);
 struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
 
+/*
+ * The local parts of a new connection on endpoint c->ep for TCP socket @fd: the stream, the
+ * readiness pair (*app for the application, *ctl hidden) and the hidden TCP placeholder
+ * (*tcp). 0 or -errno; on error the caller undoes with rsk_conn_discard (fds < 0 skipped).
+ */
+int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
+void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp);
+
 void rsk_conn_lock(struct rsk_conn *c);
 void rsk_conn_unlock(struct rsk_conn *c);
 

@@ -129,13 +129,7 @@ static int rsk_client_prepare(int fd, const struct sockaddr *dest, struct rsk_cl
 		return RDMASOCK_FB_RESOURCES;
 	rc = rsk_shm_open(u->memfd, RSK_SHM_CLIENT, -1, rsk_conn_ep_mem(u->c), &u->c->ep);
 	if (rc == 0)
-		rc = rsk_stream_init(&u->c->st, u->c->ep, rsk_conn_rxq(u->c));
-	if (rc == 0)
-		rc = rsk_ready_pair(&u->app, &u->ctl);
-	if (rc == 0 && (u->ctl = rsk_fd_hide(u->ctl)) < 0)
-		rc = u->ctl;
-	if (rc == 0 && (u->tcp = rsk_fd_hide_dup(fd)) < 0)
-		rc = u->tcp;
+		rc = rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp);
 	if (rc < 0)
 		return RDMASOCK_FB_RESOURCES;
 	o.magic = RSK_HS_MAGIC;
@@ -275,13 +269,7 @@ static int rsk_client_prepare_verbs(int fd, const struct sockaddr *dest, socklen
 		return RDMASOCK_FB_RESOURCES;
 	}
 	u->c->ep = ep;
-	rc = rsk_stream_init(&u->c->st, ep, rsk_conn_rxq(u->c));
-	if (rc == 0)
-		rc = rsk_ready_pair(&u->app, &u->ctl);
-	if (rc == 0 && (u->ctl = rsk_fd_hide(u->ctl)) < 0)
-		rc = u->ctl;
-	if (rc == 0 && (u->tcp = rsk_fd_hide_dup(fd)) < 0)
-		rc = u->tcp;
+	rc = rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp);
 	return rc < 0 ? RDMASOCK_FB_RESOURCES : -1;
 }
 

@@ -293,28 +293,14 @@ static int rsk_listen_switch(struct rsk_sock *s, int fd, struct rsk_offer *e)
 	if (rc < 0 && peer_ctl >= 0)
 		rsk_fd_unhide_close(peer_ctl);
 	if (rc == 0)
-		rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
-	if (rc == 0)
-		rc = rsk_ready_pair(&app, &ctl);
-	if (rc == 0 && (ctl = rsk_fd_hide(ctl)) < 0)
-		rc = ctl;
-	if (rc == 0 && (tcp = rsk_fd_hide_dup(fd)) < 0)
-		rc = tcp;
+		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
 	if (rc == 0)
 		rc = rsk_hs_answer(e->reply, RSK_HS_ACCEPT, ctl);
 	if (rc == 0)
 		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
 	if (rc == 0)
 		return 0;
-	if (app >= 0)
-		RSK_REAL(close)(app);
-	if (ctl >= 0)
-		rsk_fd_unhide_close(ctl);
-	if (tcp >= 0)
-		rsk_fd_unhide_close(tcp);
-	if (c->ep != NULL)
-		rsk_ep_destroy(c->ep);
-	munmap(c, c->map_len);
+	rsk_conn_discard(c, app, ctl, tcp);
 	return rc;
 }
 
@@ -329,13 +315,7 @@ static int rsk_listen_switch_verbs(struct rsk_sock *s, int fd, struct rsk_ep *ep
 		return -ENOMEM;
 	}
 	c->ep = ep;
-	rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
-	if (rc == 0)
-		rc = rsk_ready_pair(&app, &ctl);
-	if (rc == 0 && (ctl = rsk_fd_hide(ctl)) < 0)
-		rc = ctl;
-	if (rc == 0 && (tcp = rsk_fd_hide_dup(fd)) < 0)
-		rc = tcp;
+	rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
 	if (rc == 0)
 		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
 	if (rc == 0) {
@@ -349,14 +329,7 @@ static int rsk_listen_switch_verbs(struct rsk_sock *s, int fd, struct rsk_ep *ep
 			rsk_warn("fd %d: verbs hello not sent (%s)", fd, strerror(-rc));
 		return 0;
 	}
-	if (app >= 0)
-		RSK_REAL(close)(app);
-	if (ctl >= 0)
-		rsk_fd_unhide_close(ctl);
-	if (tcp >= 0)
-		rsk_fd_unhide_close(tcp);
-	rsk_ep_destroy(c->ep);
-	munmap(c, c->map_len);
+	rsk_conn_discard(c, app, ctl, tcp);
 	return rc;
 }
 

@@ -88,6 +88,17 @@ void rsk_stream_set_error(struct rsk_stream *st, int err)
 		st->err = err;
 }
 
+/* A message carrying @owed credits went: account for it (counted here, whoever posted it:
+ * a stage may be posted by a wait or by the monitor's tick). */
+static void rsk_stream_posted(struct rsk_stream *st, uint32_t owed)
+{
+	st->owed -= owed;
+	if (!st->ep->oob_credits)
+		st->credits--;
+	st->msgs_sent++;
+	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
+}
+
 /* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only). */
 static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 {
@@ -103,11 +114,7 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags), RSK_SEND_INLINE);
 	if (rc < 0)
 		return rc;
-	st->owed -= owed;
-	if (!st->ep->oob_credits)
-		st->credits--;
-	st->msgs_sent++;
-	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
+	rsk_stream_posted(st, owed);
 	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
 	 * reader woken for no data would see "readable" and then block in recv). */
 	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0) |
@@ -349,12 +356,7 @@ static int rsk_stream_post_data(struct rsk_stream *st, void *buf, uint32_t len)
 		rsk_stream_set_error(st, -ECONNRESET);
 		return rc;
 	}
-	st->owed -= owed;
-	if (!st->ep->oob_credits)
-		st->credits--;
-	st->msgs_sent++;
-	/* counted here, not by the caller: a stage may be posted by a wait or by the timer */
-	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
+	rsk_stream_posted(st, owed);
 	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
 	return 0;
 }

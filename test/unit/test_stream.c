@@ -1318,6 +1318,14 @@ static void test_bidir_oob(void **state)
 
 /* ---- coalescing (Nagle, TCP_CORK, MSG_MORE) ---- */
 
+/* A pair whose streams coalesce (TCP_NODELAY off), with the default window. */
+static void sp_open_nagle(struct spair *p)
+{
+	g_nagle = 1;
+	sp_open(p, NBUF, BSIZE);
+	g_nagle = 0;
+}
+
 /* Read everything b has now into @dst; returns the byte count. */
 static size_t drain_b(struct spair *p, uint8_t *dst, size_t cap)
 {
@@ -1404,9 +1412,7 @@ static void test_nagle_full_stage_posts(void **state)
 	size_t off;
 
 	(void)state;
-	g_nagle = 1;
-	sp_open(&p, NBUF, BSIZE);
-	g_nagle = 0;
+	sp_open_nagle(&p);
 	assert_int_equal(ssend(&p.a, src, 100), 100); /* posted: nothing was in flight */
 	for (off = 100; off < 3000; off += 100)
 		assert_int_equal(ssend(&p.a, src + off, 100), 100);
@@ -1433,9 +1439,7 @@ static void test_nagle_stage_keeps_reserve(void **state)
 
 	(void)state;
 	assert_non_null(dst);
-	g_nagle = 1;
-	sp_open(&p, NBUF, BSIZE);
-	g_nagle = 0;
+	sp_open_nagle(&p);
 	for (i = 0; i < 10000 && sent < (size_t)WIN + BSIZE; i++) {
 		k = ssend(&p.a, src + sent, 10);
 		if (k == -EAGAIN)
@@ -1467,9 +1471,7 @@ static void test_nagle_fin_after_stage(void **state)
 	struct spair p;
 
 	(void)state;
-	g_nagle = 1;
-	sp_open(&p, NBUF, BSIZE);
-	g_nagle = 0;
+	sp_open_nagle(&p);
 	assert_int_equal(ssend(&p.a, "head", 4), 4);
 	assert_int_equal(ssend(&p.a, "tail", 4), 4);
 	assert_int_equal(p.a.stage_len, 4);
@@ -1488,9 +1490,7 @@ static void test_nagle_recv_wait_pushes(void **state)
 	struct spair p;
 
 	(void)state;
-	g_nagle = 1;
-	sp_open(&p, NBUF, BSIZE);
-	g_nagle = 0;
+	sp_open_nagle(&p);
 	assert_int_equal(ssend(&p.a, "GET ", 4), 4);
 	assert_int_equal(ssend(&p.a, "/x\n", 3), 3);
 	assert_int_equal(p.a.stage_len, 3);
@@ -1510,9 +1510,7 @@ static void test_cork_more_nodelay_reset(void **state)
 	struct spair p;
 
 	(void)state;
-	g_nagle = 1;
-	sp_open(&p, NBUF, BSIZE);
-	g_nagle = 0;
+	sp_open_nagle(&p);
 	rsk_stream_set_cork(&p.a, 1);
 	assert_int_equal(ssend(&p.a, "co", 2), 2);
 	assert_int_equal(ssend(&p.a, "rk", 2), 2);
