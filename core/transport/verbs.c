@@ -1,7 +1,7 @@
 /*
  * The verbs transport's endpoint (see verbs.h): one RC QP per connection, one CQ for both
- * directions behind a completion channel, nbuf receive buffers and nbuf send buffers in two
- * page-aligned registrations. Sends are signalled selectively (a quarter of the ring), so a
+ * directions behind a completion channel, a ring of nbuf receive buffers and one of nbuf send
+ * buffers taken from the device's registered pool (verbs_pool.c). Sends are signalled selectively (a quarter of the ring), so a
  * send buffer is reused only after a later signalled completion proves it went; completions
  * are harvested in batches, receives handed to the engine in order, sends consumed here.
  */
@@ -13,7 +13,6 @@
 #include <rdma/rdma_cma.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../compiler.h"
@@ -22,6 +21,7 @@
 #include "../log.h"
 #include "../ready.h"
 #include "verbs.h"
+#include "verbs_pool.h"
 
 struct rsk_verbs_ep {
 	struct rsk_ep base;
@@ -30,9 +30,7 @@ struct rsk_verbs_ep {
 	struct rdma_event_channel *ch; /* owned: the id's events */
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
-	struct ibv_mr *rx_mr, *tx_mr;
-	char *rx_mem, *tx_mem;
-	size_t mem_len;
+	struct rsk_vring rx, tx; /* from the device's registered pool */
 	/* send side: buffers in a ring, the send queue as counters */
 	uint32_t tx_data, tx_data_done; /* data sends posted / known complete */
 	uint32_t sq_posted, sq_done, sq_depth, sig_every, since_sig;
@@ -102,25 +100,12 @@ int rsk_verbs_probe(void)
 	return s;
 }
 
-static void *rsk_verbs_alloc(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* ibv_reg_mr failing for lack of locked memory: tell memlock apart from other failures. */
-static int rsk_verbs_reg_err(int err)
-{
-	return (err == ENOMEM || err == EPERM || err == EAGAIN) ? -EDQUOT : -err;
-}
-
 static int rsk_verbs_post_recv_slot(struct rsk_verbs_ep *e, uint32_t slot)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)(e->rx_mem + (size_t)slot * e->base.buf_size),
+		.addr = (uintptr_t)(e->rx.mem + (size_t)slot * e->base.buf_size),
 		.length = e->base.buf_size,
-		.lkey = e->rx_mr->lkey,
+		.lkey = e->rx.lkey,
 	};
 	struct ibv_recv_wr wr = {.wr_id = slot, .sg_list = &sge, .num_sge = 1}, *bad;
 
@@ -165,18 +150,8 @@ static int rsk_verbs_make_bufs(struct rsk_verbs_ep *e, struct ibv_pd *pd)
 	uint32_t i;
 	int rc;
 
-	e->mem_len = len;
-	e->rx_mem = rsk_verbs_alloc(len);
-	e->tx_mem = rsk_verbs_alloc(len);
-	if (e->rx_mem == NULL || e->tx_mem == NULL)
-		return -ENOMEM;
-	/* Local access only: the peer can SEND into posted buffers, never read or write ours. */
-	e->rx_mr = ibv_reg_mr(pd, e->rx_mem, len, IBV_ACCESS_LOCAL_WRITE);
-	if (e->rx_mr == NULL)
-		return rsk_verbs_reg_err(errno);
-	e->tx_mr = ibv_reg_mr(pd, e->tx_mem, len, 0);
-	if (e->tx_mr == NULL)
-		return rsk_verbs_reg_err(errno);
+	if ((rc = rsk_vpool_get(pd, len, &e->rx)) < 0 || (rc = rsk_vpool_get(pd, len, &e->tx)) < 0)
+		return rc;
 	for (i = 0; i < e->base.nbuf; i++)
 		if ((rc = rsk_verbs_post_recv_slot(e, i)) < 0)
 			return rc;
@@ -187,14 +162,8 @@ static void rsk_verbs_ep_free(struct rsk_verbs_ep *e)
 {
 	if (e->id != NULL && e->id->qp != NULL)
 		rdma_destroy_qp(e->id);
-	if (e->rx_mr != NULL)
-		ibv_dereg_mr(e->rx_mr);
-	if (e->tx_mr != NULL)
-		ibv_dereg_mr(e->tx_mr);
-	if (e->rx_mem != NULL)
-		munmap(e->rx_mem, e->mem_len);
-	if (e->tx_mem != NULL)
-		munmap(e->tx_mem, e->mem_len);
+	rsk_vpool_put(&e->rx); /* after the QP: nothing can land in them any more */
+	rsk_vpool_put(&e->tx);
 	if (e->cq != NULL)
 		ibv_destroy_cq(e->cq);
 	if (e->cc != NULL)
@@ -231,11 +200,6 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 		if (id->qp != NULL)
 			rdma_destroy_qp(id);
 		e->id = NULL; /* the caller still owns the id and channel */
-		if (e->rx_mr != NULL)
-			ibv_dereg_mr(e->rx_mr);
-		if (e->tx_mr != NULL)
-			ibv_dereg_mr(e->tx_mr);
-		e->rx_mr = e->tx_mr = NULL;
 		rsk_verbs_ep_free(e);
 		return rc;
 	}
@@ -329,7 +293,7 @@ static int rsk_verbs_post_recv(struct rsk_ep *ep, uint32_t slot)
 
 static const void *rsk_verbs_recv_buf(struct rsk_ep *ep, uint32_t slot)
 {
-	return RSK_VERBS_EP(ep)->rx_mem + (size_t)slot * ep->buf_size;
+	return RSK_VERBS_EP(ep)->rx.mem + (size_t)slot * ep->buf_size;
 }
 
 static int rsk_verbs_sq_full(const struct rsk_verbs_ep *e)
@@ -345,14 +309,14 @@ static void *rsk_verbs_send_buf(struct rsk_ep *ep)
 	 * (and so learns of completions) when we say the queue is full. */
 	if (e->tx_data - e->tx_data_done >= ep->nbuf || rsk_verbs_sq_full(e) || e->broken)
 		return NULL;
-	return e->tx_mem + (size_t)(e->tx_data % ep->nbuf) * ep->buf_size;
+	return e->tx.mem + (size_t)(e->tx_data % ep->nbuf) * ep->buf_size;
 }
 
 static int rsk_verbs_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
 			       unsigned int flags)
 {
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
-	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = e->tx_mr->lkey};
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = e->tx.lkey};
 	struct ibv_send_wr wr, *bad;
 	int data = buf != NULL && len > 0 && !(flags & RSK_SEND_INLINE);
 	int rc;
