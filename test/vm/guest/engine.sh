@@ -40,8 +40,8 @@ fb_count() {
 echo_via() {
 	local addr=$1 port=$2 stats=$3
 	shift 3
-	env "$@" LD_PRELOAD="$RSK_LIB" RDMASOCK_TRANSPORT=verbs RDMASOCK_STATS="$stats" \
-		RDMASOCK_CONNECT_TIMEOUT_MS=2000 bash -c "for i in 1 2; do
+	env LD_PRELOAD="$RSK_LIB" RDMASOCK_TRANSPORT=verbs RDMASOCK_STATS="$stats" \
+		RDMASOCK_CONNECT_TIMEOUT_MS=2000 "$@" bash -c "for i in 1 2; do
 			exec 3<>/dev/tcp/$addr/$port; echo hi >&3; read -r l <&3; [ \"\$l\" = hi ] || exit 1
 			exec 3>&-; done"
 }
@@ -61,12 +61,16 @@ sc_fallbacks() {
 	# no such device
 	echo_via 192.0.2.2 7200 "$d/c.jsonl" RDMASOCK_DEVICE=nosuch || return 1
 	[ "$(fb_count "$d/c.jsonl" no_device)" = 2 ] || { cat "$d/c.jsonl"; return 1; }
+	# rdma_cm cannot even resolve the address in 1 ms: timeout, then remembered
+	echo_via 192.0.2.2 7200 "$d/e.jsonl" RDMASOCK_CONNECT_TIMEOUT_MS=1 || return 1
+	[ "$(fb_count "$d/e.jsonl" timeout)" = 1 ] || { cat "$d/e.jsonl"; return 1; }
+	[ "$(fb_count "$d/e.jsonl" negative_cache)" = 1 ] || { cat "$d/e.jsonl"; return 1; }
 	# ulimit -l too low to register buffers (root must drop CAP_IPC_LOCK for it to apply)
 	setpriv --inh-caps=-ipc_lock --ambient-caps=-ipc_lock --bounding-set=-ipc_lock \
 		bash -c "ulimit -l 64; $(declare -f echo_via); RSK_LIB=$RSK_LIB echo_via 192.0.2.2 7200 $d/d.jsonl" ||
 		return 1
 	[ "$(fb_count "$d/d.jsonl" memlock)" = 2 ] || { cat "$d/d.jsonl"; return 1; }
-	echo "refused, negative_cache, no_device, memlock: each counted, each connection worked"
+	echo "refused, negative_cache, no_device, timeout, memlock: each counted, each connection worked"
 }
 
 # redis BGSAVE forks with verbs clients connected: every connection must go on working.
