@@ -303,10 +303,15 @@ static int rsk_verbs_tcp_connect(int fd, const struct sockaddr *addr, socklen_t 
  */
 #define RSK_HELLO_MIN_MS 5000
 
-/* Wait for the server's hello on the QP: it claimed the connection. 0 or -ETIMEDOUT. */
+/*
+ * Wait for the server's hello on the QP: it took the connection (0). A server process that
+ * will not (it closed the socket unused, e.g. a fork-per-connection parent, or it forked
+ * away) destroys the QP instead: the disconnect says so at once (-ECONNREFUSED).
+ */
 static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
 {
-	struct pollfd p = {.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN};
+	struct pollfd p[2] = {{.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN},
+			      {.fd = rsk_verbs_cm_fd(c->ep), .events = POLLIN}};
 	int left;
 
 	for (;;) {
@@ -318,8 +323,14 @@ static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
 		left = (int)(deadline - rsk_mono_ms());
 		if (left <= 0)
 			return -ETIMEDOUT;
-		if (RSK_REAL(poll)(&p, 1, left < 10 ? left : 10) > 0)
+		if (RSK_REAL(poll)(p, p[1].fd >= 0 ? 2 : 1, left < 10 ? left : 10) <= 0)
+			continue;
+		if (p[0].revents)
 			rsk_verbs_cq_event(c->ep);
+		if (p[1].fd >= 0 && p[1].revents && rsk_verbs_cm_event(c->ep)) {
+			(void)rsk_stream_progress(&c->st); /* a hello just before the disconnect */
+			return c->st.msgs_rcvd > 0 ? 0 : -ECONNREFUSED;
+		}
 	}
 }
 

@@ -344,7 +344,14 @@ static int rsk_listen_accept_verbs(struct rsk_sock *ls, struct rsk_sock *s, int 
 	ep = rsk_verbs_listener_claim(ls->lst->vl, peer, RSK_CLAIM_WAIT_MS);
 	if (ep == NULL)
 		return 0;
-	*rc = ep == RSK_VERBS_CLAIM_FAILED ? -EPROTO : rsk_listen_switch_verbs(s, fd, ep);
+	if (ep == RSK_VERBS_CLAIM_FAILED) {
+		/* Its QP is gone with the offer: the client sees the disconnect instead of our
+		 * hello and stays on TCP, and so do we. */
+		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
+		*rc = 0;
+		return 1;
+	}
+	*rc = rsk_listen_switch_verbs(s, fd, ep);
 	return 1;
 }
 
