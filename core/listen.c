@@ -352,6 +352,10 @@ static int rsk_listen_accept_verbs(struct rsk_sock *ls, struct rsk_sock *s, int 
 		return 1;
 	}
 	*rc = rsk_listen_switch_verbs(s, fd, ep);
+	if (*rc == 0) {
+		s->from_vl = ls->lst->vl;
+		s->forks_at_accept = __atomic_load_n(&rsk_sock_forks, __ATOMIC_RELAXED);
+	}
 	return 1;
 }
 

@@ -364,6 +364,17 @@ void rsk_monitor_del_listener(struct rsk_verbs_listener *l)
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
 
+void rsk_monitor_listener_fpc(struct rsk_verbs_listener *l)
+{
+	size_t i;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	for (i = 0; i < rsk_mon_nlsn; i++)
+		if (rsk_mon_lsn[i] == l)
+			rsk_verbs_listener_refuse(l);
+	pthread_mutex_unlock(&rsk_mon_lock);
+}
+
 void rsk_monitor_atfork_child(void)
 {
 	size_t i, n;

@@ -25,6 +25,9 @@ void rsk_monitor_push_all(void);
 struct rsk_verbs_listener;
 int rsk_monitor_add_listener(struct rsk_verbs_listener *l);
 void rsk_monitor_del_listener(struct rsk_verbs_listener *l);
+/* If @l is still a registered listener of this process, stop it taking requests (it serves
+ * fork-per-connection, see sock.c). */
+void rsk_monitor_listener_fpc(struct rsk_verbs_listener *l);
 
 /* In a forked child: the thread is gone; forget it so the next add starts a new one. */
 void rsk_monitor_atfork_child(void);

@@ -222,6 +222,24 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 			ti.tcpi_bytes_received - s->base_rcvd);
 }
 
+/*
+ * A verbs connection accepted here, then a fork, then closed here without a byte moved: the
+ * signature of a fork-per-connection server (accept, fork, the child serves, the parent
+ * closes). Its child could not use the QP (it gets ENOTCONN), so the listener stops taking
+ * rdma_cm requests: later clients go to TCP at once (reason refused). The first connection
+ * of such a server is lost; see README.
+ */
+static void rsk_sock_fpc_check(struct rsk_sock *s)
+{
+	struct rsk_conn *c = s->conn;
+
+	if (s->from_vl == NULL || c == NULL || c->transport != RDMASOCK_TRANSPORT_VERBS ||
+	    __atomic_load_n(&rsk_sock_forks, __ATOMIC_RELAXED) == s->forks_at_accept)
+		return;
+	if (c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0)
+		rsk_monitor_listener_fpc(s->from_vl);
+}
+
 int rsk_sock_release_fd(int fd)
 {
 	uintptr_t v = rsk_fdtab_load(fd);
@@ -231,6 +249,7 @@ int rsk_sock_release_fd(int fd)
 		return 0;
 	s = rsk_fdtab_ptr(v);
 	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
+		rsk_sock_fpc_check(s);
 		rsk_sock_account(s, fd);
 		if (s->conn != NULL)
 			rsk_conn_release(s->conn);
@@ -430,8 +449,11 @@ static int rsk_sock_forked_listener(int fd, uintptr_t v, void *arg)
 	return 0;
 }
 
+unsigned int rsk_sock_forks;
+
 void rsk_sock_fork_prepare(void)
 {
+	__atomic_add_fetch(&rsk_sock_forks, 1, __ATOMIC_RELAXED);
 	rsk_sock_walk_accel(rsk_sock_hold_one);
 	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_forked_listener, NULL);
 }

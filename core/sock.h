@@ -27,6 +27,7 @@ enum rsk_sock_state {
 
 struct rsk_conn;
 struct rsk_listener;
+struct rsk_verbs_listener;
 
 /* An epoll registration made while the socket was still a plain TCP socket (see epoll.c). */
 struct rsk_epreg {
@@ -46,6 +47,10 @@ struct rsk_sock {
 	enum rdmasock_fallback fb_reason; /* why a kernel connection is not accelerated */
 	pthread_mutex_t lock;
 	struct rsk_conn *conn;      /* accelerated: the shared connection */
+	/* accepted over verbs: from which listener, and how many forks this process had made
+	 * by then (see rsk_sock_release_fd: fork-per-connection servers) */
+	struct rsk_verbs_listener *from_vl;
+	unsigned int forks_at_accept;
 	struct rsk_listener *lst;   /* listening with a rendezvous */
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
@@ -124,6 +129,9 @@ void rsk_sock_account_open(void);
 
 /* Internal to core: make tracked socket @s (at @fd) an accelerated one (connect.c). */
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp);
+
+/* fork() calls this process has made (the parent's side). */
+extern unsigned int rsk_sock_forks;
 
 /* Internal to core: listener rendezvous (listen.c). */
 int rsk_listen_setup(struct rsk_sock *s, int fd, int backlog);

@@ -94,6 +94,8 @@ int rsk_verbs_listener_fd(struct rsk_verbs_listener *l);
  */
 void rsk_verbs_listener_interest(struct rsk_verbs_listener *l);
 void rsk_verbs_listener_forked(struct rsk_verbs_listener *l);
+/* Reject every request from now on (the process serves connections in forked children). */
+void rsk_verbs_listener_refuse(struct rsk_verbs_listener *l);
 /* Monitor thread: handle the listener's pending rdma_cm events (accept or reject requests). */
 void rsk_verbs_listener_event(struct rsk_verbs_listener *l);
 /*

@@ -284,6 +284,7 @@ struct rsk_verbs_listener {
 	int interest; /* this process accepts here (atomic) */
 	int forked;   /* it forked with the listener open (atomic) */
 	int noffers;  /* offers in the list (lock) */
+	int refuse;   /* serves fork-per-connection: no more verbs (atomic) */
 };
 
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verbs_listener **out)
@@ -331,6 +332,13 @@ void rsk_verbs_listener_interest(struct rsk_verbs_listener *l)
 	__atomic_store_n(&l->interest, 1, __ATOMIC_RELEASE);
 }
 
+void rsk_verbs_listener_refuse(struct rsk_verbs_listener *l)
+{
+	if (!__atomic_exchange_n(&l->refuse, 1, __ATOMIC_ACQ_REL))
+		rsk_info("verbs listener: connections are served by forked children here; "
+			 "further clients stay on TCP");
+}
+
 void rsk_verbs_listener_forked(struct rsk_verbs_listener *l)
 {
 	__atomic_store_n(&l->forked, 1, __ATOMIC_RELEASE);
@@ -354,6 +362,8 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 	if (rc == 0 && __atomic_load_n(&l->forked, __ATOMIC_ACQUIRE) &&
 	    !__atomic_load_n(&l->interest, __ATOMIC_ACQUIRE))
 		rc = -EAGAIN; /* its children accept, not we: the client stays TCP */
+	if (rc == 0 && __atomic_load_n(&l->refuse, __ATOMIC_ACQUIRE))
+		rc = -EPERM; /* fork-per-connection: children cannot use our QPs */
 	if (rc == 0 && __atomic_load_n(&l->noffers, __ATOMIC_RELAXED) >= RSK_VERBS_MAX_OFFERS)
 		rc = -ENOBUFS; /* nobody claims them (or a flood): the client stays TCP */
 	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;

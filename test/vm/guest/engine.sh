@@ -73,6 +73,27 @@ sc_fallbacks() {
 	echo "refused, negative_cache, no_device, timeout, memlock: each counted, each connection worked"
 }
 
+# A fork-per-connection server (socat fork: the parent accepts, a forked child serves, the
+# parent closes its copy unused). The child cannot use the parent's QP, so that first
+# connection is lost (a known limit, README); the parent then stops taking rdma_cm requests
+# and every later client is served over TCP by the children, without delay.
+sc_fork_per_connection() {
+	local d=/tmp/fpc i
+	rm -rf "$d" && mkdir -p "$d"
+	LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=verbs RDMASOCK_LOG=info \
+		socat TCP-LISTEN:7400,bind=192.0.2.2,reuseaddr,fork EXEC:cat 2>"$d/srv.log" &
+	wait_port_addr 192.0.2.2 7400 10 || return 1
+	if echo_via 192.0.2.2 7400 "$d/first.jsonl"; then
+		echo "the first connection worked (it was expected to be lost)"
+	fi
+	grep -q "served by forked children" "$d/srv.log" || { cat "$d/srv.log"; return 1; }
+	for i in 1 2 3; do
+		echo_via 192.0.2.2 7400 "$d/next$i.jsonl" || return 1
+		[ "$(fb_count "$d/next$i.jsonl" refused)" = 1 ] || { cat "$d/next$i.jsonl"; return 1; }
+	done
+	echo "after the first connection: 3 clients (2 connections each) served over TCP"
+}
+
 # redis BGSAVE forks with verbs clients connected: every connection must go on working.
 sc_bgsave() {
 	local d=/tmp/bgsave before pre
@@ -129,6 +150,7 @@ scenario engine sc_engine
 scenario fork sc_fork
 scenario fallbacks sc_fallbacks
 scenario close_in_flight sc_close_in_flight
+scenario fork_per_connection sc_fork_per_connection
 SCENARIO_TIMEOUT_bgsave=120
 scenario bgsave sc_bgsave
 rsk_summary
