@@ -17,6 +17,7 @@
 #include "monitor.h"
 #include "ready.h"
 #include "real.h"
+#include "relay.h"
 #include "transport/shm.h"
 #include "transport/verbs.h"
 
@@ -408,6 +409,7 @@ void rsk_conn_release(struct rsk_conn *c)
 	rsk_ep_destroy(c->ep); /* unmaps the rings and closes our copy of the peer's fd */
 	if (last)
 		rsk_stream_fini(&c->st);
+	rsk_relay_free(c);
 	rsk_conn_unlock(c);
 	munmap(c, c->map_len);
 }

@@ -33,6 +33,10 @@ struct rsk_conn {
 	uint32_t rx_expect, tx_expect;
 	int eof_shown, hup_shown;
 	int answer_pending; /* client: server answer not read yet */
+	/* verbs, forked while fresh: relayed by this process's monitor (relay.c); process-local
+	 * memory, meaningful only in the process that started it */
+	struct rsk_relay *relay;
+	int relay_done;
 	struct rsk_stream st;
 	struct rsk_ep *ep;
 	unsigned char mem[] __attribute__((aligned(64))); /* endpoint, then the rx queue */

@@ -19,6 +19,7 @@
 #include "transport/verbs.h"
 #include "log.h"
 #include "monitor.h"
+#include "relay.h"
 #include "real.h"
 
 static pthread_mutex_t rsk_mon_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,6 +47,8 @@ static int rsk_mon_find(struct rsk_conn *c)
 	return -1;
 }
 
+static void rsk_mon_relay_step(struct rsk_conn *c);
+
 static void rsk_mon_event(struct rsk_conn *c)
 {
 	pthread_mutex_lock(&rsk_mon_lock);
@@ -58,6 +61,8 @@ static void rsk_mon_event(struct rsk_conn *c)
 	/* Stop listening: the event is level-triggered and will not go away. */
 	(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
 	rsk_conn_unlock(c);
+	if (c->relay != NULL)
+		rsk_mon_relay_step(c);
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
 
@@ -67,6 +72,26 @@ static void rsk_mon_event(struct rsk_conn *c)
 #define RSK_MON_LISTENER 2u /* a verbs listener's rdma_cm events */
 #define RSK_MON_EVFD 3u
 #define RSK_MON_CM 4u /* a verbs connection's rdma_cm events: the peer disconnected */
+#define RSK_MON_RELAY 5u /* a relayed connection's socketpair end (relay.c) */
+
+/* Relayed connections whose relay is over, released after the dispatch (not under our
+ * lock: releasing takes it). */
+static struct rsk_conn *rsk_mon_done[64];
+static int rsk_mon_ndone;
+
+/* Pump a relayed connection (our lock held, @c registered); queue it once it is over. */
+static void rsk_mon_relay_step(struct rsk_conn *c)
+{
+	int over;
+
+	rsk_conn_lock(c);
+	over = rsk_relay_pump(c);
+	if (over && !c->relay_done && rsk_mon_ndone < 64) {
+		c->relay_done = 1;
+		rsk_mon_done[rsk_mon_ndone++] = c;
+	}
+	rsk_conn_unlock(c);
+}
 
 static uint64_t rsk_mon_tag(const void *p, unsigned int kind)
 {
@@ -82,9 +107,13 @@ static void rsk_mon_cq(struct rsk_conn *c)
 	pthread_mutex_lock(&rsk_mon_lock);
 	if (rsk_mon_find(c) >= 0) {
 		rsk_verbs_cq_event(c->ep);
-		rsk_conn_lock(c);
-		rsk_conn_remote_wake(c);
-		rsk_conn_unlock(c);
+		if (c->relay != NULL) {
+			rsk_mon_relay_step(c);
+		} else {
+			rsk_conn_lock(c);
+			rsk_conn_remote_wake(c);
+			rsk_conn_unlock(c);
+		}
 	}
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
@@ -96,6 +125,8 @@ static void rsk_mon_cm(struct rsk_conn *c)
 		rsk_conn_lock(c);
 		rsk_conn_peer_gone(c);
 		rsk_conn_unlock(c);
+		if (c->relay != NULL)
+			rsk_mon_relay_step(c);
 	}
 	pthread_mutex_unlock(&rsk_mon_lock);
 }
@@ -127,6 +158,12 @@ static void rsk_mon_dispatch(uint64_t data, uint64_t *scratch)
 		break;
 	case RSK_MON_CM:
 		rsk_mon_cm(p);
+		break;
+	case RSK_MON_RELAY:
+		pthread_mutex_lock(&rsk_mon_lock);
+		if (rsk_mon_find(p) >= 0)
+			rsk_mon_relay_step(p);
+		pthread_mutex_unlock(&rsk_mon_lock);
 		break;
 	default:
 		(void)!RSK_REAL(read)(rsk_mon_evfd, scratch, sizeof(*scratch));
@@ -191,6 +228,38 @@ static int rsk_mon_timeout(void)
 	return -1;
 }
 
+/* Relays that are over: end their streams and free them (this takes our lock itself). */
+static void rsk_mon_release_done(void)
+{
+	struct rsk_conn *done[64];
+	int n, i;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	n = rsk_mon_ndone;
+	for (i = 0; i < n; i++)
+		done[i] = rsk_mon_done[i];
+	rsk_mon_ndone = 0;
+	pthread_mutex_unlock(&rsk_mon_lock);
+	for (i = 0; i < n; i++)
+		rsk_conn_release(done[i]);
+}
+
+int rsk_monitor_relay(struct rsk_conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+				 .data.u64 = rsk_mon_tag(c, RSK_MON_RELAY)};
+	int rc = 0;
+
+	pthread_mutex_lock(&rsk_mon_lock);
+	if (rsk_mon_find(c) < 0 ||
+	    RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_ADD, c->ctl_fd, &ev) < 0)
+		rc = -EINVAL;
+	else
+		rsk_mon_relay_step(c); /* what is already there */
+	pthread_mutex_unlock(&rsk_mon_lock);
+	return rc;
+}
+
 static void *rsk_mon_main(void *arg)
 {
 	struct epoll_event ev[32];
@@ -205,6 +274,7 @@ static void *rsk_mon_main(void *arg)
 			break;
 		for (i = 0; i < n; i++)
 			rsk_mon_dispatch(ev[i].data.u64, &v);
+		rsk_mon_release_done();
 		rsk_monitor_push_all();
 	}
 	return NULL;
@@ -318,6 +388,8 @@ void rsk_monitor_del(struct rsk_conn *c)
 		rsk_mon_conns[i] = rsk_mon_conns[--rsk_mon_n];
 		if (rsk_mon_epfd >= 0)
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->tcp_fd, NULL);
+		if (rsk_mon_epfd >= 0 && c->relay != NULL)
+			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, c->ctl_fd, NULL);
 		if (rsk_mon_epfd >= 0 && c->transport == RDMASOCK_TRANSPORT_VERBS &&
 		    !rsk_verbs_ep_foreign(c->ep)) {
 			(void)RSK_REAL(epoll_ctl)(rsk_mon_epfd, EPOLL_CTL_DEL, rsk_verbs_cq_fd(c->ep),

@@ -29,6 +29,9 @@ void rsk_monitor_del_listener(struct rsk_verbs_listener *l);
  * fork-per-connection, see sock.c). */
 void rsk_monitor_listener_fpc(struct rsk_verbs_listener *l);
 
+/* Start relaying @c (relay.c): watch its socketpair end too. 0 or -errno. */
+int rsk_monitor_relay(struct rsk_conn *c);
+
 /* In a forked child: the thread is gone; forget it so the next add starts a new one. */
 void rsk_monitor_atfork_child(void);
 

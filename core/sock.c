@@ -17,6 +17,8 @@
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
+#include "relay.h"
+#include "transport/verbs.h"
 
 /* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
 #define RSK_TCP_SYN_SENT 2
@@ -451,9 +453,44 @@ static int rsk_sock_forked_listener(int fd, uintptr_t v, void *arg)
 
 unsigned int rsk_sock_forks;
 
+/* Make every fd naming @arg (a socket) a kernel-watched slot. */
+static int rsk_sock_retag_one(int fd, uintptr_t v, void *arg)
+{
+	if (rsk_fdtab_is_accel(v) && rsk_fdtab_ptr(v) == arg)
+		(void)rsk_fdtab_replace(fd, v, v | RSK_FDTAB_TAG_KERNEL);
+	return 0;
+}
+
+/*
+ * A verbs connection that has not moved a byte yet, at a fork: most likely a
+ * fork-per-connection server handing it to its child. The child cannot use our QP, so the
+ * connection is relayed from now on (relay.c): its app end carries the data itself, for the
+ * child and for us alike, and our monitor thread moves it to and from the QP.
+ */
+static int rsk_sock_relay_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+
+	(void)arg;
+	if (!rsk_fdtab_is_accel(v) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	c = s->conn;
+	if (c != NULL && c->transport == RDMASOCK_TRANSPORT_VERBS && !rsk_verbs_ep_foreign(c->ep) &&
+	    c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0 && rsk_relay_start(c, fd) == 0) {
+		s->conn = NULL;
+		rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_retag_one, s);
+		if (rsk_monitor_relay(c) < 0)
+			rsk_warn("fd %d: relay not watched; a forked child's connection stalls", fd);
+	}
+	rsk_sock_put(s);
+	return 0;
+}
+
 void rsk_sock_fork_prepare(void)
 {
 	__atomic_add_fetch(&rsk_sock_forks, 1, __ATOMIC_RELAXED);
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_relay_one, NULL);
 	rsk_sock_walk_accel(rsk_sock_hold_one);
 	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_forked_listener, NULL);
 }

@@ -5,13 +5,14 @@
  *
  *   verbs_fork ADDR PORT
  *
- The parent listens and serves: after accepting (must be verbs) it forks a child that finds
- * recv/send failing with ENOTCONN on the inherited socket and exits, then echoes. A client
- * process connects (must be verbs), echoes, forks a child that checks the same, closes the
- * socket and leaves through exit() (library destructors run), then a second that just
- * _exit()s; after each the client echoes 100 more messages on the same socket. The server
- * must see every byte and then EOF. Prints "verbs_fork: ok" on success. (The listener's
- * rdma_cm side belongs to the process that called listen(), so that one accepts.)
+ * The server serves fork-per-connection: it accepts (must be verbs), forks a child that
+ * echoes everything until EOF, and closes its own copy unused. The connection had not moved
+ * a byte at the fork, so the library relays it (relay.c) and the child's socket works.
+ * The client connects (must be verbs), echoes, and then, as redis does for BGSAVE, forks a
+ * child that finds recv/send failing with ENOTCONN on the inherited socket (it had moved
+ * bytes: not relayed), closes it and leaves through exit() (library destructors run), then a
+ * second that just _exit()s; after each the client echoes 100 more messages on the same
+ * socket. The server's child must see every byte and then EOF. Prints "verbs_fork: ok".
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -77,15 +78,18 @@ static void server(int lfd)
 		die("accept: %s", strerror(errno));
 	if (transport_of(fd) != RDMASOCK_TRANSPORT_VERBS)
 		die("accepted connection is not on verbs (%d)", transport_of(fd));
-	kid = fork(); /* as redis forks for BGSAVE with clients connected */
-	if (kid == 0)
-		child_checks(fd, 0);
+	kid = fork(); /* fork-per-connection: the child serves, we close our copy */
+	if (kid == 0) {
+		close(lfd);
+		while ((k = read(fd, buf, sizeof(buf))) > 0)
+			if (write(fd, buf, (size_t)k) != k)
+				die("server's child write: %s", strerror(errno));
+		if (k < 0)
+			die("server's child read: %s", strerror(errno));
+		exit(0);
+	}
+	close(fd);
 	wait_ok(kid, "server's child");
-	while ((k = read(fd, buf, sizeof(buf))) > 0)
-		if (write(fd, buf, (size_t)k) != k)
-			die("server write: %s", strerror(errno));
-	if (k < 0)
-		die("server read: %s", strerror(errno));
 }
 
 static void child_checks(int fd, int use_exit)

@@ -1,0 +1,172 @@
+/*
+ * Relay of a verbs connection through its readiness socketpair (see relay.h). A queue pair
+ * belongs to the process that made it, so a connection that a forked child may serve
+ * (fork-per-connection servers) is turned, at the fork, into a plain byte pipe: the app end
+ * every holder keeps becomes an ordinary unix stream socket carrying the data itself, and
+ * the parent's monitor thread moves bytes between its other end and the QP, with the
+ * stream's flow control on the QP side and the socket buffers' on the pipe side.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
+#include "relay.h"
+#include "stats.h"
+
+#define RSK_RELAY_BUF 65536
+
+struct rsk_relay {
+	char in[RSK_RELAY_BUF]; /* app -> QP, not sent yet */
+	char out[RSK_RELAY_BUF]; /* QP -> app, not written yet */
+	uint32_t in_off, in_len, out_off, out_len;
+	int app_eof;  /* every holder closed or shut its writing side */
+	int peer_eof; /* the peer's FIN reached the app */
+	int dead;     /* error: nothing more moves */
+	uint64_t up, down; /* bytes moved each way */
+};
+
+int rsk_relay_start(struct rsk_conn *c, int app_fd)
+{
+	struct rsk_relay *r = calloc(1, sizeof(*r));
+	uint32_t due;
+
+	if (r == NULL)
+		return -ENOMEM;
+	rsk_conn_lock(c);
+	if (c->st.err || c->eof_shown || c->hup_shown || c->relay != NULL) {
+		rsk_conn_unlock(c);
+		free(r);
+		return -EBUSY;
+	}
+	/* From here no token or fill may reach the app end: it carries data only. */
+	(void)rsk_ep_disarm(c->ep, RSK_WAIT_RX | RSK_WAIT_TX);
+	c->rx_pending = c->tx_pending = 0;
+	due = rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
+	if (due > 0)
+		(void)rsk_ready_take(app_fd, (int)due);
+	c->rx_drained += due;
+	if (c->tx_blocked) {
+		rsk_ready_unblock(c->ctl_fd);
+		c->tx_blocked = 0;
+	}
+	/* The app end had a tiny send buffer so that one write could fill it (ready.c); as a
+	 * data pipe it needs a normal one. */
+	(void)RSK_REAL(setsockopt)(app_fd, SOL_SOCKET, SO_SNDBUF, &(int){RSK_RELAY_BUF * 4},
+				   sizeof(int));
+	c->relay = r;
+	rsk_conn_unlock(c);
+	rsk_dbg("connection %p now relayed through its socketpair (fork)", (void *)c);
+	return 0;
+}
+
+/* QP -> app. Returns 1 if something moved. */
+static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
+{
+	struct iovec iov = {r->out, sizeof(r->out)};
+	ssize_t k;
+	int moved = 0;
+
+	if (r->out_len == 0 && !r->peer_eof) {
+		k = rsk_stream_recv(&c->st, &iov, 1, 0);
+		if (k > 0) {
+			r->out_off = 0;
+			r->out_len = (uint32_t)k;
+			rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_VERBS], (uint64_t)k);
+			moved = 1;
+		} else if (k == 0) { /* the peer's FIN: the app sees EOF */
+			(void)RSK_REAL(shutdown)(c->ctl_fd, SHUT_WR);
+			r->peer_eof = 1;
+			moved = 1;
+		} else if (k != -EAGAIN) {
+			r->dead = 1;
+		}
+	}
+	if (r->out_len > 0) {
+		k = RSK_REAL(send)(c->ctl_fd, r->out + r->out_off, r->out_len, MSG_NOSIGNAL);
+		if (k > 0) {
+			r->out_off += (uint32_t)k;
+			r->out_len -= (uint32_t)k;
+			r->down += (uint64_t)k;
+			moved = 1;
+		} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+			r->dead = 1; /* nobody holds the app end any more */
+		}
+	}
+	return moved;
+}
+
+/* app -> QP. Returns 1 if something moved. */
+static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
+{
+	struct iovec iov;
+	ssize_t k;
+	int moved = 0;
+
+	if (r->in_len == 0 && !r->app_eof) {
+		k = RSK_REAL(recv)(c->ctl_fd, r->in, sizeof(r->in), MSG_DONTWAIT);
+		if (k > 0) {
+			r->in_off = 0;
+			r->in_len = (uint32_t)k;
+			moved = 1;
+		} else if (k == 0) {
+			r->app_eof = 1;
+			moved = 1;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			r->app_eof = 1;
+		}
+	}
+	if (r->in_len > 0) {
+		iov.iov_base = r->in + r->in_off;
+		iov.iov_len = r->in_len;
+		k = rsk_stream_send(&c->st, &iov, 1, 0);
+		if (k > 0) {
+			r->in_off += (uint32_t)k;
+			r->in_len -= (uint32_t)k;
+			r->up += (uint64_t)k;
+			rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_VERBS], (uint64_t)k);
+			moved = 1;
+		} else if (k != -EAGAIN) {
+			r->dead = 1;
+		}
+	}
+	if (r->app_eof && r->in_len == 0 && !c->st.fin_sent && !c->st.fin_pending)
+		(void)rsk_stream_shutdown_wr(&c->st);
+	return moved;
+}
+
+int rsk_relay_pump(struct rsk_conn *c)
+{
+	struct rsk_relay *r = c->relay;
+	int rounds;
+
+	if (r == NULL)
+		return 0;
+	for (rounds = 0; rounds < 256 && !r->dead && !c->st.err; rounds++)
+		if (!(rsk_relay_down(c, r) | rsk_relay_up(c, r)))
+			break;
+	if (c->st.err || r->dead) { /* the app end learns it: EOF, then EPIPE on writes */
+		rsk_dbg("relay of %p ends: %s (err %d rst %d fin %d)", (void *)c,
+			c->st.err ? "stream reset" : "app end gone", c->st.err, c->st.rst_rcvd,
+			c->st.fin_rcvd);
+		(void)RSK_REAL(shutdown)(c->ctl_fd, SHUT_RDWR);
+		return 1;
+	}
+	if (r->app_eof && r->in_len == 0 && r->peer_eof && r->out_len == 0) {
+		rsk_dbg("relay of %p is over: %llu bytes up, %llu down", (void *)c,
+			(unsigned long long)r->up, (unsigned long long)r->down);
+		return 1;
+	}
+	return 0;
+}
+
+void rsk_relay_free(struct rsk_conn *c)
+{
+	free(c->relay);
+	c->relay = NULL;
+}
