@@ -6,9 +6,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 
+#include "clock.h"
 #include "compiler.h"
 #include "conn.h"
 #include "credit.h"
@@ -341,10 +341,8 @@ static void rsk_conn_verbs_linger(struct rsk_conn *c)
 {
 	struct pollfd p = {.fd = rsk_verbs_cq_fd(c->ep), .events = POLLIN};
 	struct pollfd peer = {.fd = c->tcp_fd, .events = POLLRDHUP};
-	struct timespec t0, t;
-	long ms;
+	int64_t end = rsk_now_ms() + RSK_VERBS_LINGER_MS;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		(void)rsk_stream_progress(&c->st);
 		if (c->st.err || ((c->st.fin_sent || !c->st.fin_pending) &&
@@ -354,9 +352,7 @@ static void rsk_conn_verbs_linger(struct rsk_conn *c)
 		 * for (its QP is gone too; our sends would only time out). */
 		if (RSK_REAL(poll)(&peer, 1, 0) > 0 && (peer.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			return;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-		if (ms >= RSK_VERBS_LINGER_MS)
+		if (rsk_now_ms() >= end)
 			return;
 		rsk_conn_unlock(c);
 		if (RSK_REAL(poll)(&p, 1, 10) > 0)

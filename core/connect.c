@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "conn.h"
 #include "hs.h"
@@ -26,13 +27,6 @@
 #include "transport/shm.h"
 #include "transport/verbs.h"
 
-static uint16_t rsk_addr_port(const struct sockaddr *a)
-{
-	if (a->sa_family == AF_INET)
-		return ntohs(((const struct sockaddr_in *)a)->sin_port);
-	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-}
-
 /* The path a connect may try, after the policy allowed acceleration. */
 enum rsk_path { RSK_PATH_SHM = -1, RSK_PATH_VERBS = -2 };
 
@@ -44,11 +38,10 @@ enum rsk_path { RSK_PATH_SHM = -1, RSK_PATH_VERBS = -2 };
 static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len)
 {
 	if (rsk_config.mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config,
-									   rsk_addr_port(addr)))
+									   rsk_sa_port(addr)))
 		return RDMASOCK_FB_POLICY;
 	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
-	    len < (addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-					       : sizeof(struct sockaddr_in6)))
+	    len < rsk_sa_len(addr))
 		return RDMASOCK_FB_UNSUPPORTED;
 	if (rsk_config.mode == RSK_MODE_VERBS)
 		return RSK_PATH_VERBS;
@@ -67,7 +60,7 @@ static int rsk_connect_bind(int fd, const struct sockaddr *dest, struct sockaddr
 
 	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)me, &len) < 0)
 		return -errno;
-	if (rsk_addr_port((struct sockaddr *)me) == 0) {
+	if (rsk_sa_port((struct sockaddr *)me) == 0) {
 		if ((rc = rsk_hs_route_src(dest, &b)) < 0)
 			return rc;
 		if (RSK_REAL(bind)(fd, (struct sockaddr *)&b, len) < 0)
@@ -114,7 +107,6 @@ static int rsk_conn_resolver(void *owner)
 static int rsk_client_prepare(int fd, const struct sockaddr *dest, struct rsk_client_setup *u)
 {
 	struct rsk_hs_offer o;
-	socklen_t len;
 	int rc;
 
 	memset(&o, 0, sizeof(o));
@@ -136,8 +128,7 @@ static int rsk_client_prepare(int fd, const struct sockaddr *dest, struct rsk_cl
 	o.version = RSK_HS_VERSION;
 	o.nbuf = rsk_config.buf_count;
 	o.buf_size = rsk_config.buf_size;
-	len = dest->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-	memcpy(&o.server, dest, len);
+	memcpy(&o.server, dest, rsk_sa_len(dest));
 	if (rsk_hs_offer(u->rdv, &o, u->memfd, u->ctl) < 0)
 		return RDMASOCK_FB_RESOURCES;
 	RSK_REAL(close)(u->memfd); /* the server got its copy; our mapping stays */
@@ -158,14 +149,6 @@ static struct {
 } rsk_negcache[RSK_NEGCACHE_SLOTS];
 static pthread_mutex_t rsk_negcache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int64_t rsk_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int rsk_negcache_slot(const struct sockaddr *a, socklen_t len)
 {
 	uint32_t h = 2166136261u;
@@ -181,7 +164,7 @@ static int rsk_negcache_hit(const struct sockaddr *a, socklen_t len)
 	int i = rsk_negcache_slot(a, len), hit;
 
 	pthread_mutex_lock(&rsk_negcache_lock);
-	hit = rsk_negcache[i].until > rsk_mono_ms() && memcmp(&rsk_negcache[i].dest, a, len) == 0;
+	hit = rsk_negcache[i].until > rsk_now_ms() && memcmp(&rsk_negcache[i].dest, a, len) == 0;
 	pthread_mutex_unlock(&rsk_negcache_lock);
 	return hit;
 }
@@ -193,7 +176,7 @@ static void rsk_negcache_add(const struct sockaddr *a, socklen_t len)
 	pthread_mutex_lock(&rsk_negcache_lock);
 	memset(&rsk_negcache[i].dest, 0, sizeof(rsk_negcache[i].dest));
 	memcpy(&rsk_negcache[i].dest, a, len);
-	rsk_negcache[i].until = rsk_mono_ms() + RSK_NEGCACHE_MS;
+	rsk_negcache[i].until = rsk_now_ms() + RSK_NEGCACHE_MS;
 	pthread_mutex_unlock(&rsk_negcache_lock);
 }
 
@@ -206,16 +189,14 @@ static int rsk_verbs_bind_tcp(const struct sockaddr *src, void *arg)
 
 	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&me, &len) < 0)
 		return -errno;
-	if (rsk_addr_port((struct sockaddr *)&me) == 0) {
-		len = src->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-						: sizeof(struct sockaddr_in6);
-		if (RSK_REAL(bind)(fd, src, len) < 0)
+	if (rsk_sa_port((struct sockaddr *)&me) == 0) {
+		if (RSK_REAL(bind)(fd, src, rsk_sa_len(src)) < 0)
 			return -errno;
 		len = sizeof(me);
 		if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&me, &len) < 0)
 			return -errno;
 	}
-	return rsk_addr_port((struct sockaddr *)&me);
+	return rsk_sa_port((struct sockaddr *)&me);
 }
 
 static int rsk_verbs_reason(int err)
@@ -287,7 +268,7 @@ static int rsk_verbs_tcp_connect(int fd, const struct sockaddr *addr, socklen_t 
 	if (errno != EINPROGRESS && errno != EINTR)
 		return -errno;
 	do {
-		left = (int)(deadline - rsk_mono_ms());
+		left = (int)(deadline - rsk_now_ms());
 		if (left <= 0)
 			return -ETIMEDOUT;
 	} while (RSK_REAL(poll)(&p, 1, left) <= 0);
@@ -320,7 +301,7 @@ static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
 			return 0;
 		if (c->st.err)
 			return c->st.err;
-		left = (int)(deadline - rsk_mono_ms());
+		left = (int)(deadline - rsk_now_ms());
 		if (left <= 0)
 			return -ETIMEDOUT;
 		if (RSK_REAL(poll)(p, p[1].fd >= 0 ? 2 : 1, left < 10 ? left : 10) <= 0)
@@ -343,7 +324,7 @@ static int rsk_verbs_await_hello(struct rsk_conn *c, int64_t deadline)
 static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct sockaddr *addr,
 				  socklen_t len, struct rsk_client_setup *u, int *rc)
 {
-	int64_t deadline = rsk_mono_ms() + (int64_t)rsk_config.connect_timeout_ms;
+	int64_t deadline = rsk_now_ms() + (int64_t)rsk_config.connect_timeout_ms;
 	int nonblock = (RSK_REAL(fcntl)(fd, F_GETFL) & O_NONBLOCK) != 0;
 	int err = rsk_verbs_tcp_connect(fd, addr, len, deadline);
 
@@ -354,8 +335,8 @@ static int rsk_sock_connect_verbs(struct rsk_sock *s, int fd, const struct socka
 	}
 	/* The hello comes when the server application accepts, which may take longer than
 	 * the rdma_cm setup: give it at least RSK_HELLO_MIN_MS. */
-	if (deadline < rsk_mono_ms() + RSK_HELLO_MIN_MS)
-		deadline = rsk_mono_ms() + RSK_HELLO_MIN_MS;
+	if (deadline < rsk_now_ms() + RSK_HELLO_MIN_MS)
+		deadline = rsk_now_ms() + RSK_HELLO_MIN_MS;
 	err = rsk_verbs_await_hello(u->c, deadline);
 	if (err < 0) {
 		rsk_dbg("fd %d: no hello from the verbs server (%s): staying on TCP", fd,

@@ -392,8 +392,7 @@ int rsk_hs_same_addr(const struct sockaddr_storage *a, const struct sockaddr_sto
 int rsk_hs_route_src(const struct sockaddr *dest, struct sockaddr_storage *src)
 {
 	socklen_t len = sizeof(*src);
-	socklen_t dlen = dest->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-						    : sizeof(struct sockaddr_in6);
+	socklen_t dlen = rsk_sa_len(dest);
 	int fd = RSK_REAL(socket)(dest->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
 
 	if (fd < 0)
@@ -403,9 +402,7 @@ int rsk_hs_route_src(const struct sockaddr *dest, struct sockaddr_storage *src)
 	    RSK_REAL(getsockname)(fd, (struct sockaddr *)src, &len) < 0)
 		rc = -ENETUNREACH;
 	RSK_REAL(close)(fd);
-	if (rc == 0 && src->ss_family == AF_INET)
-		((struct sockaddr_in *)src)->sin_port = 0;
-	else if (rc == 0)
-		((struct sockaddr_in6 *)src)->sin6_port = 0;
+	if (rc == 0)
+		rsk_sa_set_port(src, 0);
 	return rc;
 }

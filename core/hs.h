@@ -9,8 +9,31 @@
 #ifndef RSK_HS_H
 #define RSK_HS_H
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
+
+/* Address helpers for AF_INET/AF_INET6 socket addresses (shm and verbs setup alike). */
+static inline socklen_t rsk_sa_len(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+static inline uint16_t rsk_sa_port(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+}
+
+static inline void rsk_sa_set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
 
 #define RSK_HS_MAGIC 0x31534b52u /* "RKS1" */
 #define RSK_HS_VERSION 1u

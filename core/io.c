@@ -19,20 +19,13 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "clock.h"
 #include "conn.h"
 #include "io.h"
 #include "monitor.h"
 #include "real.h"
 #include "sock.h"
 #include "stats.h"
-
-static int64_t rsk_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /*
  * A blocking call interrupted by a signal: TCP restarts it when every handler was installed

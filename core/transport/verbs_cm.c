@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../clock.h"
 #include "../config.h"
 #include "../hs.h"
 #include "../log.h"
@@ -29,14 +30,6 @@
 #define RSK_VERBS_MAX_NBUF 4096
 #define RSK_VERBS_MIN_BSIZE 1024
 #define RSK_VERBS_MAX_BSIZE (4u << 20)
-
-static int64_t rsk_ms_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nbuf, uint32_t bsize)
 {
@@ -100,19 +93,6 @@ static int rsk_addr_same(const struct sockaddr *a, const struct sockaddr *b)
 		       ((const struct sockaddr_in6 *)b)->sin6_port;
 }
 
-static void rsk_addr_set_port(struct sockaddr_storage *ss, uint16_t port)
-{
-	if (ss->ss_family == AF_INET)
-		((struct sockaddr_in *)ss)->sin_port = htons(port);
-	else
-		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-}
-
-static socklen_t rsk_addr_len(const struct sockaddr *a)
-{
-	return a->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-}
-
 /* ---- client ---- */
 
 /* Wait for the next event on @ch until @deadline; it must be @want. 0 or -errno. */
@@ -126,7 +106,7 @@ static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type 
 	int rc, status;
 
 	for (;;) {
-		left = deadline - rsk_ms_now();
+		left = deadline - rsk_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		rc = RSK_REAL(poll)(&p, 1, (int)left);
@@ -181,7 +161,7 @@ static int rsk_cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id **idp
 	int64_t left, step;
 	int rc = -ETIMEDOUT;
 
-	while ((left = deadline - rsk_ms_now()) > 0) {
+	while ((left = deadline - rsk_now_ms()) > 0) {
 		step = left < 500 ? left : 500;
 		if (rdma_create_id(ch, idp, NULL, RDMA_PS_TCP) != 0)
 			return -errno;
@@ -190,7 +170,7 @@ static int rsk_cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id **idp
 			rsk_dbg("verbs: rdma_resolve_addr: %s", strerror(errno));
 			rc = -ENETUNREACH;
 		} else {
-			rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, rsk_ms_now() + step, NULL);
+			rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, rsk_now_ms() + step, NULL);
 		}
 		if (rc != -ETIMEDOUT)
 			return rc; /* resolved (0), or a definite answer */
@@ -205,7 +185,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
 		      struct rsk_ep **out)
 {
-	int64_t deadline = rsk_ms_now() + timeout_ms;
+	int64_t deadline = rsk_now_ms() + timeout_ms;
 	struct rdma_event_channel *ch;
 	struct rdma_conn_param cp;
 	struct rsk_verbs_hello hello, reply;
@@ -229,12 +209,12 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL);
 	if (rc == 0) { /* our TCP placeholder leaves from the address rdma_cm chose */
 		memset(src, 0, sizeof(*src));
-		memcpy(src, rdma_get_local_addr(id), rsk_addr_len(rdma_get_local_addr(id)));
-		rsk_addr_set_port(src, 0);
+		memcpy(src, rdma_get_local_addr(id), rsk_sa_len(rdma_get_local_addr(id)));
+		rsk_sa_set_port(src, 0);
 		port = bind_tcp((struct sockaddr *)src, arg);
 		rc = port < 0 ? port : 0;
 		if (rc == 0)
-			rsk_addr_set_port(src, (uint16_t)port);
+			rsk_sa_set_port(src, (uint16_t)port);
 	}
 	if (rc == 0)
 		rc = rsk_verbs_ep_create(id, NULL, rsk_config.buf_count, rsk_config.buf_size, &ep);
@@ -375,11 +355,11 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 		free(o);
 		return id;
 	}
-	memcpy(&o->tcp, rdma_get_peer_addr(id), rsk_addr_len(rdma_get_peer_addr(id)));
-	rsk_addr_set_port(&o->tcp, h.tcp_port);
+	memcpy(&o->tcp, rdma_get_peer_addr(id), rsk_sa_len(rdma_get_peer_addr(id)));
+	rsk_sa_set_port(&o->tcp, h.tcp_port);
 	o->ep = ep;
 	o->id = id;
-	o->born = rsk_ms_now();
+	o->born = rsk_now_ms();
 	rsk_hello_fill(&reply, 0, h.nbuf, h.buf_size);
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = &reply;
@@ -416,7 +396,7 @@ static void rsk_verbs_expire(struct rsk_verbs_listener *l, struct rdma_cm_id *go
 			     struct rsk_verbs_offer **dead)
 {
 	struct rsk_verbs_offer *o, *next;
-	int64_t now = rsk_ms_now();
+	int64_t now = rsk_now_ms();
 
 	for (o = l->offers; o != NULL; o = next) {
 		next = o->next;
@@ -471,7 +451,7 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
 struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 					const struct sockaddr *peer, int wait_ms)
 {
-	int64_t deadline = rsk_ms_now() + wait_ms;
+	int64_t deadline = rsk_now_ms() + wait_ms;
 	struct rsk_verbs_offer *o;
 	struct rdma_event_channel *ch;
 	struct timespec ts;
@@ -482,7 +462,7 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 		for (o = l->offers; o != NULL; o = o->next)
 			if (rsk_addr_same((struct sockaddr *)&o->tcp, peer))
 				break;
-		if (o == NULL || o->ready || rsk_ms_now() >= deadline)
+		if (o == NULL || o->ready || rsk_now_ms() >= deadline)
 			break;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 5 * 1000000;
