@@ -905,16 +905,19 @@ static int chk_so_sndtimeo(void)
 		REQ(total < (512u << 20), "512 MiB sent and the window never filled");
 	}
 	/* Then blocking sends return short (the timeout hit after some bytes went) until one
-	 * finds no room at all: -1 EAGAIN after waiting the timeout. */
+	 * finds no room at all: -1 EAGAIN after waiting the timeout. Kernel TCP may still grow
+	 * its buffers meanwhile (autotuning: a send can then take a whole buffer again), so
+	 * only the count of sends that got anything is bounded. */
 	for (short_sends = 0;; short_sends++) {
-		REQ(short_sends < 10, "10 sends after the window filled all returned some bytes");
+		REQ(short_sends < 64, "64 sends after the window filled all returned some bytes");
+		REQ(now_sec() < end + 2.5, "still sending after the window filled, %zu bytes", total);
 		t0 = now_sec();
 		r = send(c, big, sizeof(big), MSG_NOSIGNAL);
 		dt = now_sec() - t0;
 		if (r < 0)
 			break;
-		REQ(r > 0 && (size_t)r < sizeof(big),
-		    "send on a full window returned %zd: not short", r);
+		REQ(r > 0, "send on a full window returned %zd", r);
+		total += (size_t)r;
 	}
 	REQ(errno == EAGAIN, "send on a full window with SO_SNDTIMEO: %s, expected EAGAIN",
 	    ename(errno));
