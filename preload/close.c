@@ -6,9 +6,11 @@
 #include <linux/close_range.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/fdhide.h"
+#include "base/log.h"
 #include "preload.h"
-#include "sock.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
 
 RSK_EXPORT int close(int fd)
 {

@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/fdhide.h"
+#include "base/log.h"
 #include "preload.h"
-#include "sock.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
 
 RSK_EXPORT int dup(int fd)
 {

@@ -5,9 +5,10 @@
  */
 #include <sys/epoll.h>
 
-#include "io.h"
+#include "calls/io.h"
 #include "preload.h"
-#include "sock.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
 
 RSK_EXPORT int epoll_create(int size)
 {
@@ -27,7 +28,7 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	/* A socket not yet connected may still get a new file behind its number (see sock.h):
 	 * remember where it was registered so the registration can follow it. */
 	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
-		rsk_sock_epoll_note(epfd, op, fd, ev);
+		rsk_life_epoll_note(epfd, op, fd, ev);
 	return rc;
 }
 

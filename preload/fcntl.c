@@ -7,10 +7,12 @@
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
-#include "io.h"
-#include "log.h"
+#include "calls/io.h"
+#include "base/fdhide.h"
+#include "base/log.h"
 #include "preload.h"
-#include "sock.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
 
 static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
 {

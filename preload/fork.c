@@ -7,20 +7,21 @@
 #include <unistd.h>
 
 #include "preload.h"
-#include "sock.h"
-#include "stats.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
+#include "base/stats.h"
 
 RSK_EXPORT pid_t fork(void)
 {
 	pid_t pid;
 
-	rsk_sock_fork_prepare(); /* the child holds every accelerated connection too */
+	rsk_life_fork_prepare(); /* the child holds every accelerated connection too */
 	pid = RSK_REAL(fork)();
 	if (pid == 0) {
 		rsk_stats_reset();
-		rsk_sock_fork_child();
+		rsk_life_fork_child();
 	} else if (pid < 0) {
-		rsk_sock_fork_parent_failed();
+		rsk_life_fork_failed();
 	}
 	return pid;
 }

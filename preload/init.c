@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/fdhide.h"
+#include "base/log.h"
 #include "preload.h"
-#include "ready.h"
-#include "sock.h"
-#include "stats.h"
+#include "base/ready.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
+#include "base/stats.h"
 
 __thread int rsk_guard;
 int rsk_initialised;
@@ -66,7 +68,7 @@ __attribute__((destructor)) static void rsk_destructor(void)
 
 	if (!__atomic_load_n(&rsk_initialised, __ATOMIC_ACQUIRE))
 		return;
-	rsk_sock_exit(); /* orderly FIN for our accelerated streams, as the kernel does for TCP */
+	rsk_life_exit(); /* orderly FIN for our accelerated streams, as the kernel does for TCP */
 	if (rsk_config.stats_file[0] == 0)
 		return;
 	rsk_sock_account_open();

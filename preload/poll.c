@@ -8,7 +8,7 @@
 #include <poll.h>
 #include <sys/select.h>
 
-#include "io.h"
+#include "calls/io.h"
 #include "preload.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));

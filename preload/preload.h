@@ -7,9 +7,9 @@
 
 #include <errno.h>
 
-#include "compiler.h"
-#include "fdtab.h"
-#include "real.h"
+#include "base/compiler.h"
+#include "base/fdtab.h"
+#include "base/real.h"
 
 /* Non-zero while the library itself (or rdma-core under it) is calling libc. */
 extern __thread int rsk_guard;

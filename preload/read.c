@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "io.h"
+#include "calls/io.h"
 #include "preload.h"
 
 /* glibc's fortify failure: what the same call would do without us (it never returns). */

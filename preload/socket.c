@@ -7,10 +7,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "io.h"
-#include "log.h"
+#include "calls/io.h"
+#include "base/fdhide.h"
+#include "base/log.h"
 #include "preload.h"
-#include "sock.h"
+#include "calls/calls.h"
+#include "sock/sock.h"
 
 /* A tracked socket the application (not the library) is operating on. */
 static inline int rsk_tracked(int fd)
@@ -49,7 +51,7 @@ RSK_EXPORT int listen(int fd, int backlog)
 
 	if (rc == 0 && rsk_tracked(fd)) {
 		rsk_init_ensure();
-		rsk_sock_listen_done(fd, backlog);
+		rsk_accept_listen_done(fd, backlog);
 	}
 	return rc;
 }
@@ -59,11 +61,11 @@ RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	int nfd;
 
 	if (rsk_tracked(fd))
-		rsk_sock_accept_begin(fd);
+		rsk_accept_begin(fd);
 	nfd = RSK_REAL(accept4)(fd, addr, len, flags);
 
 	if (nfd >= 0 && rsk_tracked(fd))
-		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, flags));
+		return (int)rsk_ret(rsk_accept_done(fd, nfd, flags));
 	return nfd;
 }
 
@@ -72,11 +74,11 @@ RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 	int nfd;
 
 	if (rsk_tracked(fd))
-		rsk_sock_accept_begin(fd);
+		rsk_accept_begin(fd);
 	nfd = RSK_REAL(accept)(fd, addr, len);
 
 	if (nfd >= 0 && rsk_tracked(fd))
-		return (int)rsk_ret(rsk_sock_accept_done(fd, nfd, 0));
+		return (int)rsk_ret(rsk_accept_done(fd, nfd, 0));
 	return nfd;
 }
 
@@ -90,13 +92,13 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (rsk_tracked(fd) && addr != NULL) {
 		rsk_init_ensure();
-		if (rsk_sock_connect(fd, addr, len, &rc))
+		if (rsk_connect(fd, addr, len, &rc))
 			return (int)rsk_ret(rc);
 	}
 	rc = RSK_REAL(connect)(fd, addr, len);
 	saved = errno;
 	if (rsk_tracked(fd)) {
-		rsk_sock_connect_done(fd, rc < 0 ? -saved : 0);
+		rsk_connect_done(fd, rc < 0 ? -saved : 0);
 		errno = saved;
 	}
 	return rc;
@@ -121,7 +123,7 @@ RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 		int err;
 
 		memcpy(&err, val, sizeof(err)); /* only what the kernel wrote: no over-read */
-		rsk_sock_so_error_seen(fd, err);
+		rsk_connect_so_error(fd, err);
 	}
 	return rc;
 }

@@ -6,7 +6,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
-#include "io.h"
+#include "calls/io.h"
 #include "preload.h"
 
 static ssize_t rsk_write_iov(int fd, const struct iovec *iov, int cnt, int flags)

@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "compiler.h"
-#include "log.h"
-#include "ready.h"
-#include "real.h"
+#include "base/compiler.h"
+#include "base/fdhide.h"
+#include "base/ready.h"
+#include "base/sys.h"
 #include "shm.h"
 
 #define RSK_CACHELINE 64
@@ -62,8 +62,10 @@ struct rsk_shm_ep {
 	uint32_t tx_filled; /* our own count of messages sent */
 	int peer_ctl;
 	int self_ctl; /* our own ctl end, for wake_self */
-	int (*resolve)(void *owner);
-	void *owner;
+	/* client: the offer connection the server's answer (with its kick fd) comes on, and
+	 * the setup's reader of that answer (shm_cm.c) */
+	int offer_fd;
+	int (*resolve)(struct rsk_ep *ep, int wait_ms);
 	int own_mem;
 	/* Ring positions (0..nbuf-1) kept apart from the counters, which wrap at 2^32: a slot
 	 * number derived as counter % nbuf would jump there unless nbuf divides 2^32. */
@@ -141,13 +143,15 @@ int rsk_shm_create(uint32_t nbuf, uint32_t buf_size)
 		((struct rsk_shm_ring *)((uint8_t *)p + l.ring[d]))->posted = nbuf;
 	munmap(p, rsk_align(l.slots[0], 4096));
 	/* Sealed size: a peer cannot shrink the file under our mapping (that would SIGBUS us). */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		goto fail_errno;
+	rc = rsk_sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	if (rc < 0)
+		goto fail;
 	return fd;
 
 fail_errno:
 	rc = -errno;
-	RSK_REAL(close)(fd);
+fail:
+	(void)rsk_sys_close(fd);
 	return rc;
 }
 
@@ -168,7 +172,7 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	seals = RSK_REAL(fcntl)(fd, F_GET_SEALS, 0);
+	seals = rsk_sys_fcntl(fd, F_GET_SEALS, 0);
 	if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
 		return -EPROTO; /* unsealed or unsealable: the creator could truncate it under us */
 	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
@@ -204,6 +208,7 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	e->tx_filled = 0;
 	e->peer_ctl = peer_ctl;
 	e->self_ctl = -1;
+	e->offer_fd = -1;
 	*out = &e->base;
 	return 0;
 }
@@ -223,18 +228,50 @@ int rsk_shm_has_peer_ctl(struct rsk_ep *ep)
 	return RSK_SHM_EP(ep)->peer_ctl >= 0;
 }
 
-void rsk_shm_set_resolver(struct rsk_ep *ep, int (*resolve)(void *owner), void *owner)
+void rsk_shm_set_resolver(struct rsk_ep *ep, int offer_fd,
+			  int (*resolve)(struct rsk_ep *ep, int wait_ms))
 {
+	RSK_SHM_EP(ep)->offer_fd = offer_fd;
 	RSK_SHM_EP(ep)->resolve = resolve;
-	RSK_SHM_EP(ep)->owner = owner;
 }
 
-int rsk_shm_peer_closed_cleanly(struct rsk_ep *ep)
+int rsk_shm_offer_fd(struct rsk_ep *ep)
+{
+	return RSK_SHM_EP(ep)->offer_fd;
+}
+
+void rsk_shm_answered(struct rsk_ep *ep, int peer_ctl, int err)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	if (e->offer_fd >= 0)
+		rsk_fd_unhide_close(e->offer_fd);
+	e->offer_fd = -1;
+	e->peer_ctl = peer_ctl;
+	if (err < 0)
+		e->broken = err; /* the server declined after all: poll reports the reset */
+}
+
+/* The peer's kick fd, learnt from its answer if it has not been read yet. */
+static int rsk_shm_peer_fd(struct rsk_shm_ep *e, int wait_ms)
+{
+	if (e->peer_ctl < 0 && e->offer_fd >= 0 && e->resolve != NULL)
+		(void)e->resolve(&e->base, wait_ms);
+	return e->peer_ctl;
+}
+
+void rsk_shm_prefork(struct rsk_ep *ep)
+{
+	/* A child must be able to kick the server: learn its fd now if it has answered. */
+	(void)rsk_shm_peer_fd(RSK_SHM_EP(ep), 100);
+}
+
+int rsk_shm_peer_ended(struct rsk_ep *ep)
 {
 	return __atomic_load_n(&RSK_SHM_EP(ep)->peer->fin, __ATOMIC_ACQUIRE) != 0;
 }
 
-void rsk_shm_mark_fin(struct rsk_ep *ep)
+void rsk_shm_fin_sent(struct rsk_ep *ep)
 {
 	__atomic_store_n(&RSK_SHM_EP(ep)->mine->fin, 1, __ATOMIC_RELEASE);
 }
@@ -397,9 +434,7 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read flags */
 	if (rsk_unlikely(what & RSK_KICK_FIN)) {
-		if (e->peer_ctl < 0 && e->resolve != NULL)
-			e->peer_ctl = e->resolve(e->owner);
-		if (e->peer_ctl >= 0)
+		if (rsk_shm_peer_fd(e, 1000) >= 0)
 			rsk_ready_eof(e->peer_ctl); /* RDHUP now, as TCP shows a FIN */
 		what &= ~RSK_KICK_FIN;
 	}
@@ -410,9 +445,7 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 	what &= RSK_WAIT_RX | RSK_WAIT_TX;
 	if (rsk_likely((__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & what) == 0))
 		return;
-	if (e->peer_ctl < 0 && e->resolve != NULL)
-		e->peer_ctl = e->resolve(e->owner);
-	if (e->peer_ctl < 0)
+	if (rsk_shm_peer_fd(e, 1000) < 0)
 		return; /* the peer declined or vanished: its monitor or ours reports that */
 	armed = __atomic_fetch_and(&e->peer->armed, ~what, __ATOMIC_SEQ_CST) & what;
 	if (armed != 0)
@@ -434,7 +467,7 @@ static void rsk_shm_wake_self(struct rsk_ep *ep, unsigned int what)
 	rsk_shm_wake(e->mine, e->self_ctl, what);
 }
 
-void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl)
+static void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl)
 {
 	RSK_SHM_EP(ep)->self_ctl = ctl;
 }
@@ -455,6 +488,8 @@ static void rsk_shm_destroy(struct rsk_ep *ep)
 
 	if (e->peer_ctl >= 0)
 		rsk_fd_unhide_close(e->peer_ctl);
+	if (e->offer_fd >= 0)
+		rsk_fd_unhide_close(e->offer_fd);
 	munmap(e->map, e->map_len);
 	if (e->own_mem)
 		free(e);
@@ -488,6 +523,7 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.kick = rsk_shm_kick,
 	.wakes = rsk_shm_wakes,
 	.wake_self = rsk_shm_wake_self,
+	.set_self_ctl = rsk_shm_set_self_ctl,
 	.shutdown = rsk_shm_shutdown,
 	.peer_closed = rsk_shm_peer_closed,
 	.destroy = rsk_shm_destroy,

@@ -46,26 +46,30 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 /* Provide the peer's kick fd once it is known (the endpoint owns it from then on). */
 void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl);
 
-/* Our own readiness ctl end (for wake_self). */
-void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl);
-
 /* The peer's kick fd, or -1. */
 int rsk_shm_peer_ctl(struct rsk_ep *ep);
 
 /* Is a kick fd known? (A client learns the server's only when the server accepted.) */
 int rsk_shm_has_peer_ctl(struct rsk_ep *ep);
 
-/* Did the peer announce an orderly end (FIN posted, or closed) before its process died? */
-int rsk_shm_peer_closed_cleanly(struct rsk_ep *ep);
-
-/* Mark that we posted our FIN: a later peer-death check then means "closed", not "crashed". */
-void rsk_shm_mark_fin(struct rsk_ep *ep);
-
 /*
- * Callback the endpoint uses to learn the peer's kick fd on demand (set by the socket
- * layer: the server's fd arrives with a token on our own readiness socket).
+ * Client: the server's answer (accept with its kick fd, or decline) will come on @offer_fd,
+ * which the endpoint owns from now on; @resolve reads it (waiting up to @wait_ms) when the
+ * endpoint first needs the kick fd and reports it with rsk_shm_answered().
  */
-void rsk_shm_set_resolver(struct rsk_ep *ep, int (*resolve)(void *owner), void *owner);
+void rsk_shm_set_resolver(struct rsk_ep *ep, int offer_fd,
+			  int (*resolve)(struct rsk_ep *ep, int wait_ms));
+int rsk_shm_offer_fd(struct rsk_ep *ep);
+/* The answer came: @peer_ctl (or -1) and 0, or the error the stream must see. */
+void rsk_shm_answered(struct rsk_ep *ep, int peer_ctl, int err);
+
+/* Connection-management hooks of the endpoint (rsk_shm_cm_ops, shm_cm.c): */
+/* Before a fork: a child must be able to kick the peer, so learn its fd now if we can. */
+void rsk_shm_prefork(struct rsk_ep *ep);
+/* Did the peer announce an orderly end (FIN posted, or closed) before its process died? */
+int rsk_shm_peer_ended(struct rsk_ep *ep);
+/* We posted our FIN: a later peer-death check then means "closed", not "crashed". */
+void rsk_shm_fin_sent(struct rsk_ep *ep);
 
 /* For tests: the raw shared words, so hostile peers can be simulated. */
 struct rsk_shm_debug {
@@ -74,5 +78,7 @@ struct rsk_shm_debug {
 	volatile uint32_t *hdr_nbuf;
 };
 void rsk_shm_debug(struct rsk_ep *ep, struct rsk_shm_debug *d);
+
+extern const struct rsk_transport_ops rsk_shm_ops;
 
 #endif

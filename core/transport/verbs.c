@@ -15,11 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../compiler.h"
-#include "../config.h"
-#include "../credit.h"
-#include "../log.h"
-#include "../ready.h"
+#include "base/compiler.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/ready.h"
+#include "base/sys.h"
 #include "verbs.h"
 #include "verbs_pool.h"
 
@@ -120,7 +121,7 @@ static int rsk_verbs_make_qp(struct rsk_verbs_ep *e, struct ibv_pd *pd)
 	e->cc = ibv_create_comp_channel(e->id->verbs);
 	if (e->cc == NULL)
 		return -errno;
-	(void)fcntl(e->cc->fd, F_SETFL, fcntl(e->cc->fd, F_GETFL) | O_NONBLOCK);
+	(void)rsk_sys_set_fl(e->cc->fd, O_NONBLOCK);
 	e->sq_depth = 2 * nbuf + 8; /* data ring + control messages, with room to spare */
 	e->sig_every = nbuf / 4 ? nbuf / 4 : 1;
 	e->cq = ibv_create_cq(e->id->verbs, (int)(nbuf + e->sq_depth), e, e->cc, 0);
@@ -189,7 +190,7 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 	e->base.buf_size = buf_size;
 	e->base.oob_credits = 0;
 	e->base.repost_any = 1;
-	e->owner = getpid();
+	e->owner = rsk_proc_pid();
 	e->self_ctl = -1;
 	e->id = id;
 	pd = rsk_verbs_pd(id->verbs);
@@ -208,7 +209,7 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 	return 0;
 }
 
-void rsk_verbs_set_self_ctl(struct rsk_ep *ep, int ctl)
+static void rsk_verbs_set_self_ctl(struct rsk_ep *ep, int ctl)
 {
 	RSK_VERBS_EP(ep)->self_ctl = ctl;
 }
@@ -258,6 +259,22 @@ int rsk_verbs_cm_event(struct rsk_ep *ep)
 	return gone;
 }
 
+int rsk_verbs_event_fd(struct rsk_ep *ep, int i)
+{
+	if (i == 0)
+		return rsk_verbs_cq_fd(ep);
+	return i == 1 ? rsk_verbs_cm_fd(ep) : -1;
+}
+
+unsigned int rsk_verbs_on_event(struct rsk_ep *ep, int i)
+{
+	if (i == 0) {
+		rsk_verbs_cq_event(ep);
+		return RSK_EPEV_DATA;
+	}
+	return i == 1 && rsk_verbs_cm_event(ep) ? RSK_EPEV_GONE : 0;
+}
+
 int rsk_verbs_sends_done(struct rsk_ep *ep)
 {
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
@@ -272,7 +289,7 @@ struct rdma_cm_id *rsk_verbs_id(struct rsk_ep *ep)
 
 int rsk_verbs_ep_foreign(struct rsk_ep *ep)
 {
-	return RSK_VERBS_EP(ep)->owner != getpid();
+	return RSK_VERBS_EP(ep)->owner != rsk_proc_pid();
 }
 
 /* ---- the ops ---- */
@@ -286,7 +303,7 @@ static int rsk_verbs_post_recv(struct rsk_ep *ep, uint32_t slot)
 {
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
 
-	if (rsk_unlikely(slot >= ep->nbuf || e->owner != getpid()))
+	if (rsk_unlikely(slot >= ep->nbuf || e->owner != rsk_proc_pid()))
 		return -EINVAL;
 	return rsk_verbs_post_recv_slot(e, slot);
 }
@@ -323,7 +340,7 @@ static int rsk_verbs_post_send(struct rsk_ep *ep, const void *buf, uint32_t len,
 
 	if (e->broken)
 		return e->broken;
-	if (rsk_verbs_sq_full(e) || e->owner != getpid())
+	if (rsk_verbs_sq_full(e) || e->owner != rsk_proc_pid())
 		return -EAGAIN;
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND_WITH_IMM;
@@ -339,10 +356,9 @@ static int rsk_verbs_post_send(struct rsk_ep *ep, const void *buf, uint32_t len,
 	e->sq_posted++;
 	if (data)
 		e->tx_data++;
-	/* Signal every sig_every sends, whenever the queue is half full, and the last message
-	 * (FIN/RST): its completion tells close() that everything before it went. */
+	/* Signal every sig_every sends, whenever the queue is half full, and when asked (the
+	 * engine asks for FIN/RST: that completion tells close() that everything before went). */
 	if (++e->since_sig >= e->sig_every || (flags & RSK_SEND_SIGNALED) ||
-	    (rsk_imm_flags(imm) & (RSK_IMM_FIN | RSK_IMM_RST)) ||
 	    e->sq_posted - e->sq_done >= e->sq_depth / 2) {
 		wr.send_flags |= IBV_SEND_SIGNALED;
 		e->since_sig = 0;
@@ -372,7 +388,7 @@ static int rsk_verbs_poll(struct rsk_ep *ep, struct rsk_wc *out, int n)
 
 	if (e->broken)
 		return e->broken;
-	if (e->owner != getpid())
+	if (e->owner != rsk_proc_pid())
 		return -ENOTCONN;
 	while (got < n) {
 		want = n - got < RSK_VERBS_BATCH ? n - got : RSK_VERBS_BATCH;
@@ -460,7 +476,7 @@ static void rsk_verbs_shutdown(struct rsk_ep *ep)
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
 
 	/* The peer's next sends fail (its QP leaves RTS), as after TCP's RST. */
-	if (e->owner == getpid() && e->id != NULL)
+	if (e->owner == rsk_proc_pid() && e->id != NULL)
 		(void)rdma_disconnect(e->id);
 }
 
@@ -476,7 +492,7 @@ static void rsk_verbs_destroy(struct rsk_ep *ep)
 
 	/* A forked child shares the device file with its parent: destroying "its" copy would
 	 * destroy the parent's QP. The child just forgets it. */
-	if (e->owner != getpid())
+	if (e->owner != rsk_proc_pid())
 		return;
 	rsk_verbs_ep_free(e);
 }
@@ -497,6 +513,7 @@ const struct rsk_transport_ops rsk_verbs_ops = {
 	.kick = rsk_verbs_kick,
 	.wakes = rsk_verbs_wakes,
 	.wake_self = rsk_verbs_wake_self,
+	.set_self_ctl = rsk_verbs_set_self_ctl,
 	.shutdown = rsk_verbs_shutdown,
 	.peer_closed = rsk_verbs_peer_closed,
 	.destroy = rsk_verbs_destroy,

@@ -7,8 +7,9 @@
  * order, empty control messages give their buffer back at once (ep->repost_any).
  *
  * Wake-ups: a verbs peer cannot write into our readiness socket, so `kick` does nothing; the
- * completion channel of our CQ (always armed) is watched by the monitor thread, which
+ * completion channel of our CQ (always armed) is watched by the event loop, whose callback
  * harvests under the connection lock and wakes what is armed (rsk_conn_remote_wake).
+ * Setup (rdma_cm) is in verbs_cm.c, its ops table in verbs_cm.h.
  */
 #ifndef RSK_TRANSPORT_VERBS_H
 #define RSK_TRANSPORT_VERBS_H
@@ -43,9 +44,6 @@ int rsk_verbs_probe(void);
 int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, uint32_t nbuf,
 			uint32_t buf_size, struct rsk_ep **out);
 
-/* The readiness socket our own wakes go to. */
-void rsk_verbs_set_self_ctl(struct rsk_ep *ep, int ctl);
-
 /* The completion channel's fd (non-blocking), and: take its event, re-arm the CQ. */
 int rsk_verbs_cq_fd(struct rsk_ep *ep);
 void rsk_verbs_cq_event(struct rsk_ep *ep);
@@ -60,6 +58,11 @@ void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch);
 int rsk_verbs_cm_fd(struct rsk_ep *ep);
 int rsk_verbs_cm_event(struct rsk_ep *ep);
 
+/* The endpoint's event fds for the event loop: 0 the completion channel, 1 its rdma_cm
+ * channel; and what one of them reported (RSK_EPEV_DATA / RSK_EPEV_GONE). */
+int rsk_verbs_event_fd(struct rsk_ep *ep, int i);
+unsigned int rsk_verbs_on_event(struct rsk_ep *ep, int i);
+
 /* Has every posted send completed (or the QP broken)? Known after a signalled one. */
 int rsk_verbs_sends_done(struct rsk_ep *ep);
 
@@ -68,45 +71,6 @@ struct rdma_cm_id *rsk_verbs_id(struct rsk_ep *ep);
 
 /* Fork: endpoints made by another process are not ours to use or destroy. */
 int rsk_verbs_ep_foreign(struct rsk_ep *ep);
-
-/*
- * Client: rdma_cm connect to @dest within @timeout_ms, hello carrying @tcp_port. On success
- * *src is the local address rdma_cm chose (bind the TCP placeholder to it) and *out the
- * connected endpoint. Errors: -ENODEV, -ENETUNREACH (no route), -ECONNREFUSED (no listener,
- * rejected), -ETIMEDOUT, -EDQUOT (memlock), -ENOMEM/-EAGAIN (resources), -EPROTO.
- */
-int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_ms,
-		      struct sockaddr_storage *src, int (*bind_tcp)(const struct sockaddr *src,
-								    void *arg),
-		      void *arg, struct rsk_ep **out);
-
-/* Server: an rdma_cm listener beside the kernel one (same address and port). */
-struct rsk_verbs_listener;
-int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len,
-		     struct rsk_verbs_listener **out);
-int rsk_verbs_listener_fd(struct rsk_verbs_listener *l);
-/*
- * This process accepts on the listener (accept() called, or its fd added to an epoll set),
- * and: it forked with the listener open. A process that forked before it ever showed it
- * accepts (nginx' master, whose children accept) could not claim the connections, so its
- * requests are rejected: those clients continue on TCP at once (reason refused), not after
- * waiting for a hello that cannot come.
- */
-void rsk_verbs_listener_interest(struct rsk_verbs_listener *l);
-void rsk_verbs_listener_forked(struct rsk_verbs_listener *l);
-/* Reject every request from now on (the process serves connections in forked children). */
-void rsk_verbs_listener_refuse(struct rsk_verbs_listener *l);
-/* Monitor thread: handle the listener's pending rdma_cm events (accept or reject requests). */
-void rsk_verbs_listener_event(struct rsk_verbs_listener *l);
-/*
- * Is there an accelerated connection for the client whose TCP address is @peer? Returns its
- * endpoint (now the caller's), NULL if none (a plain client), or RSK_VERBS_CLAIM_FAILED if
- * there was one we cannot use (the client is committed to it: drop the TCP connection).
- */
-#define RSK_VERBS_CLAIM_FAILED ((struct rsk_ep *)(uintptr_t)8)
-struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
-					const struct sockaddr *peer, int wait_ms);
-void rsk_verbs_listener_close(struct rsk_verbs_listener *l);
 
 extern const struct rsk_transport_ops rsk_verbs_ops;
 

@@ -2,9 +2,9 @@
  * Connection setup of the verbs transport with rdma_cm in RDMA_PS_TCP, on the application's
  * own address and port. The client connects its QP first (hello in the private data: buffer
  * geometry and the port its TCP placeholder is bound to), then makes the ordinary TCP
- * connection; the server answers requests from the monitor thread (rsk_verbs_listener_event)
+ * connection; the server answers requests from the event loop (rsk_verbs_listener_event)
  * and keeps each accepted QP as an offer until accept() returns the TCP connection from the
- * same client address, exactly as shm offers are claimed (core/listen.c).
+ * same client address, exactly as shm offers are claimed. At the end, the ops table.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,13 +16,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "../clock.h"
-#include "../config.h"
-#include "../hs.h"
-#include "../log.h"
-#include "../real.h"
-#include "../stream.h"
+#include "base/addr.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/sys.h"
 #include "verbs.h"
+#include "verbs_cm.h"
 
 #define RSK_VERBS_OFFER_TTL_MS 10000
 /* Unclaimed accepted QPs a listener keeps at most (each holds registered buffers). */
@@ -51,46 +51,13 @@ static int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello
 	nbuf = ntohl(h->nbuf);
 	bsize = ntohl(h->buf_size);
 	if (ntohl(h->magic) != RSK_VERBS_MAGIC || ntohs(h->version) != RSK_VERBS_VERSION ||
-	    nbuf < RSK_STREAM_MIN_NBUF || nbuf > RSK_VERBS_MAX_NBUF ||
+	    nbuf < RSK_EP_MIN_NBUF || nbuf > RSK_VERBS_MAX_NBUF ||
 	    bsize < RSK_VERBS_MIN_BSIZE || bsize > RSK_VERBS_MAX_BSIZE)
 		return -EPROTO;
 	h->nbuf = nbuf;
 	h->buf_size = bsize;
 	h->tcp_port = ntohs(h->tcp_port);
 	return 0;
-}
-
-/* Same address and port (IPv4 and v4-mapped IPv6 compare equal). */
-static int rsk_addr_v4(const struct sockaddr *a, uint32_t *ip, uint16_t *port)
-{
-	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
-
-	if (a->sa_family == AF_INET) {
-		*ip = ((const struct sockaddr_in *)a)->sin_addr.s_addr;
-		*port = ((const struct sockaddr_in *)a)->sin_port;
-		return 1;
-	}
-	if (a->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-		memcpy(ip, &s6->sin6_addr.s6_addr[12], 4);
-		*port = s6->sin6_port;
-		return 1;
-	}
-	return 0;
-}
-
-static int rsk_addr_same(const struct sockaddr *a, const struct sockaddr *b)
-{
-	uint32_t ia, ib;
-	uint16_t pa, pb;
-
-	if (rsk_addr_v4(a, &ia, &pa) && rsk_addr_v4(b, &ib, &pb))
-		return ia == ib && pa == pb;
-	if (a->sa_family != AF_INET6 || b->sa_family != AF_INET6)
-		return 0;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0 &&
-	       ((const struct sockaddr_in6 *)a)->sin6_port ==
-		       ((const struct sockaddr_in6 *)b)->sin6_port;
 }
 
 /* ---- client ---- */
@@ -109,13 +76,13 @@ static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type 
 		left = deadline - rsk_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
-		rc = RSK_REAL(poll)(&p, 1, (int)left);
-		if (rc < 0 && errno == EINTR)
+		rc = rsk_sys_poll(&p, 1, (int)left);
+		if (rc == -EINTR)
 			continue;
 		if (rc <= 0) {
 			rsk_dbg("verbs: no rdma_cm event (waiting for %s): %s", rdma_event_str(want),
-				rc < 0 ? strerror(errno) : "timeout");
-			return rc < 0 ? -errno : -ETIMEDOUT;
+				rc < 0 ? strerror(-rc) : "timeout");
+			return rc < 0 ? rc : -ETIMEDOUT;
 		}
 		if (rdma_get_cm_event(ch, &ev) != 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -199,8 +166,8 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 	ch = rdma_create_event_channel();
 	if (ch == NULL)
 		return errno == ENODEV ? -ENODEV : -ENOMEM;
-	(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-	rc = rsk_hs_route_src(dest, src);
+	(void)rsk_sys_set_fl(ch->fd, O_NONBLOCK);
+	rc = rsk_addr_route_src(dest, src);
 	if (rc == 0)
 		rc = rsk_cm_resolve(ch, &id, (struct sockaddr *)src, dest, deadline);
 	if (rc == 0)
@@ -283,7 +250,7 @@ int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verb
 		free(l);
 		return -ENODEV;
 	}
-	(void)fcntl(l->ch->fd, F_SETFL, fcntl(l->ch->fd, F_GETFL) | O_NONBLOCK);
+	(void)rsk_sys_set_fl(l->ch->fd, O_NONBLOCK);
 	rc = rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ? -errno : 0;
 	if (rc == 0 && rdma_bind_addr(l->id, (struct sockaddr *)addr) != 0)
 		rc = -errno;
@@ -460,7 +427,7 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
 		for (o = l->offers; o != NULL; o = o->next)
-			if (rsk_addr_same((struct sockaddr *)&o->tcp, peer))
+			if (rsk_addr_same_v4m((struct sockaddr *)&o->tcp, peer))
 				break;
 		if (o == NULL || o->ready || rsk_now_ms() >= deadline)
 			break;
@@ -481,7 +448,7 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 	/* The connection's later events must not reach the listener (it may close first). */
 	ch = rdma_create_event_channel();
 	if (ch != NULL)
-		(void)fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+		(void)rsk_sys_set_fl(ch->fd, O_NONBLOCK);
 	if (!o->ready || ch == NULL || rdma_migrate_id(o->id, ch) != 0) {
 		if (ch != NULL)
 			rdma_destroy_event_channel(ch);
@@ -509,3 +476,204 @@ void rsk_verbs_listener_close(struct rsk_verbs_listener *l)
 	pthread_cond_destroy(&l->cond);
 	free(l);
 }
+
+/* ---- the connection-management ops ---- */
+
+/* Remembered failures, so an unreachable peer costs one timeout, not one per connect. */
+#define RSK_NEGCACHE_SLOTS 64
+#define RSK_NEGCACHE_MS 10000
+
+static struct {
+	struct sockaddr_storage dest;
+	int64_t until;
+} rsk_negcache[RSK_NEGCACHE_SLOTS];
+static pthread_mutex_t rsk_negcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int rsk_negcache_slot(const struct sockaddr *a, socklen_t len)
+{
+	uint32_t h = 2166136261u;
+	socklen_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ ((const uint8_t *)a)[i]) * 16777619u;
+	return (int)(h % RSK_NEGCACHE_SLOTS);
+}
+
+static int rsk_negcache_hit(const struct sockaddr *a, socklen_t len)
+{
+	int i = rsk_negcache_slot(a, len), hit;
+
+	pthread_mutex_lock(&rsk_negcache_lock);
+	hit = rsk_negcache[i].until > rsk_now_ms() && memcmp(&rsk_negcache[i].dest, a, len) == 0;
+	pthread_mutex_unlock(&rsk_negcache_lock);
+	return hit;
+}
+
+static void rsk_negcache_add(const struct sockaddr *a, socklen_t len)
+{
+	int i = rsk_negcache_slot(a, len);
+
+	pthread_mutex_lock(&rsk_negcache_lock);
+	memset(&rsk_negcache[i].dest, 0, sizeof(rsk_negcache[i].dest));
+	memcpy(&rsk_negcache[i].dest, a, len);
+	rsk_negcache[i].until = rsk_now_ms() + RSK_NEGCACHE_MS;
+	pthread_mutex_unlock(&rsk_negcache_lock);
+}
+
+/* The placeholder leaves from the address rdma_cm chose (the server claims by it). */
+static int rsk_verbs_bind_tcp(const struct sockaddr *src, void *arg)
+{
+	int fd = *(int *)arg, rc;
+	struct sockaddr_storage me;
+	socklen_t len = sizeof(me);
+
+	if ((rc = rsk_sys_getsockname(fd, (struct sockaddr *)&me, &len)) < 0)
+		return rc;
+	if (rsk_sa_port((struct sockaddr *)&me) == 0) {
+		if ((rc = rsk_sys_bind(fd, src, rsk_sa_len(src))) < 0)
+			return rc;
+		len = sizeof(me);
+		if ((rc = rsk_sys_getsockname(fd, (struct sockaddr *)&me, &len)) < 0)
+			return rc;
+	}
+	return rsk_sa_port((struct sockaddr *)&me);
+}
+
+static enum rdmasock_fallback rsk_verbs_reason(int err)
+{
+	switch (err) {
+	case -ENODEV:
+	case -ENOSYS:
+		return RDMASOCK_FB_NO_DEVICE;
+	case -ENETUNREACH:
+	case -EADDRNOTAVAIL:
+	case -EHOSTUNREACH:
+		return RDMASOCK_FB_NO_ROUTE;
+	case -ECONNREFUSED:
+		return RDMASOCK_FB_REFUSED;
+	case -ETIMEDOUT:
+		return RDMASOCK_FB_TIMEOUT;
+	case -EDQUOT:
+		return RDMASOCK_FB_MEMLOCK;
+	case -EPROTO:
+		return RDMASOCK_FB_HANDSHAKE;
+	default:
+		return RDMASOCK_FB_RESOURCES;
+	}
+}
+
+/* rdma_cm connect of our QP; the kernel connect follows (dial_sync). */
+static int rsk_verbs_dial(struct rsk_dial *d)
+{
+	struct sockaddr_storage src;
+	int rc;
+
+	if ((rc = rsk_verbs_probe()) < 0) {
+		d->why = RDMASOCK_FB_NO_DEVICE;
+		return rc;
+	}
+	if (rsk_negcache_hit(d->dest, d->dest_len)) {
+		d->why = RDMASOCK_FB_NEGATIVE_CACHE;
+		return -EHOSTUNREACH;
+	}
+	rc = rsk_verbs_connect(d->dest, d->dest_len, (int)rsk_config.connect_timeout_ms, &src,
+			       rsk_verbs_bind_tcp, &d->fd, &d->ep);
+	if (rc < 0) {
+		d->why = rsk_verbs_reason(rc);
+		if (d->why == RDMASOCK_FB_NO_ROUTE || d->why == RDMASOCK_FB_REFUSED ||
+		    d->why == RDMASOCK_FB_TIMEOUT)
+			rsk_negcache_add(d->dest, d->dest_len);
+		rsk_dbg("fd %d: no verbs connection: %s", d->fd, strerror(-rc));
+	}
+	return rc;
+}
+
+/* The server never claimed our QP (no hello): this destination stays on TCP for a while. */
+static void rsk_verbs_dial_failed(struct rsk_dial *d)
+{
+	rsk_negcache_add(d->dest, d->dest_len);
+}
+
+static int rsk_verbs_listen_op(const struct sockaddr *bound, int v6only, void **lh)
+{
+	(void)v6only;
+	return rsk_verbs_listen(bound, sizeof(struct sockaddr_storage),
+				(struct rsk_verbs_listener **)lh);
+}
+
+static int rsk_verbs_listen_fd(void *lh)
+{
+	return rsk_verbs_listener_fd(lh);
+}
+
+static void rsk_verbs_listen_event(void *lh)
+{
+	rsk_verbs_listener_event(lh);
+}
+
+static void rsk_verbs_listen_note(void *lh, enum rsk_listen_note note)
+{
+	if (note == RSK_LISTEN_INTEREST)
+		rsk_verbs_listener_interest(lh);
+	else if (note == RSK_LISTEN_FORKED)
+		rsk_verbs_listener_forked(lh);
+	else if (note == RSK_LISTEN_REFUSE)
+		rsk_verbs_listener_refuse(lh);
+	/* RSK_LISTEN_FORGET: the objects are the parent's; the caller drops the handle */
+}
+
+static void rsk_verbs_unlisten(void *lh)
+{
+	rsk_verbs_listener_close(lh);
+}
+
+/* A verbs client of ours (it connected its QP before this TCP connection)? */
+static int rsk_verbs_claim_op(void *lh, struct rsk_claim *cl, int wait_ms)
+{
+	struct rsk_ep *ep = rsk_verbs_listener_claim(lh, (const struct sockaddr *)cl->peer,
+						     wait_ms);
+
+	if (ep == NULL) {
+		cl->why = RDMASOCK_FB_NO_PEER;
+		return 0;
+	}
+	if (ep == RSK_VERBS_CLAIM_FAILED) {
+		/* Its QP is gone with the offer: the client sees the disconnect instead of our
+		 * hello and stays on TCP, and so do we. */
+		cl->why = RDMASOCK_FB_HANDSHAKE;
+		return 0;
+	}
+	cl->ep = ep;
+	cl->nbuf = ep->nbuf;
+	return 1;
+}
+
+static int rsk_verbs_claim_open(struct rsk_claim *cl)
+{
+	return cl->ep != NULL ? 0 : -EINVAL; /* the endpoint was made at the request */
+}
+
+static void rsk_verbs_unclaim(struct rsk_claim *cl, int accepted)
+{
+	(void)cl; /* an unaccepted endpoint is destroyed with its connection */
+	(void)accepted;
+}
+
+const struct rsk_cm_ops rsk_verbs_cm_ops = {
+	.dial_sync = 1,
+	.accept_hello = 1,
+	.dial = rsk_verbs_dial,
+	.dial_failed = rsk_verbs_dial_failed,
+	.listen = rsk_verbs_listen_op,
+	.listen_fd = rsk_verbs_listen_fd,
+	.listen_event = rsk_verbs_listen_event,
+	.listen_note = rsk_verbs_listen_note,
+	.unlisten = rsk_verbs_unlisten,
+	.claim = rsk_verbs_claim_op,
+	.claim_open = rsk_verbs_claim_open,
+	.unclaim = rsk_verbs_unclaim,
+	.event_fd = rsk_verbs_event_fd,
+	.on_event = rsk_verbs_on_event,
+	.sends_done = rsk_verbs_sends_done,
+	.foreign = rsk_verbs_ep_foreign,
+};

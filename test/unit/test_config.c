@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "compiler.h"
-#include "config.h"
+#include "base/compiler.h"
+#include "base/config.h"
 #include "rdmasock.h"
 
 /* ---- the fake environment and the message capture ---- */

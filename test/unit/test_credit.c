@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "credit.h"
+#include "stream/credit.h"
 
 static void test_imm_round_trip_credits(void **state)
 {

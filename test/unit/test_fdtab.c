@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "fdtab.h"
-#include "sock.h"
+#include "base/fdtab.h"
+#include "sock/sock.h"
 
 /* A recognisable non-zero slot value per fd (fdtab never dereferences it). */
 static uintptr_t val_for(int fd)

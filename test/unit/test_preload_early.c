@@ -21,13 +21,14 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "fdtab.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/fdtab.h"
+#include "base/log.h"
+#include "base/fdhide.h"
 #include "preload.h"
-#include "real.h"
-#include "sock.h"
-#include "stats.h"
+#include "base/real.h"
+#include "sock/sock.h"
+#include "base/stats.h"
 
 /* ---- before the library constructor ---- */
 

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "real.h"
+#include "base/real.h"
 
 /* Count the table's members that are NULL. */
 static int null_members(void)

@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "ready.h"
-#include "stream.h"
+#include "base/ready.h"
+#include "stream/stream.h"
 #include "transport/shm.h"
 
 #define NBUF 8
@@ -922,11 +922,15 @@ static void test_kick_tx(void **state)
 static int resolver_calls;
 static int resolver_fd;
 
-static int resolver(void *owner)
+static struct rsk_ep *resolver_ep;
+
+static int resolver(struct rsk_ep *ep, int wait_ms)
 {
-	assert_ptr_equal(owner, &resolver_calls);
+	assert_ptr_equal(ep, resolver_ep);
+	assert_true(wait_ms > 0);
 	resolver_calls++;
-	return resolver_fd;
+	rsk_shm_answered(ep, resolver_fd, 0);
+	return 0;
 }
 
 /* A client learns the server's kick fd late: the resolver is asked only when a kick is due. */
@@ -940,7 +944,9 @@ static void test_kick_resolver(void **state)
 	pair_open_ctl(&k.p, NBUF, BSIZE, -1, dup(k.ctl_c));
 	resolver_calls = 0;
 	resolver_fd = dup(k.ctl_s);
-	rsk_shm_set_resolver(k.p.c, resolver, &resolver_calls);
+	resolver_ep = k.p.c;
+	rsk_shm_set_resolver(k.p.c, dup(k.ctl_c), resolver); /* the answer "comes" on this fd */
+	assert_true(rsk_shm_offer_fd(k.p.c) >= 0);
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX); /* the server did not arm: no need to know its fd */
 	assert_int_equal(resolver_calls, 0);
 	assert_false(rsk_shm_has_peer_ctl(k.p.c));
@@ -948,6 +954,7 @@ static void test_kick_resolver(void **state)
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
 	assert_int_equal(resolver_calls, 1);
 	assert_int_equal(rsk_shm_peer_ctl(k.p.c), resolver_fd);
+	assert_int_equal(rsk_shm_offer_fd(k.p.c), -1); /* answered: the offer fd is closed */
 	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
 	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
@@ -961,11 +968,11 @@ static void test_fin_mark(void **state)
 
 	(void)state;
 	pair_open(&p, NBUF, BSIZE);
-	assert_false(rsk_shm_peer_closed_cleanly(p.s));
-	assert_false(rsk_shm_peer_closed_cleanly(p.c));
-	rsk_shm_mark_fin(p.c);
-	assert_true(rsk_shm_peer_closed_cleanly(p.s));
-	assert_false(rsk_shm_peer_closed_cleanly(p.c));
+	assert_false(rsk_shm_peer_ended(p.s));
+	assert_false(rsk_shm_peer_ended(p.c));
+	rsk_shm_fin_sent(p.c);
+	assert_true(rsk_shm_peer_ended(p.s));
+	assert_false(rsk_shm_peer_ended(p.c));
 	/* closing (shutdown op) is separate from FIN: it makes the peer's sends fail */
 	assert_false(p.c->ops->peer_closed(p.c));
 	p.s->ops->shutdown(p.s);

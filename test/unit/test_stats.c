@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "stats.h"
+#include "base/stats.h"
 
 /* ---- a strict little JSON parser: objects, strings and unsigned integers only ---- */
 

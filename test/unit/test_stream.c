@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
-#include "credit.h"
-#include "ready.h"
-#include "stream.h"
+#include "stream/credit.h"
+#include "base/ready.h"
+#include "stream/stream.h"
 #include "transport/shm.h"
 
 #define NBUF 8

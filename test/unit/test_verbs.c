@@ -24,9 +24,10 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "stream.h"
+#include "base/config.h"
+#include "stream/stream.h"
 #include "transport/verbs.h"
+#include "transport/verbs_cm.h"
 
 #define NBUF 8
 #define BSIZE 4096

@@ -18,14 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "clock.h"
-#include "conn.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/stats.h"
+#include "base/sys.h"
+#include "conn/conn.h"
 #include "io.h"
-#include "monitor.h"
-#include "real.h"
-#include "sock.h"
-#include "stats.h"
+#include "sock/sock.h"
 
 /*
  * A blocking call interrupted by a signal: TCP restarts it when every handler was installed
@@ -63,8 +62,8 @@ static int rsk_io_sleep(int fd, short events, int64_t deadline_us)
 			return -EAGAIN;
 		ms = (int)((left + 999) / 1000);
 	}
-	rc = RSK_REAL(poll)(&p, 1, ms);
-	if (rc < 0 && errno == EINTR && !rsk_io_restartable())
+	rc = rsk_sys_poll(&p, 1, ms);
+	if (rc == -EINTR && !rsk_io_restartable())
 		return -EINTR;
 	return 0;
 }
@@ -81,12 +80,11 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 {
 	x->s = rsk_sock_get(fd);
 	if (x->s == NULL || x->s->conn == NULL) {
-		int rc = x->s != NULL && x->s->transport == RDMASOCK_TRANSPORT_VERBS ? -ENOTCONN
-											: -EBADF;
+		int rc = x->s != NULL && x->s->detached ? -ENOTCONN : -EBADF;
 
 		if (x->s != NULL)
 			rsk_sock_put(x->s);
-		return rc; /* ENOTCONN: a verbs socket inherited across fork (sock.c) */
+		return rc; /* ENOTCONN: a connection that stayed the parent's at a fork */
 	}
 	x->c = x->s->conn;
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
@@ -103,7 +101,7 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 	int rc;
 
 	*spent_ms = 0;
-	rsk_monitor_push_all(); /* the application waits: nothing of ours may stay staged */
+	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
 	if (timeout_ms == 0 || rsk_config.spin_us == 0 ||
 	    __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) <= 0)
 		return 0;
@@ -213,7 +211,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 		rsk_conn_lock(x->c);
 		n = rsk_stream_send(&x->c->st, iov, cnt, sflags);
 		if (x->c->st.stage_len)
-			rsk_monitor_staged();
+			rsk_conn_staged();
 		if (n == -EAGAIN)
 			rsk_counter_add(&rsk_stats.credit_stalls, 1);
 		rsk_conn_sync(x->c, fd);
@@ -308,10 +306,11 @@ ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n)
 	while ((size_t)total < n) {
 		size_t want = n - (size_t)total < RSK_BOUNCE ? n - (size_t)total : RSK_BOUNCE;
 
-		got = off_in ? pread(in_fd, buf, want, *off_in) : RSK_REAL(read)(in_fd, buf, want);
+		got = off_in ? rsk_sys_ret(pread(in_fd, buf, want, *off_in))
+			     : rsk_sys_read(in_fd, buf, want);
 		if (got <= 0) {
 			if (got < 0 && total == 0)
-				total = -errno;
+				total = got;
 			break;
 		}
 		iov.iov_base = buf;
@@ -345,10 +344,10 @@ ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n)
 		return -ENOMEM;
 	got = rsk_io_recvmsg(in_fd, &msg, 0);
 	if (got > 0) {
-		put = off_out ? pwrite(out_fd, buf, (size_t)got, *off_out)
-			      : RSK_REAL(write)(out_fd, buf, (size_t)got);
+		put = off_out ? rsk_sys_ret(pwrite(out_fd, buf, (size_t)got, *off_out))
+			      : rsk_sys_write(out_fd, buf, (size_t)got);
 		if (put < 0)
-			got = -errno; /* the bytes are lost, as with a failing splice target */
+			got = put; /* the bytes are lost, as with a failing splice target */
 		else if (off_out)
 			*off_out += put;
 	}
@@ -409,11 +408,26 @@ int rsk_io_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 				memcpy(val, &err, sizeof(int));
 				*len = sizeof(int);
 			}
-		} else if (RSK_REAL(getsockopt)(c->tcp_fd, level, name, val, len) < 0) {
-			rc = -errno;
+		} else {
+			rc = rsk_sys_getsockopt(c->tcp_fd, level, name, val, len);
 		}
 	});
 	return rc;
+}
+
+/* Options the engine itself honours, mirrored from a setsockopt the TCP socket took. */
+static void rsk_io_mirror_opt(struct rsk_conn *c, int level, int name, const void *val,
+			      socklen_t len)
+{
+	if (level == SOL_SOCKET && name == SO_RCVTIMEO && len >= (socklen_t)sizeof(struct timeval))
+		c->rcvtimeo_us = rsk_tv_us(val);
+	else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
+		 len >= (socklen_t)sizeof(struct timeval))
+		c->sndtimeo_us = rsk_tv_us(val);
+	else if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
+		rsk_stream_set_nodelay(&c->st, *(const int *)val);
+	else if (level == IPPROTO_TCP && name == TCP_CORK && len >= (socklen_t)sizeof(int))
+		rsk_stream_set_cork(&c->st, *(const int *)val);
 }
 
 int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
@@ -423,18 +437,9 @@ int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t le
 
 	RSK_WITH_CONN(fd, c, {
 		/* The TCP socket keeps every option, so getsockopt reads them back as set. */
-		if (RSK_REAL(setsockopt)(c->tcp_fd, level, name, val, len) < 0)
-			rc = -errno;
-		else if (level == SOL_SOCKET && name == SO_RCVTIMEO &&
-			 len >= (socklen_t)sizeof(struct timeval))
-			c->rcvtimeo_us = rsk_tv_us(val);
-		else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
-			 len >= (socklen_t)sizeof(struct timeval))
-			c->sndtimeo_us = rsk_tv_us(val);
-		else if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
-			rsk_stream_set_nodelay(&c->st, *(const int *)val);
-		else if (level == IPPROTO_TCP && name == TCP_CORK && len >= (socklen_t)sizeof(int))
-			rsk_stream_set_cork(&c->st, *(const int *)val);
+		rc = rsk_sys_setsockopt(c->tcp_fd, level, name, val, len);
+		if (rc == 0)
+			rsk_io_mirror_opt(c, level, name, val, len);
 	});
 	return rc;
 }
@@ -446,21 +451,18 @@ static int rsk_io_addr(int fd, struct sockaddr *addr, socklen_t *len,
 	struct rsk_conn *c;
 	int rc = 0;
 
-	RSK_WITH_CONN(fd, c, {
-		if (get(c->tcp_fd, addr, len) < 0)
-			rc = -errno;
-	});
+	RSK_WITH_CONN(fd, c, { rc = get(c->tcp_fd, addr, len); });
 	return rc;
 }
 
 int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return rsk_io_addr(fd, addr, len, RSK_REAL(getsockname));
+	return rsk_io_addr(fd, addr, len, rsk_sys_getsockname);
 }
 
 int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return rsk_io_addr(fd, addr, len, RSK_REAL(getpeername));
+	return rsk_io_addr(fd, addr, len, rsk_sys_getpeername);
 }
 
 int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
@@ -480,10 +482,9 @@ int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
 		} else if (req == FIONBIO) {
 			memcpy(&v, (void *)arg, sizeof(v));
 			c->nonblock = v != 0;
-			if (RSK_REAL(ioctl)(fd, req, arg) < 0)
-				rc = -errno;
-		} else if (RSK_REAL(ioctl)(c->tcp_fd, req, arg) < 0) {
-			rc = -errno;
+			rc = rsk_sys_ioctl(fd, req, arg);
+		} else {
+			rc = rsk_sys_ioctl(c->tcp_fd, req, arg);
 		}
 	});
 	return rc;

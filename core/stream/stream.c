@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "compiler.h"
+#include "base/compiler.h"
+#include "base/stats.h"
 #include "credit.h"
-#include "stats.h"
 #include "stream.h"
 
 #define RSK_POLL_BATCH 16
@@ -111,7 +111,9 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	owed = st->ep->oob_credits ? 0 : st->owed;
 	if (rsk_stream_room(st) == 0)
 		return -EAGAIN;
-	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags), RSK_SEND_INLINE);
+	/* FIN and RST ask for a completion: it tells a lingering close that all went. */
+	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags),
+			      RSK_SEND_INLINE | (flags ? RSK_SEND_SIGNALED : 0));
 	if (rc < 0)
 		return rc;
 	rsk_stream_posted(st, owed);

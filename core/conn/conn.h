@@ -3,7 +3,8 @@
  * make the application's fd behave (readiness pair, hidden TCP placeholder). It lives in
  * an anonymous MAP_SHARED region so that, exactly like a kernel socket, a forked child and
  * its parent share one connection; `holders` counts the processes that still have it and
- * the last one to close it ends the stream.
+ * the last one to close it ends the stream. Each process also keeps its own record of the
+ * connections it holds (their event-loop watches), see conn.c.
  */
 #ifndef RSK_CONN_H
 #define RSK_CONN_H
@@ -12,16 +13,16 @@
 #include <stdint.h>
 #include <sys/time.h>
 
-#include "stream.h"
+#include "stream/stream.h"
 
 struct rsk_conn {
 	pthread_mutex_t lock; /* process-shared, robust: guards everything below */
 	int holders;          /* processes holding the connection (atomic) */
 	size_t map_len;       /* size of this shared region */
+	size_t rxq_off;       /* where the rx queue starts in mem[] (after the endpoint) */
 	enum rdmasock_transport transport;
 	int ctl_fd;   /* our end of the readiness pair */
 	int tcp_fd;   /* the real TCP socket: addresses, options, and peer liveness */
-	int offer_fd; /* client: offer connection until the server's answer was read */
 	int nonblock; /* O_NONBLOCK of the application's open file description */
 	int64_t rcvtimeo_us, sndtimeo_us; /* SO_RCVTIMEO / SO_SNDTIMEO, 0 = forever */
 	int tx_blocked; /* app end filled (unwritable) */
@@ -32,11 +33,6 @@ struct rsk_conn {
 	int rx_pending, tx_pending;
 	uint32_t rx_expect, tx_expect;
 	int eof_shown, hup_shown;
-	int answer_pending; /* client: server answer not read yet */
-	/* verbs, forked while fresh: relayed by this process's monitor (relay.c); process-local
-	 * memory, meaningful only in the process that started it */
-	struct rsk_relay *relay;
-	int relay_done;
 	struct rsk_stream st;
 	struct rsk_ep *ep;
 	unsigned char mem[] __attribute__((aligned(64))); /* endpoint, then the rx queue */
@@ -45,8 +41,11 @@ struct rsk_conn {
 /* Accelerated connections held by this process (readers may spin instead of sleeping). */
 extern int rsk_conn_live;
 
-/* A zeroed connection able to hold an endpoint with @nbuf buffers. NULL on ENOMEM. */
-struct rsk_conn *rsk_conn_alloc(uint32_t nbuf);
+/*
+ * A zeroed connection able to hold an endpoint of @ep_size bytes (see rsk_conn_ep_mem) with
+ * @nbuf buffers. NULL on ENOMEM.
+ */
+struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size);
 
 /* Memory for the transport endpoint inside the region, and for the stream's rx queue. */
 void *rsk_conn_ep_mem(struct rsk_conn *c);
@@ -60,6 +59,13 @@ struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
 int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
 void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp);
 
+/*
+ * The connection now serves the application's fd @app_fd: adopt the fds, take TCP_NODELAY
+ * and TCP_CORK from the TCP socket, show its readiness, and watch it (peer liveness, the
+ * endpoint's events). 0, or -errno when it cannot be watched (it still works then).
+ */
+int rsk_conn_attach(struct rsk_conn *c, int app_fd, int ctl, int tcp, int nonblock);
+
 void rsk_conn_lock(struct rsk_conn *c);
 void rsk_conn_unlock(struct rsk_conn *c);
 
@@ -70,10 +76,8 @@ void rsk_conn_unlock(struct rsk_conn *c);
  */
 void rsk_conn_sync(struct rsk_conn *c, int app_fd);
 
-/* Client: read the server's answer if it has come (@wait_ms > 0: wait that long). */
-int rsk_conn_resolve(struct rsk_conn *c, int wait_ms);
-
-/* Peer gone (monitor): fail the stream unless the peer ended it in order. Lock held. */
+/* Peer gone (its TCP end, or the transport said so): fail the stream unless the peer
+ * ended it in order. Lock held. */
 void rsk_conn_peer_gone(struct rsk_conn *c);
 
 /*
@@ -82,10 +86,41 @@ void rsk_conn_peer_gone(struct rsk_conn *c);
  */
 void rsk_conn_remote_wake(struct rsk_conn *c);
 
+/*
+ * Client of a transport whose server must claim the endpoint before it is used
+ * (cm->dial_sync): wait until @deadline_ms for the server's first message. 0, -ECONNREFUSED
+ * (the server dropped the endpoint instead), -ETIMEDOUT, or the stream's error.
+ */
+int rsk_conn_await_first(struct rsk_conn *c, int64_t deadline_ms);
+
+/* Server of such a transport: tell the client we took it (an empty message). 0/-errno. */
+int rsk_conn_hello(struct rsk_conn *c, int app_fd);
+
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
 
-/* fork(): every process that will hold @c must be counted before the child exists. */
-void rsk_conn_hold(struct rsk_conn *c);
+/* fork(): a child will hold @c too; count it before the child exists (and undo). */
+void rsk_conn_prefork(struct rsk_conn *c);
+void rsk_conn_prefork_undo(struct rsk_conn *c);
+
+/*
+ * In a forked child: keep watching the connections this process shares with its parent,
+ * forget the others (endpoints a child cannot share stay the parent's, cm->fork_share).
+ */
+void rsk_conn_atfork_child(void);
+
+/* A connection of ours holds a staged (coalesced) message: make sure it is posted soon. */
+void rsk_conn_staged(void);
+
+/* Post every staged message of this process now (the application is about to wait). */
+void rsk_conn_push_all(void);
+
+/*
+ * Hand @c's events to @fn (called on the event loop, no lock held) instead of the readiness
+ * wake-ups: a relayed connection (relay.c) pumps data then. @ext is for the hook's owner.
+ * Returns 0, or -ENOENT if @c is not a connection of this process.
+ */
+int rsk_conn_set_hook(struct rsk_conn *c, void (*fn)(struct rsk_conn *c, void *ext), void *ext,
+		      void (*on_release)(struct rsk_conn *c, void *ext));
 
 #endif

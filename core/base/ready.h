@@ -36,9 +36,6 @@ void rsk_ready_unblock(int ctl);
 void rsk_ready_eof(int ctl);
 void rsk_ready_hup(int ctl);
 
-/* Send one token carrying @fd (SCM_RIGHTS) into @ctl. 0 or -errno. */
-int rsk_ready_send_fd(int ctl, int fd);
-
 /*
  * At start of a program image: app ends inherited across exec belong to a library instance
  * that no longer exists. Turn each into a socket whose peer is gone, so the program sees EOF

@@ -10,14 +10,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "transport.h"
+#include "transport/transport.h"
 
-/*
- * Fewest buffers a stream runs with. A reader that sleeps leaves credit-only messages
- * unharvested (they do not wake it); at most two of them can pile up, and with six buffers
- * the writer still keeps a data credit beside the reserved one (see credit.h).
- */
-#define RSK_STREAM_MIN_NBUF 6
+/* Fewest buffers a stream runs with (why: see RSK_EP_MIN_NBUF in transport.h). */
+#define RSK_STREAM_MIN_NBUF RSK_EP_MIN_NBUF
 
 struct rsk_rxmsg {
 	uint32_t slot;

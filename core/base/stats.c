@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "real.h"
+#include "sys.h"
 #include "stats.h"
 
 struct rdmasock_stats rsk_stats;
@@ -182,8 +182,8 @@ int rsk_stats_append(const char *path, const struct rdmasock_stats *s)
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	if (RSK_REAL(write)(fd, line, (size_t)n) != n)
+	if (rsk_sys_write(fd, line, (size_t)n) != n)
 		err = -EIO;
-	RSK_REAL(close)(fd);
+	(void)rsk_sys_close(fd);
 	return err;
 }

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "ready.h"
-#include "real.h"
+#include "sys.h"
 
 #define RSK_APP_END_PREFIX "rsk1/a/"
 
@@ -29,19 +29,21 @@ static void rsk_ready_mark(int fd)
 
 	n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, RSK_APP_END_PREFIX "%d/%u",
 		     (int)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-	(void)RSK_REAL(bind)(fd, (struct sockaddr *)&un,
-			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n));
+	(void)rsk_sys_bind(fd, (struct sockaddr *)&un,
+			   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n));
 }
 
 int rsk_ready_pair(int *app, int *ctl)
 {
 	int sv[2], small = 1; /* the kernel rounds up to its minimum */
 
-	if (RSK_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
+	int rc = rsk_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+
+	if (rc < 0)
+		return rc;
 	rsk_ready_mark(sv[0]);
 	/* A small send buffer on the app end: a single write fills it (rsk_ready_block). */
-	(void)RSK_REAL(setsockopt)(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	(void)rsk_sys_setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	*app = sv[0];
 	*ctl = sv[1];
 	return 0;
@@ -51,7 +53,7 @@ void rsk_ready_raise(int ctl)
 {
 	char token = 'r';
 
-	(void)RSK_REAL(send)(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
@@ -73,7 +75,7 @@ void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
 		msg.msg_iovlen = 1;
 		msg.msg_control = cbuf.space;
 		msg.msg_controllen = sizeof(cbuf.space);
-		n = RSK_REAL(recvmsg)(app, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		n = rsk_sys_recvmsg(app, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		for (c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c != NULL; c = CMSG_NXTHDR(&msg, c)) {
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
@@ -83,7 +85,7 @@ void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
 				if (on_fd != NULL)
 					on_fd(fds[i], arg);
 				else
-					RSK_REAL(close)(fds[i]);
+					(void)rsk_sys_close(fds[i]);
 			}
 		}
 	} while (n == (ssize_t)sizeof(buf));
@@ -97,17 +99,17 @@ int rsk_ready_take(int app, int n)
 	ssize_t r;
 
 	while (got < n && tries < 20) {
-		r = RSK_REAL(recv)(app, buf, (size_t)(n - got) < sizeof(buf) ? (size_t)(n - got)
-									: sizeof(buf),
-				   MSG_DONTWAIT);
+		r = rsk_sys_recv(app, buf, (size_t)(n - got) < sizeof(buf) ? (size_t)(n - got)
+								  : sizeof(buf),
+				 MSG_DONTWAIT);
 		if (r > 0) {
 			got += (int)r;
 			continue;
 		}
-		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+		if (r == 0 || (r != -EAGAIN && r != -EINTR))
 			break; /* EOF (peer end shut) or error: nothing more will come */
 		tries++;
-		(void)RSK_REAL(poll)(&p, 1, 1);
+		(void)rsk_sys_poll(&p, 1, 1);
 	}
 	return got;
 }
@@ -119,7 +121,7 @@ void rsk_ready_block(int app)
 
 	/* Bounded: the send buffer is a few KiB; a handful of writes always fill it. */
 	for (i = 0; i < 64; i++)
-		if (RSK_REAL(send)(app, fill, sizeof(fill), MSG_DONTWAIT | MSG_NOSIGNAL) <= 0)
+		if (rsk_sys_send(app, fill, sizeof(fill), MSG_DONTWAIT | MSG_NOSIGNAL) <= 0)
 			break;
 }
 
@@ -129,43 +131,19 @@ void rsk_ready_unblock(int ctl)
 	int i;
 
 	for (i = 0; i < 64; i++)
-		if (RSK_REAL(recv)(ctl, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)sizeof(buf))
+		if (rsk_sys_recv(ctl, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)sizeof(buf))
 			break;
 }
 
 void rsk_ready_eof(int ctl)
 {
-	(void)RSK_REAL(shutdown)(ctl, SHUT_WR);
+	(void)rsk_sys_shutdown(ctl, SHUT_WR);
 }
 
 void rsk_ready_hup(int ctl)
 {
 	rsk_ready_unblock(ctl);
-	(void)RSK_REAL(shutdown)(ctl, SHUT_RDWR);
-}
-
-int rsk_ready_send_fd(int ctl, int fd)
-{
-	union {
-		struct cmsghdr h;
-		char space[CMSG_SPACE(sizeof(int))];
-	} cbuf;
-	char token = 'f';
-	struct iovec iov = {&token, 1};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *c;
-
-	memset(&cbuf, 0, sizeof(cbuf));
-	msg.msg_control = cbuf.space;
-	msg.msg_controllen = sizeof(cbuf.space);
-	c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	if (RSK_REAL(sendmsg)(ctl, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		return -errno;
-	return 0;
+	(void)rsk_sys_shutdown(ctl, SHUT_RDWR);
 }
 
 /* Is @fd the app end of an accelerated socket (of any process image)? */
@@ -175,7 +153,7 @@ static int rsk_ready_is_app_end(int fd)
 	socklen_t len = sizeof(un);
 	size_t plen = sizeof(RSK_APP_END_PREFIX) - 1;
 
-	if (RSK_REAL(getsockname)(fd, (struct sockaddr *)&un, &len) < 0 || un.sun_family != AF_UNIX)
+	if (rsk_sys_getsockname(fd, (struct sockaddr *)&un, &len) < 0 || un.sun_family != AF_UNIX)
 		return 0;
 	return len > offsetof(struct sockaddr_un, sun_path) + plen && un.sun_path[0] == '\0' &&
 	       memcmp(un.sun_path + 1, RSK_APP_END_PREFIX, plen) == 0;
@@ -196,12 +174,12 @@ int rsk_ready_sweep_stale(void)
 			continue;
 		/* The library state behind it died with the old image: make the number a socket
 		 * whose peer is gone (reads see EOF, writes EPIPE) instead of leaking tokens. */
-		if (RSK_REAL(socketpair)(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		if (rsk_sys_socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
 			continue;
-		RSK_REAL(close)(sv[1]);
-		if (RSK_REAL(dup3)(sv[0], fd, (RSK_REAL(fcntl)(fd, F_GETFD) & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+		(void)rsk_sys_close(sv[1]);
+		if (rsk_sys_dup3(sv[0], fd, (rsk_sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
 			n++;
-		RSK_REAL(close)(sv[0]);
+		(void)rsk_sys_close(sv[0]);
 	}
 	closedir(d);
 	return n;

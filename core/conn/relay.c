@@ -4,24 +4,30 @@
  * (fork-per-connection servers) is turned, at the fork, into a plain byte pipe: the app end
  * every holder keeps becomes an ordinary unix stream socket carrying the data itself, and
  * the parent's monitor thread moves bytes between its other end and the QP, with the
- * stream's flow control on the QP side and the socket buffers' on the pipe side.
+ * stream's flow control on the QP side and the socket buffers' on the pipe side. The relay
+ * hooks itself into the connection's events (conn.c) and watches the pipe end itself.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include "base/evloop.h"
+#include "base/log.h"
+#include "base/ready.h"
+#include "base/stats.h"
+#include "base/sys.h"
 #include "conn.h"
-#include "log.h"
-#include "ready.h"
-#include "real.h"
 #include "relay.h"
-#include "stats.h"
 
 #define RSK_RELAY_BUF 65536
 
 struct rsk_relay {
+	struct rsk_conn *c;
+	rsk_watch_t w; /* the pipe end (our ctl end of the readiness pair) */
+	int over;      /* the release is on its way */
 	char in[RSK_RELAY_BUF]; /* app -> QP, not sent yet */
 	char out[RSK_RELAY_BUF]; /* QP -> app, not written yet */
 	uint32_t in_off, in_len, out_off, out_len;
@@ -31,20 +37,11 @@ struct rsk_relay {
 	uint64_t up, down; /* bytes moved each way */
 };
 
-int rsk_relay_start(struct rsk_conn *c, int app_fd)
+/* From here no token or fill may reach the app end: it carries data only. Lock held. */
+static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
-	struct rsk_relay *r = calloc(1, sizeof(*r));
 	uint32_t due;
 
-	if (r == NULL)
-		return -ENOMEM;
-	rsk_conn_lock(c);
-	if (c->st.err || c->eof_shown || c->hup_shown || c->relay != NULL) {
-		rsk_conn_unlock(c);
-		free(r);
-		return -EBUSY;
-	}
-	/* From here no token or fill may reach the app end: it carries data only. */
 	(void)rsk_ep_disarm(c->ep, RSK_WAIT_RX | RSK_WAIT_TX);
 	c->rx_pending = c->tx_pending = 0;
 	due = rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
@@ -57,11 +54,75 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd)
 	}
 	/* The app end had a tiny send buffer so that one write could fill it (ready.c); as a
 	 * data pipe it needs a normal one. */
-	(void)RSK_REAL(setsockopt)(app_fd, SOL_SOCKET, SO_SNDBUF, &(int){RSK_RELAY_BUF * 4},
-				   sizeof(int));
-	c->relay = r;
+	(void)rsk_sys_setsockopt_int(app_fd, SOL_SOCKET, SO_SNDBUF, RSK_RELAY_BUF * 4);
+}
+
+static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r);
+
+static void rsk_relay_release(void *arg)
+{
+	rsk_conn_release(((struct rsk_relay *)arg)->c); /* frees the relay (on_release) */
+}
+
+/* Move what can move; once the relay is over, release the connection (deferred: releasing
+ * takes locks a callback may not). On the event loop. */
+static void rsk_relay_step(struct rsk_conn *c, void *ext)
+{
+	struct rsk_relay *r = ext;
+	int over;
+
+	rsk_conn_lock(c);
+	over = rsk_relay_pump(c, r);
 	rsk_conn_unlock(c);
+	if (over && !r->over && rsk_evloop_defer(rsk_relay_release, r) == 0)
+		r->over = 1;
+}
+
+static void rsk_relay_on_pipe(void *arg, uint32_t events)
+{
+	struct rsk_relay *r = arg;
+
+	(void)events;
+	rsk_relay_step(r->c, r);
+}
+
+static void rsk_relay_free(struct rsk_conn *c, void *ext)
+{
+	struct rsk_relay *r = ext;
+
+	(void)c;
+	rsk_evloop_unwatch(r->w);
+	free(r);
+}
+
+int rsk_relay_start(struct rsk_conn *c, int app_fd)
+{
+	struct rsk_relay *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (r == NULL)
+		return -ENOMEM;
+	r->c = c;
+	rsk_conn_lock(c);
+	if (c->st.err || c->eof_shown || c->hup_shown) {
+		rsk_conn_unlock(c);
+		free(r);
+		return -EBUSY;
+	}
+	rsk_relay_quiet(c, app_fd);
+	rsk_conn_unlock(c);
+	rc = rsk_conn_set_hook(c, rsk_relay_step, r, rsk_relay_free);
+	if (rc < 0) {
+		free(r);
+		return rc;
+	}
+	rc = rsk_evloop_watch(c->ctl_fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+			      rsk_relay_on_pipe, r, &r->w);
+	if (rc < 0)
+		rsk_warn("relay of %p not watched (%s); a forked child's connection stalls",
+			 (void *)c, strerror(-rc));
 	rsk_dbg("connection %p now relayed through its socketpair (fork)", (void *)c);
+	rsk_relay_step(c, r); /* what is already there */
 	return 0;
 }
 
@@ -77,10 +138,10 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 		if (k > 0) {
 			r->out_off = 0;
 			r->out_len = (uint32_t)k;
-			rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_VERBS], (uint64_t)k);
+			rsk_counter_add(&rsk_stats.bytes_received[c->transport], (uint64_t)k);
 			moved = 1;
 		} else if (k == 0) { /* the peer's FIN: the app sees EOF */
-			(void)RSK_REAL(shutdown)(c->ctl_fd, SHUT_WR);
+			(void)rsk_sys_shutdown(c->ctl_fd, SHUT_WR);
 			r->peer_eof = 1;
 			moved = 1;
 		} else if (k != -EAGAIN) {
@@ -88,13 +149,13 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 		}
 	}
 	if (r->out_len > 0) {
-		k = RSK_REAL(send)(c->ctl_fd, r->out + r->out_off, r->out_len, MSG_NOSIGNAL);
+		k = rsk_sys_send(c->ctl_fd, r->out + r->out_off, r->out_len, MSG_NOSIGNAL);
 		if (k > 0) {
 			r->out_off += (uint32_t)k;
 			r->out_len -= (uint32_t)k;
 			r->down += (uint64_t)k;
 			moved = 1;
-		} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+		} else if (k < 0 && k != -EAGAIN && k != -EINTR) {
 			r->dead = 1; /* nobody holds the app end any more */
 		}
 	}
@@ -109,7 +170,7 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 	int moved = 0;
 
 	if (r->in_len == 0 && !r->app_eof) {
-		k = RSK_REAL(recv)(c->ctl_fd, r->in, sizeof(r->in), MSG_DONTWAIT);
+		k = rsk_sys_recv(c->ctl_fd, r->in, sizeof(r->in), MSG_DONTWAIT);
 		if (k > 0) {
 			r->in_off = 0;
 			r->in_len = (uint32_t)k;
@@ -117,7 +178,7 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 		} else if (k == 0) {
 			r->app_eof = 1;
 			moved = 1;
-		} else if (errno != EAGAIN && errno != EINTR) {
+		} else if (k != -EAGAIN && k != -EINTR) {
 			r->app_eof = 1;
 		}
 	}
@@ -129,7 +190,7 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 			r->in_off += (uint32_t)k;
 			r->in_len -= (uint32_t)k;
 			r->up += (uint64_t)k;
-			rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_VERBS], (uint64_t)k);
+			rsk_counter_add(&rsk_stats.bytes_sent[c->transport], (uint64_t)k);
 			moved = 1;
 		} else if (k != -EAGAIN) {
 			r->dead = 1;
@@ -140,13 +201,11 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 	return moved;
 }
 
-int rsk_relay_pump(struct rsk_conn *c)
+/* Move what can move both ways (lock held). Returns 1 once the relay is over. */
+static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 {
-	struct rsk_relay *r = c->relay;
 	int rounds;
 
-	if (r == NULL)
-		return 0;
 	for (rounds = 0; rounds < 256 && !r->dead && !c->st.err; rounds++)
 		if (!(rsk_relay_down(c, r) | rsk_relay_up(c, r)))
 			break;
@@ -154,7 +213,7 @@ int rsk_relay_pump(struct rsk_conn *c)
 		rsk_dbg("relay of %p ends: %s (err %d rst %d fin %d)", (void *)c,
 			c->st.err ? "stream reset" : "app end gone", c->st.err, c->st.rst_rcvd,
 			c->st.fin_rcvd);
-		(void)RSK_REAL(shutdown)(c->ctl_fd, SHUT_RDWR);
+		(void)rsk_sys_shutdown(c->ctl_fd, SHUT_RDWR);
 		return 1;
 	}
 	if (r->app_eof && r->in_len == 0 && r->peer_eof && r->out_len == 0) {
@@ -163,10 +222,4 @@ int rsk_relay_pump(struct rsk_conn *c)
 		return 1;
 	}
 	return 0;
-}
-
-void rsk_relay_free(struct rsk_conn *c)
-{
-	free(c->relay);
-	c->relay = NULL;
 }

@@ -28,20 +28,4 @@ void rsk_log_write(enum rsk_log_level level, const char *fmt, ...)
 #define rsk_info(...) rsk_log(RSK_LOG_INFO, __VA_ARGS__)
 #define rsk_dbg(...) rsk_log(RSK_LOG_DEBUG, __VA_ARGS__)
 
-/*
- * Move a library-internal fd out of the application's way (above the numbers it is likely
- * to use, close-on-exec) and mark it internal in the fd table so the application cannot
- * close it by accident. Returns the new fd or -errno (the old fd is closed either way).
- */
-int rsk_fd_hide(int fd);
-
-/* Like rsk_fd_hide() but keeps @fd open: returns a hidden duplicate or -errno. */
-int rsk_fd_hide_dup(int fd);
-
-/* Release an fd obtained from rsk_fd_hide(). */
-void rsk_fd_unhide_close(int fd);
-
-/* True when @fd is one of the library's own fds. */
-int rsk_fd_is_internal(int fd);
-
 #endif

@@ -1,0 +1,337 @@
+/*
+ * The event loop (see evloop.h). Watches live in a table of slots; a handle is the slot's
+ * index and its generation, and the generation is what epoll carries, so an event that was
+ * harvested just before its watch went is recognised as stale. The thread takes the loop's
+ * lock per event and calls back under it; deferred work and the tick run without it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include "evloop.h"
+#include "fdhide.h"
+#include "sys.h"
+
+struct rsk_ev_slot {
+	rsk_watch_fn fn;
+	void *arg;
+	int fd;
+	uint32_t gen;  /* bumped whenever the slot is taken or freed */
+	int used;
+	uint32_t next; /* free list */
+};
+
+struct rsk_ev_defer {
+	struct rsk_ev_defer *next;
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+#define RSK_EV_NONE UINT32_MAX
+#define RSK_EV_WAKE ((uint64_t)UINT32_MAX) /* the eventfd's data: no slot */
+#define RSK_EV_TICK_MS 1
+
+static pthread_mutex_t rsk_ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_ev_slot *rsk_ev_slots;
+static uint32_t rsk_ev_nslots, rsk_ev_free = RSK_EV_NONE;
+static struct rsk_ev_defer *rsk_ev_deferred;
+static int rsk_ev_epfd = -1, rsk_ev_evfd = -1, rsk_ev_started;
+static pthread_t rsk_ev_thread;
+static __thread int rsk_ev_in_dispatch; /* this thread holds the lock in a callback */
+static void (*rsk_ev_tick_fn)(void);
+
+/* Tick request (seq_cst: a Dekker pair with the thread's announcement that it sleeps). */
+static int rsk_ev_tick_wanted;
+static int rsk_ev_sleeping;
+
+static void rsk_ev_lock_take(void)
+{
+	if (!rsk_ev_in_dispatch)
+		pthread_mutex_lock(&rsk_ev_lock);
+}
+
+static void rsk_ev_lock_drop(void)
+{
+	if (!rsk_ev_in_dispatch)
+		pthread_mutex_unlock(&rsk_ev_lock);
+}
+
+static rsk_watch_t rsk_ev_handle(uint32_t idx)
+{
+	return ((uint64_t)rsk_ev_slots[idx].gen << 32) | idx;
+}
+
+/* The slot @w names if it is still that watch, else NULL. Lock held. */
+static struct rsk_ev_slot *rsk_ev_slot_of(rsk_watch_t w)
+{
+	uint32_t idx = (uint32_t)w, gen = (uint32_t)(w >> 32);
+
+	if (idx >= rsk_ev_nslots || !rsk_ev_slots[idx].used || rsk_ev_slots[idx].gen != gen)
+		return NULL;
+	return &rsk_ev_slots[idx];
+}
+
+/* A free slot index, growing the table if needed. Lock held. */
+static int rsk_ev_slot_get(uint32_t *idx)
+{
+	struct rsk_ev_slot *n;
+	uint32_t cap = rsk_ev_nslots ? rsk_ev_nslots * 2 : 64, i;
+
+	if (rsk_ev_free == RSK_EV_NONE) {
+		n = realloc(rsk_ev_slots, cap * sizeof(*n));
+		if (n == NULL)
+			return -ENOMEM;
+		for (i = rsk_ev_nslots; i < cap; i++)
+			n[i] = (struct rsk_ev_slot){.gen = 1, .next = i + 1 < cap ? i + 1 : RSK_EV_NONE};
+		rsk_ev_free = rsk_ev_nslots;
+		rsk_ev_slots = n;
+		rsk_ev_nslots = cap;
+	}
+	*idx = rsk_ev_free;
+	rsk_ev_free = rsk_ev_slots[*idx].next;
+	return 0;
+}
+
+static void rsk_ev_slot_put(uint32_t idx)
+{
+	struct rsk_ev_slot *s = &rsk_ev_slots[idx];
+
+	s->used = 0;
+	s->gen++;
+	if (s->gen == 0)
+		s->gen = 1; /* 0 never names a watch */
+	s->next = rsk_ev_free;
+	rsk_ev_free = idx;
+}
+
+/* One event: the callback of its watch if the watch is still the one it was for. */
+static void rsk_ev_dispatch(uint64_t data, uint32_t events)
+{
+	struct rsk_ev_slot *s;
+	uint64_t scratch;
+
+	if (data == RSK_EV_WAKE) {
+		(void)rsk_sys_read(rsk_ev_evfd, &scratch, sizeof(scratch));
+		return;
+	}
+	pthread_mutex_lock(&rsk_ev_lock);
+	rsk_ev_in_dispatch = 1;
+	s = rsk_ev_slot_of(data);
+	if (s != NULL)
+		s->fn(s->arg, events); /* the slot may move if fn adds a watch: read it first */
+	rsk_ev_in_dispatch = 0;
+	pthread_mutex_unlock(&rsk_ev_lock);
+}
+
+/* Untimed sleep unless a tick is wanted; the request is re-read after announcing the sleep. */
+static int rsk_ev_timeout(void)
+{
+	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST))
+		return RSK_EV_TICK_MS;
+	__atomic_store_n(&rsk_ev_sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST);
+		return RSK_EV_TICK_MS;
+	}
+	return -1;
+}
+
+static void rsk_ev_run_deferred(void)
+{
+	struct rsk_ev_defer *d, *next;
+
+	pthread_mutex_lock(&rsk_ev_lock);
+	d = rsk_ev_deferred;
+	rsk_ev_deferred = NULL;
+	pthread_mutex_unlock(&rsk_ev_lock);
+	for (; d != NULL; d = next) {
+		next = d->next;
+		d->fn(d->arg);
+		free(d);
+	}
+}
+
+static void *rsk_ev_main(void *arg)
+{
+	struct epoll_event ev[32];
+	void (*tick)(void);
+	int n, i;
+
+	(void)arg;
+	for (;;) {
+		n = rsk_sys_epoll_wait(rsk_ev_epfd, ev, 32, rsk_ev_timeout());
+		__atomic_store_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST);
+		if (n < 0 && n != -EINTR)
+			break;
+		for (i = 0; i < n; i++)
+			rsk_ev_dispatch(ev[i].data.u64, ev[i].events);
+		rsk_ev_run_deferred();
+		tick = __atomic_load_n(&rsk_ev_tick_fn, __ATOMIC_ACQUIRE);
+		if (tick != NULL)
+			tick();
+	}
+	return NULL;
+}
+
+static int rsk_ev_open_fds(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = RSK_EV_WAKE};
+	int ep, efd, rc;
+
+	ep = rsk_sys_epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0 || (ep = rsk_fd_hide(ep)) < 0)
+		return ep;
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	rc = efd < 0 ? -errno : 0;
+	if (rc == 0 && (efd = rsk_fd_hide(efd)) < 0)
+		rc = efd;
+	if (rc == 0 && (rc = rsk_sys_epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev)) < 0)
+		rsk_fd_unhide_close(efd);
+	if (rc < 0) {
+		rsk_fd_unhide_close(ep);
+		return rc;
+	}
+	rsk_ev_epfd = ep;
+	rsk_ev_evfd = efd;
+	return 0;
+}
+
+/* Start the thread (lock held). It takes no signals: they belong to the application. */
+static int rsk_ev_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t a;
+	int rc = rsk_ev_open_fds();
+
+	if (rc < 0)
+		return rc;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 64 * 1024);
+	rc = -pthread_create(&rsk_ev_thread, &a, rsk_ev_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0) {
+		rsk_fd_unhide_close(rsk_ev_epfd);
+		rsk_fd_unhide_close(rsk_ev_evfd);
+		rsk_ev_epfd = rsk_ev_evfd = -1;
+		return rc;
+	}
+	rsk_ev_started = 1;
+	return 0;
+}
+
+int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_watch_t *out)
+{
+	struct epoll_event ev = {.events = events};
+	uint32_t idx;
+	int rc = 0;
+
+	rsk_ev_lock_take();
+	if (!rsk_ev_started)
+		rc = rsk_ev_start();
+	if (rc == 0)
+		rc = rsk_ev_slot_get(&idx);
+	if (rc == 0) {
+		rsk_ev_slots[idx].used = 1;
+		rsk_ev_slots[idx].fn = fn;
+		rsk_ev_slots[idx].arg = arg;
+		rsk_ev_slots[idx].fd = fd;
+		ev.data.u64 = rsk_ev_handle(idx);
+		rc = rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_ADD, fd, &ev);
+		if (rc < 0)
+			rsk_ev_slot_put(idx);
+		else
+			*out = ev.data.u64;
+	}
+	rsk_ev_lock_drop();
+	return rc;
+}
+
+void rsk_evloop_unwatch(rsk_watch_t w)
+{
+	struct rsk_ev_slot *s;
+
+	if (w == 0)
+		return;
+	rsk_ev_lock_take();
+	s = rsk_ev_slot_of(w);
+	if (s != NULL) {
+		(void)rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		rsk_ev_slot_put((uint32_t)w);
+	}
+	rsk_ev_lock_drop();
+}
+
+int rsk_evloop_defer(void (*fn)(void *arg), void *arg)
+{
+	struct rsk_ev_defer *d = malloc(sizeof(*d));
+
+	if (d == NULL)
+		return -ENOMEM;
+	d->fn = fn;
+	d->arg = arg;
+	rsk_ev_lock_take();
+	d->next = rsk_ev_deferred;
+	rsk_ev_deferred = d;
+	rsk_ev_lock_drop();
+	return 0;
+}
+
+void rsk_evloop_set_tick(void (*fn)(void))
+{
+	__atomic_store_n(&rsk_ev_tick_fn, fn, __ATOMIC_RELEASE);
+}
+
+void rsk_evloop_request_tick(void)
+{
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&rsk_ev_tick_wanted, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST) && rsk_ev_evfd >= 0)
+		(void)rsk_sys_write(rsk_ev_evfd, &one, sizeof(one));
+}
+
+int rsk_evloop_take_tick(void)
+{
+	if (!__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(&rsk_ev_tick_wanted, 0, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+void rsk_evloop_atfork_child(void)
+{
+	uint32_t i;
+
+	/* The lock may have been held by another thread at fork: start from a fresh one. */
+	pthread_mutex_init(&rsk_ev_lock, NULL);
+	if (rsk_ev_epfd >= 0)
+		rsk_fd_unhide_close(rsk_ev_epfd); /* our copy of the parent's set: not ours */
+	if (rsk_ev_evfd >= 0)
+		rsk_fd_unhide_close(rsk_ev_evfd);
+	rsk_ev_epfd = rsk_ev_evfd = -1;
+	rsk_ev_started = 0;
+	rsk_ev_sleeping = 0;
+	for (i = 0; i < rsk_ev_nslots; i++) /* stale handles held above stay stale */
+		if (rsk_ev_slots[i].used)
+			rsk_ev_slot_put(i);
+	while (rsk_ev_deferred != NULL) { /* the parent's work, not ours */
+		struct rsk_ev_defer *d = rsk_ev_deferred;
+
+		rsk_ev_deferred = d->next;
+		free(d);
+	}
+}
+
+int rsk_evloop_on_thread(void)
+{
+	return rsk_ev_started && pthread_equal(pthread_self(), rsk_ev_thread);
+}

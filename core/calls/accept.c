@@ -1,0 +1,143 @@
+/*
+ * listen() and accept(): a listening socket gets the transports' listeners beside it, and an
+ * accepted TCP connection whose client offered a faster path is claimed and switched over.
+ * A client that committed to that path and cannot be served is dropped (ECONNABORTED, as the
+ * kernel reports a connection lost before accept), never left waiting.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "base/addr.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/stats.h"
+#include "base/sys.h"
+#include "calls.h"
+#include "conn/conn.h"
+#include "sock/listener.h"
+#include "sock/sock.h"
+#include "transport/registry.h"
+
+void rsk_accept_listen_done(int fd, int backlog)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	enum rdmasock_fallback why = RDMASOCK_FB_RESOURCES;
+
+	(void)backlog; /* the companions' queues are sized for bursts, not by the application */
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->state = RSK_SOCK_LISTENING;
+	if (s->lst == NULL && rsk_config.mode != RSK_MODE_KERNEL &&
+	    rsk_listener_open(fd, &s->lst, &why) < 0)
+		s->fb_reason = why;
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_accept_begin(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST);
+	rsk_sock_put(s);
+}
+
+/* Build the accelerated connection from claim @cl for accepted socket @fd. 0 or -errno. */
+static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
+			     struct rsk_claim *cl)
+{
+	struct rsk_conn *c = rsk_conn_alloc(cl->nbuf, cm->ep_size != NULL ? cm->ep_size() : 0);
+	int app = -1, ctl = -1, tcp = -1, rc;
+
+	if (c == NULL) {
+		if (cl->ep != NULL)
+			rsk_ep_destroy(cl->ep);
+		return -ENOMEM;
+	}
+	cl->ep_mem = rsk_conn_ep_mem(c);
+	rc = cm->claim_open(cl);
+	c->ep = cl->ep;
+	if (rc == 0)
+		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
+	if (rc == 0 && cm->answer != NULL)
+		rc = cm->answer(cl, ctl);
+	if (rc == 0)
+		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
+	if (rc < 0) {
+		rsk_conn_discard(c, app, ctl, tcp);
+		return rc;
+	}
+	/* The client waits for this before it uses the endpoint: we took it (a process that
+	 * does not own the transport's listener never sends it, and the client stays TCP). */
+	if (cm->accept_hello && (rc = rsk_conn_hello(c, fd)) < 0)
+		rsk_warn("fd %d: hello not sent (%s)", fd, strerror(-rc));
+	return 0;
+}
+
+/* The client is committed to the fast path and we cannot follow: drop it visibly. */
+static int rsk_accept_drop(int fd, int err)
+{
+	rsk_warn("fd %d: accelerated accept failed (%s); dropping the connection", fd,
+		 strerror(-err));
+	rsk_stats_fallback(RDMASOCK_FB_RESOURCES);
+	rsk_sock_release_fd(fd);
+	(void)rsk_sys_close(fd);
+	return -ECONNABORTED;
+}
+
+/* Claim and switch accepted socket @s (at @fd) of listener @ls. Returns @fd or -errno. */
+static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
+{
+	const struct rsk_cm_ops *cm = NULL;
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct rsk_claim cl;
+	int rc;
+
+	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+		return fd; /* already reset: the application will find out */
+	memset(&cl, 0, sizeof(cl));
+	cl.why = RDMASOCK_FB_NO_PEER;
+	rc = rsk_listener_claim(ls->lst, &peer, &cl, &cm);
+	if (rc == 0) {
+		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP */
+		return fd;
+	}
+	if (rc > 0) {
+		rc = rsk_accept_switch(s, fd, cm, &cl);
+		cm->unclaim(&cl, rc == 0);
+	}
+	if (rc < 0)
+		return rsk_accept_drop(fd, rc);
+	s->from_lst = rsk_listener_id(ls->lst);
+	s->forks_at_accept = rsk_proc_forks();
+	return fd;
+}
+
+int rsk_accept_done(int lfd, int fd, int flags)
+{
+	struct rsk_sock *ls = rsk_sock_get(lfd);
+	struct rsk_sock *s;
+	int rc = fd;
+
+	(void)flags;
+	if (ls == NULL)
+		return fd;
+	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
+	    (s = rsk_sock_get(fd)) != NULL) {
+		if (ls->lst != NULL)
+			rc = rsk_accept_claim(ls, s, fd);
+		else
+			s->fb_reason = ls->fb_reason; /* why the listener has no companions */
+		if (rc >= 0)
+			rsk_sock_count(s, rsk_addr_local_port(fd));
+		rsk_sock_put(s);
+	}
+	rsk_sock_put(ls);
+	return rc;
+}

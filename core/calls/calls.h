@@ -1,0 +1,50 @@
+/*
+ * The accelerated calls' orchestration, as preload/ invokes it: connect (a faster path, or
+ * the kernel connect's bookkeeping), listen/accept (the transports' listeners and the claim
+ * of accepted connections), and the process's life-cycle hooks (epoll registrations, fork,
+ * exit). All return >= 0 or -errno.
+ */
+#ifndef RSK_CALLS_H
+#define RSK_CALLS_H
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+/*
+ * connect() on tracked socket @fd: try to accelerate it. Returns 1 when the connect was
+ * handled here (its result, 0 or -errno, in *rc), 0 when the caller must do the kernel
+ * connect (the fallback reason is recorded for the stats).
+ */
+int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc);
+
+/* Client side: the kernel connect() on @fd returned @rc (0 or -errno). */
+void rsk_connect_done(int fd, int rc);
+
+/* getsockopt(SO_ERROR) on @fd reported @err: settles a pending non-blocking connect. */
+void rsk_connect_so_error(int fd, int err);
+
+/* listen() succeeded on @fd: also listen with the transports where allowed. */
+void rsk_accept_listen_done(int fd, int backlog);
+
+/* accept() is about to run on tracked @fd: this process accepts on it. */
+void rsk_accept_begin(int fd);
+
+/*
+ * accept() on @lfd returned kernel socket @fd (accept4 @flags): track it and, if a preloaded
+ * client offered a faster path, switch it over. Returns @fd, or -errno when the connection
+ * had to be dropped (-ECONNABORTED, as the kernel reports a connection lost before accept).
+ */
+int rsk_accept_done(int lfd, int fd, int flags);
+
+/* epoll_ctl on tracked @fd: remembered while the socket may still change its file. */
+void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* fork(): before (every process that will hold a connection is counted), and after. */
+void rsk_life_fork_prepare(void);
+void rsk_life_fork_failed(void);
+void rsk_life_fork_child(void);
+
+/* Process exit: end every accelerated stream this process is the last holder of. */
+void rsk_life_exit(void);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * connect(): decide whether the connection may take a faster path, and take it through the
+ * chosen transport's connection-management table. Every resource is acquired before the
+ * real TCP connect, so each failure up to that point is a clean fallback with its reason;
+ * after it the connection is ours. Also the kernel connect's own bookkeeping.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+
+#include "base/addr.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/stats.h"
+#include "base/sys.h"
+#include "calls.h"
+#include "conn/conn.h"
+#include "sock/sock.h"
+#include "transport/registry.h"
+
+/*
+ * Least time a dial_sync client waits for the server's first message: it is sent when the
+ * server application accepts. If it does not come, the endpoint goes and the connection stays
+ * TCP; a server that claims it after all sees the disconnect and resets it (never a silent
+ * mismatch).
+ */
+#define RSK_HELLO_MIN_MS 5000
+
+/* Why @s must stay on the kernel for this connect (a fallback reason), or -1 with *cm. */
+static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len,
+			      const struct rsk_cm_ops **cm)
+{
+	enum rdmasock_fallback why = RDMASOCK_FB_UNSUPPORTED;
+
+	if (rsk_config.mode == RSK_MODE_KERNEL ||
+	    !rsk_config_port_allowed(&rsk_config, rsk_sa_port(addr)))
+		return RDMASOCK_FB_POLICY;
+	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
+	    len < rsk_sa_len(addr))
+		return RDMASOCK_FB_UNSUPPORTED;
+	*cm = rsk_transport_route(rsk_config.mode, addr, &why);
+	return *cm != NULL ? -1 : (int)why;
+}
+
+struct rsk_client {
+	const struct rsk_cm_ops *cm;
+	struct rsk_dial d;
+	struct rsk_conn *c;
+	int app, ctl, tcp;
+	int dialed; /* cm->dial succeeded: cm->undial owes its resources back */
+};
+
+static void rsk_client_undo(struct rsk_client *u)
+{
+	if (u->dialed && u->cm->undial != NULL)
+		u->cm->undial(&u->d);
+	if (u->c != NULL)
+		rsk_conn_discard(u->c, u->app, u->ctl, u->tcp);
+	u->c = NULL;
+	u->dialed = 0;
+}
+
+/* The endpoint, the connection's local parts and the offer: a fallback reason, or -1. */
+static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr *addr,
+			    socklen_t len)
+{
+	const struct rsk_cm_ops *cm = u->cm;
+
+	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
+	if (u->c == NULL)
+		return RDMASOCK_FB_RESOURCES;
+	u->d.fd = fd;
+	u->d.dest = addr;
+	u->d.dest_len = len;
+	u->d.nbuf = rsk_config.buf_count;
+	u->d.buf_size = rsk_config.buf_size;
+	u->d.ep_mem = rsk_conn_ep_mem(u->c);
+	if (cm->dial(&u->d) < 0)
+		return u->d.why;
+	u->dialed = 1;
+	u->c->ep = u->d.ep;
+	if (rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp) < 0)
+		return RDMASOCK_FB_RESOURCES;
+	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
+		return u->d.why;
+	return -1;
+}
+
+/* The kernel connect of a dial_sync client, finished here (bounded) even on a non-blocking
+ * socket: the server's first message must be seen before the application may use it. */
+static int rsk_connect_tcp_bounded(int fd, const struct sockaddr *addr, socklen_t len,
+				   int64_t deadline)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	socklen_t elen = sizeof(int);
+	int err = 0, left, rc = rsk_sys_connect(fd, addr, len);
+
+	if (rc == 0)
+		return 0;
+	if (rc != -EINPROGRESS && rc != -EINTR)
+		return rc;
+	do {
+		left = (int)(deadline - rsk_now_ms());
+		if (left <= 0)
+			return -ETIMEDOUT;
+	} while (rsk_sys_poll(&p, 1, left) <= 0);
+	if ((rc = rsk_sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen)) < 0)
+		return rc;
+	return -err;
+}
+
+/*
+ * A dial_sync client after its endpoint is up: TCP connect, the server's first message, then
+ * the switch. If that message does not come (the process that accepted us does not own the
+ * transport's listener, e.g. a prefork child), the endpoint goes and the connection simply
+ * stays TCP: the application has not sent a byte yet. Returns what connect() reports.
+ */
+static int rsk_connect_sync(struct rsk_sock *s, int fd, const struct sockaddr *addr,
+			    socklen_t len, struct rsk_client *u)
+{
+	int64_t deadline = rsk_now_ms() + (int64_t)rsk_config.connect_timeout_ms;
+	int nonblock = (rsk_sys_fcntl(fd, F_GETFL, 0) & O_NONBLOCK) != 0;
+	int rc = rsk_connect_tcp_bounded(fd, addr, len, deadline);
+
+	if (rc < 0) {
+		rsk_client_undo(u);
+		return rc;
+	}
+	if (deadline < rsk_now_ms() + RSK_HELLO_MIN_MS)
+		deadline = rsk_now_ms() + RSK_HELLO_MIN_MS;
+	rc = rsk_conn_await_first(u->c, deadline);
+	if (rc < 0) {
+		rsk_dbg("fd %d: no hello from the server (%s): staying on TCP", fd, strerror(-rc));
+		if (u->cm->dial_failed != NULL)
+			u->cm->dial_failed(&u->d);
+		rsk_client_undo(u);
+		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
+		rsk_connect_done(fd, nonblock ? -EINPROGRESS : 0);
+		return nonblock ? -EINPROGRESS : 0;
+	}
+	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	if (rc < 0) {
+		rsk_client_undo(u);
+		return rc;
+	}
+	/* A non-blocking connect reports EINPROGRESS as TCP does; the socket is writable and
+	 * SO_ERROR 0 at once. */
+	return nonblock ? -EINPROGRESS : 0;
+}
+
+/* The others: the offer went before our SYN, so whoever accepts this will find it. */
+static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *addr,
+			     socklen_t len, struct rsk_client *u)
+{
+	int rc = rsk_sys_connect(fd, addr, len), inprogress = rc == -EINPROGRESS;
+
+	if (rc < 0 && !inprogress) {
+		rsk_client_undo(u);
+		return rc;
+	}
+	if (u->cm->dialed != NULL)
+		u->cm->dialed(&u->d);
+	u->dialed = 0; /* what the dial holds now belongs to the endpoint */
+	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	if (rc < 0) {
+		rsk_client_undo(u);
+		return rc;
+	}
+	/* Non-blocking: EINPROGRESS, as the kernel said; the readiness socket is writable and
+	 * SO_ERROR reads 0 at once (the transport does not depend on the handshake). */
+	return inprogress ? -EINPROGRESS : 0;
+}
+
+int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
+{
+	struct rsk_client u = {.app = -1, .ctl = -1, .tcp = -1};
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int why;
+
+	if (s == NULL)
+		return 0;
+	why = rsk_connect_policy(s, addr, len, &u.cm);
+	if (why < 0)
+		why = rsk_client_setup(&u, fd, addr, len);
+	if (why >= 0) {
+		s->fb_reason = (enum rdmasock_fallback)why;
+		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));
+		rsk_client_undo(&u);
+		rsk_sock_put(s);
+		return 0;
+	}
+	*rc = u.cm->dial_sync ? rsk_connect_sync(s, fd, addr, len, &u)
+			      : rsk_connect_async(s, fd, addr, len, &u);
+	rsk_sock_put(s);
+	return 1;
+}
+
+void rsk_connect_done(int fd, int rc)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0 || rc == -EISCONN) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_addr_peer_port(fd));
+	} else if (rc == -EINPROGRESS || rc == -EALREADY) {
+		s->state = RSK_SOCK_CONNECTING;
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_connect_so_error(int fd, int err)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSK_SOCK_CONNECTING && err == 0 && rsk_addr_peer_port(fd) != 0) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_addr_peer_port(fd));
+	} else if (s->state == RSK_SOCK_CONNECTING && err != 0) {
+		s->state = RSK_SOCK_NEW;
+	}
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}

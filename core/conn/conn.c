@@ -1,0 +1,714 @@
+/*
+ * Accelerated connections (see conn.h): shared-region allocation, the process-shared lock,
+ * readiness synchronisation (the arm/kick protocol of ready.h seen from our side), the
+ * process's record of its connections and their event-loop watches, and the orderly or
+ * abortive end of a stream.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <uthash.h>
+
+#include "base/clock.h"
+#include "base/compiler.h"
+#include "base/evloop.h"
+#include "base/fdhide.h"
+#include "base/log.h"
+#include "base/ready.h"
+#include "base/sys.h"
+#include "conn.h"
+#include "transport/registry.h"
+
+int rsk_conn_live;
+
+/* Layout of mem[]: the endpoint (its size rounded to a cache line), then the rx queue. */
+struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
+{
+	size_t off = (ep_size + 63) & ~(size_t)63; /* the rx queue after the endpoint */
+	size_t len = sizeof(struct rsk_conn) + off + nbuf * sizeof(struct rsk_rxmsg);
+	pthread_mutexattr_t a;
+	struct rsk_conn *c;
+
+	len = (len + 4095) & ~(size_t)4095;
+	c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (c == MAP_FAILED)
+		return NULL;
+	c->map_len = len;
+	c->rxq_off = off;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&c->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	c->holders = 1;
+	c->ctl_fd = c->tcp_fd = -1;
+	return c;
+}
+
+void *rsk_conn_ep_mem(struct rsk_conn *c)
+{
+	return c->mem;
+}
+
+struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c)
+{
+	return (struct rsk_rxmsg *)(c->mem + c->rxq_off);
+}
+
+int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
+{
+	int rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
+
+	if (rc == 0)
+		rc = rsk_ready_pair(app, ctl);
+	if (rc == 0 && (*ctl = rsk_fd_hide(*ctl)) < 0)
+		rc = *ctl;
+	if (rc == 0 && (*tcp = rsk_fd_hide_dup(fd)) < 0)
+		rc = *tcp;
+	return rc;
+}
+
+void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
+{
+	if (app >= 0)
+		(void)rsk_sys_close(app);
+	if (ctl >= 0)
+		rsk_fd_unhide_close(ctl);
+	if (tcp >= 0)
+		rsk_fd_unhide_close(tcp);
+	if (c->ep != NULL)
+		rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+}
+
+void rsk_conn_lock(struct rsk_conn *c)
+{
+	/* A holder died inside the lock: the state is still consistent enough to reset. */
+	if (pthread_mutex_lock(&c->lock) == EOWNERDEAD) {
+		rsk_stream_set_error(&c->st, -ECONNRESET);
+		pthread_mutex_consistent(&c->lock);
+	}
+}
+
+void rsk_conn_unlock(struct rsk_conn *c)
+{
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Readiness is kept exact, because a program that select()s and then does a blocking read
+ * must never block, and an edge-triggered one must see every transition. The app end is
+ * readable exactly while a token waits in it (RX) and unwritable exactly while our fill sits
+ * in it (TX). Wakes are counted in shared memory (tokens before they are written, unblocks
+ * after they are done), and the ledger below tells us which count to wait for before we
+ * touch the app end again, so a wake in flight never lands on the wrong state.
+ */
+struct rsk_ledger {
+	unsigned int bit;
+	int *pending;
+	uint32_t *expect;
+};
+
+static struct rsk_ledger rsk_ledger_of(struct rsk_conn *c, unsigned int bit)
+{
+	if (bit == RSK_WAIT_RX)
+		return (struct rsk_ledger){bit, &c->rx_pending, &c->rx_expect};
+	return (struct rsk_ledger){bit, &c->tx_pending, &c->tx_expect};
+}
+
+static void rsk_arm(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (*l.pending)
+		return;
+	*l.pending = 1;
+	rsk_ep_arm(c->ep, bit);
+}
+
+/* Has a kick consumed our pending arm? Then its wake is on the way: expect it. */
+static void rsk_arm_resolve(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (*l.pending && !(rsk_ep_armed(c->ep) & bit)) {
+		*l.pending = 0;
+		(*l.expect)++;
+	}
+}
+
+/* Withdraw a pending arm. Returns 1 if it was still ours (no kick will come for it). */
+static int rsk_arm_take_back(struct rsk_conn *c, unsigned int bit)
+{
+	struct rsk_ledger l = rsk_ledger_of(c, bit);
+
+	if (!*l.pending)
+		return 0;
+	*l.pending = 0;
+	if (rsk_ep_disarm(c->ep, bit))
+		return 1;
+	(*l.expect)++; /* a kicker beat us to it */
+	return 0;
+}
+
+static void rsk_wake_self(struct rsk_conn *c, unsigned int bit)
+{
+	(*rsk_ledger_of(c, bit).expect)++;
+	rsk_ep_wake_self(c->ep, bit);
+}
+
+/* Wait until every wake we expect has been counted (a kicker is between its steps). */
+static void rsk_settle(struct rsk_conn *c, unsigned int bit)
+{
+	uint32_t expect = *rsk_ledger_of(c, bit).expect;
+	int spins;
+
+	for (spins = 0; spins < 1000000 && (int32_t)(rsk_ep_wakes(c->ep, bit) - expect) < 0;
+	     spins++)
+		rsk_cpu_relax();
+}
+
+/* Tokens committed to the app end and not yet taken. */
+static uint32_t rsk_tokens(struct rsk_conn *c)
+{
+	return rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
+}
+
+/* Readable: make sure a token is there or coming, and stay armed so each new arrival makes
+ * a new edge (as TCP wakes readers on every arrival). */
+static void rsk_conn_show_readable(struct rsk_conn *c)
+{
+	rsk_arm_resolve(c, RSK_WAIT_RX);
+	if (rsk_tokens(c) == 0 && (int32_t)(c->rx_expect - rsk_ep_wakes(c->ep, RSK_WAIT_RX)) <= 0 &&
+	    (!c->rx_pending || rsk_arm_take_back(c, RSK_WAIT_RX)))
+		rsk_wake_self(c, RSK_WAIT_RX);
+	rsk_arm(c, RSK_WAIT_RX);
+}
+
+static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
+{
+	uint32_t due;
+
+	if (rsk_stream_readable(&c->st)) {
+		rsk_conn_show_readable(c);
+		return;
+	}
+	rsk_arm_resolve(c, RSK_WAIT_RX);
+	if (c->rx_pending && rsk_tokens(c) == 0 &&
+	    (int32_t)(rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_expect) >= 0)
+		return; /* steady: armed, nothing shown, nothing in flight */
+	/* Lower: let wakes in flight land, take exactly the committed tokens, arm, re-check. */
+	rsk_settle(c, RSK_WAIT_RX);
+	due = rsk_tokens(c);
+	if (due > 0 && rsk_ready_take(app_fd, (int)due) < (int)due)
+		rsk_dbg("readiness: %u token(s) never arrived (waker died?)", due);
+	c->rx_drained += due;
+	rsk_arm(c, RSK_WAIT_RX);
+	(void)rsk_stream_progress(&c->st);
+	if (rsk_stream_readable(&c->st))
+		rsk_conn_show_readable(c);
+}
+
+static void rsk_conn_sync_tx(struct rsk_conn *c, int app_fd)
+{
+	rsk_arm_resolve(c, RSK_WAIT_TX);
+	if (rsk_stream_writable(&c->st)) {
+		/* Unblock: by a kick that consumed our arm (expected), or ourselves. */
+		if (c->tx_blocked && c->tx_pending && rsk_arm_take_back(c, RSK_WAIT_TX))
+			rsk_wake_self(c, RSK_WAIT_TX);
+		c->tx_blocked = 0;
+		return;
+	}
+	if (c->tx_blocked && c->tx_pending)
+		return; /* steady: filled and armed */
+	/* Block: no unblock may be in flight when we fill, or it would drain the new fill. */
+	rsk_settle(c, RSK_WAIT_TX);
+	rsk_ready_block(app_fd);
+	c->tx_blocked = 1;
+	rsk_arm(c, RSK_WAIT_TX);
+	(void)rsk_stream_progress(&c->st);
+	if (rsk_stream_writable(&c->st))
+		rsk_conn_sync_tx(c, app_fd);
+}
+
+void rsk_conn_sync(struct rsk_conn *c, int app_fd)
+{
+	if (c->st.err) {
+		if (!c->hup_shown) {
+			c->hup_shown = 1;
+			rsk_ready_hup(c->ctl_fd); /* readable, writable (errors), HUP */
+		}
+		return;
+	}
+	if ((c->st.fin_rcvd || c->st.shut_rd) && !c->eof_shown) {
+		c->eof_shown = 1;
+		rsk_ready_eof(c->ctl_fd); /* readable + RDHUP for good */
+	}
+	if (c->st.fin_rcvd && (c->st.shut_wr || c->st.fin_sent) && !c->hup_shown) {
+		c->hup_shown = 1; /* both directions done: HUP, as TCP reports it */
+		rsk_ready_hup(c->ctl_fd);
+	}
+	if (!c->eof_shown)
+		rsk_conn_sync_rx(c, app_fd);
+	rsk_conn_sync_tx(c, app_fd);
+}
+
+/* Show the stream's end on the app end once: HUP after an error, EOF after a FIN. */
+static void rsk_conn_show_end(struct rsk_conn *c)
+{
+	if (c->st.err && !c->hup_shown) {
+		c->hup_shown = 1;
+		rsk_ready_hup(c->ctl_fd); /* readable, writable (errors), HUP */
+	} else if (!c->st.err && !c->eof_shown && c->st.fin_rcvd) {
+		c->eof_shown = 1;
+		rsk_ready_eof(c->ctl_fd);
+	}
+}
+
+void rsk_conn_peer_gone(struct rsk_conn *c)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+
+	(void)rsk_stream_progress(&c->st);
+	/* The transport may know whether the peer closed in order; else its FIN must be here. */
+	if (cm->peer_ended != NULL ? !cm->peer_ended(c->ep) : !c->st.fin_rcvd)
+		rsk_stream_set_error(&c->st, -ECONNRESET);
+	rsk_conn_show_end(c);
+}
+
+void rsk_conn_remote_wake(struct rsk_conn *c)
+{
+	unsigned int want = 0, got;
+
+	(void)rsk_stream_progress(&c->st);
+	rsk_conn_show_end(c);
+	if (c->st.err)
+		return;
+	/* What a peer's kick would do on shm: consume the arms whose event happened and wake
+	 * them; the ledger (rsk_arm_resolve) then expects exactly these wakes. */
+	if (rsk_stream_readable(&c->st))
+		want |= RSK_WAIT_RX;
+	if (rsk_stream_writable(&c->st))
+		want |= RSK_WAIT_TX;
+	got = want ? rsk_ep_disarm(c->ep, want) : 0;
+	if (got)
+		rsk_ep_wake_self(c->ep, got);
+}
+
+
+/* ---- this process's record of its connections ---- */
+
+/*
+ * One per connection this process holds, in process-local memory (the connection itself is
+ * shared with forked children; watches and hooks belong to one process). Found by the
+ * connection's address, which is unique while the connection is mapped here.
+ */
+struct rsk_conn_rec {
+	struct rsk_conn *c;
+	rsk_watch_t tcp_w;
+	rsk_watch_t ev_w[RSK_EP_MAX_EVFDS];
+	void (*hook)(struct rsk_conn *c, void *ext);
+	void (*on_release)(struct rsk_conn *c, void *ext);
+	void *ext;
+	UT_hash_handle hh;
+};
+
+/* A watch's callback argument: the record and which endpoint fd (or -1: the TCP socket). */
+struct rsk_conn_evarg {
+	struct rsk_conn_rec *rec;
+	int i;
+};
+
+static pthread_mutex_t rsk_conn_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_conn_rec *rsk_conn_reg;
+static int rsk_conn_tick_set;
+
+static struct rsk_conn_rec *rsk_conn_rec_find(struct rsk_conn *c)
+{
+	struct rsk_conn_rec *r;
+
+	HASH_FIND_PTR(rsk_conn_reg, &c, r);
+	return r;
+}
+
+/* The peer's TCP end closed or failed: its process died, or it closed the connection. */
+static void rsk_conn_on_tcp(void *arg, uint32_t events)
+{
+	struct rsk_conn_rec *r = arg;
+
+	(void)events; /* one-shot: it fires once, the state it reports does not go away */
+	rsk_conn_lock(r->c);
+	rsk_conn_peer_gone(r->c);
+	rsk_conn_unlock(r->c);
+	if (r->hook != NULL)
+		r->hook(r->c, r->ext);
+}
+
+/* An endpoint event fd fired (verbs: completions, or the peer's QP went). */
+static void rsk_conn_on_ep(struct rsk_conn_rec *r, int i)
+{
+	struct rsk_conn *c = r->c;
+	unsigned int what = rsk_transport_cm(c->ep)->on_event(c->ep, i);
+
+	if ((what & RSK_EPEV_DATA) && r->hook == NULL) {
+		rsk_conn_lock(c);
+		rsk_conn_remote_wake(c);
+		rsk_conn_unlock(c);
+	}
+	if (what & RSK_EPEV_GONE) {
+		rsk_conn_lock(c);
+		rsk_conn_peer_gone(c);
+		rsk_conn_unlock(c);
+	}
+	if (what != 0 && r->hook != NULL)
+		r->hook(c, r->ext);
+}
+
+static void rsk_conn_on_ep0(void *arg, uint32_t events)
+{
+	(void)events;
+	rsk_conn_on_ep(arg, 0);
+}
+
+static void rsk_conn_on_ep1(void *arg, uint32_t events)
+{
+	(void)events;
+	rsk_conn_on_ep(arg, 1);
+}
+
+static void rsk_conn_unwatch(struct rsk_conn_rec *r)
+{
+	int i;
+
+	rsk_evloop_unwatch(r->tcp_w);
+	for (i = 0; i < RSK_EP_MAX_EVFDS; i++)
+		rsk_evloop_unwatch(r->ev_w[i]);
+	r->tcp_w = 0;
+	memset(r->ev_w, 0, sizeof(r->ev_w));
+}
+
+/* Watch the TCP placeholder (peer liveness) and the endpoint's own event fds. */
+static int rsk_conn_watch(struct rsk_conn_rec *r)
+{
+	static const rsk_watch_fn ep_fn[RSK_EP_MAX_EVFDS] = {rsk_conn_on_ep0, rsk_conn_on_ep1};
+	const struct rsk_cm_ops *cm = rsk_transport_cm(r->c->ep);
+	int rc, i, fd;
+
+	rc = rsk_evloop_watch(r->c->tcp_fd, EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT,
+			      rsk_conn_on_tcp, r, &r->tcp_w);
+	for (i = 0; rc == 0 && cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
+		fd = cm->event_fd(r->c->ep, i);
+		if (fd < 0)
+			continue;
+		rc = rsk_evloop_watch(fd, EPOLLIN, ep_fn[i], r, &r->ev_w[i]);
+		if (rc < 0 && i > 0)
+			rc = 0; /* best effort: the TCP placeholder reports a dead peer anyway */
+	}
+	if (rc < 0)
+		rsk_conn_unwatch(r);
+	return rc;
+}
+
+static void rsk_conn_tick(void)
+{
+	rsk_conn_push_all();
+}
+
+/* Record @c as held by this process and watch it. */
+static int rsk_conn_register(struct rsk_conn *c)
+{
+	struct rsk_conn_rec *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (r == NULL)
+		return -ENOMEM;
+	r->c = c;
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	HASH_ADD_PTR(rsk_conn_reg, c, r);
+	if (!rsk_conn_tick_set) {
+		rsk_evloop_set_tick(rsk_conn_tick);
+		rsk_conn_tick_set = 1;
+	}
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	__atomic_add_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	/* Outside the registry lock: watching takes the loop's lock, which callbacks hold. */
+	rc = rsk_conn_watch(r);
+	return rc;
+}
+
+/* TCP_NODELAY and TCP_CORK as the application left them on the TCP socket (set before
+ * connect, or inherited from the listener by an accepted socket, as Linux does). */
+static void rsk_conn_tcp_opts(struct rsk_conn *c)
+{
+	socklen_t len = sizeof(int);
+	int v = 0;
+
+	if (rsk_sys_getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
+		c->st.nodelay = v != 0;
+	len = sizeof(int);
+	v = 0;
+	if (rsk_sys_getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
+		c->st.cork = v != 0;
+}
+
+int rsk_conn_attach(struct rsk_conn *c, int app_fd, int ctl, int tcp, int nonblock)
+{
+	c->nonblock = nonblock;
+	c->ctl_fd = ctl;
+	c->tcp_fd = tcp;
+	rsk_conn_tcp_opts(c);
+	c->transport = c->ep->ops->id;
+	rsk_ep_set_self_ctl(c->ep, ctl);
+	rsk_conn_lock(c);
+	rsk_conn_sync(c, app_fd);
+	rsk_conn_unlock(c);
+	return rsk_conn_register(c);
+}
+
+int rsk_conn_set_hook(struct rsk_conn *c, void (*fn)(struct rsk_conn *c, void *ext), void *ext,
+		      void (*on_release)(struct rsk_conn *c, void *ext))
+{
+	struct rsk_conn_rec *r;
+
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	r = rsk_conn_rec_find(c);
+	if (r != NULL) {
+		r->ext = ext;
+		r->on_release = on_release;
+		__atomic_store_n(&r->hook, fn, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	return r != NULL ? 0 : -ENOENT;
+}
+
+void rsk_conn_staged(void)
+{
+	rsk_evloop_request_tick();
+}
+
+/*
+ * Post every staged message. The request is taken before the pass, so a stage made during
+ * it requests again; stages we could not reach (lock busy) request again too.
+ */
+void rsk_conn_push_all(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+	int left = 0, rc;
+
+	if (!rsk_evloop_take_tick())
+		return;
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		rc = pthread_mutex_trylock(&r->c->lock);
+		if (rc == EOWNERDEAD) { /* as rsk_conn_lock: a holder died inside */
+			rsk_stream_set_error(&r->c->st, -ECONNRESET);
+			pthread_mutex_consistent(&r->c->lock);
+		} else if (rc != 0) {
+			left = 1; /* busy: the next pass (or the owner) sees it */
+			continue;
+		}
+		/* Writability does not change (a stage already counts as a used buffer) and the
+		 * peer is kicked by the post, so no readiness sync is needed here. */
+		(void)rsk_stream_push(&r->c->st);
+		pthread_mutex_unlock(&r->c->lock);
+	}
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	if (left)
+		rsk_evloop_request_tick();
+}
+
+/* ---- waiting on the endpoint's own event fds (setup and linger) ---- */
+
+/* Wait up to @ms for the endpoint's events; returns RSK_EPEV_* bits of what happened. */
+static unsigned int rsk_conn_wait_ep(struct rsk_conn *c, int ms)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+	struct pollfd p[RSK_EP_MAX_EVFDS];
+	unsigned int what = 0;
+	int n = 0, i;
+
+	for (i = 0; cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
+		p[n].fd = cm->event_fd(c->ep, i);
+		p[n].events = POLLIN;
+		if (p[n].fd >= 0)
+			n++;
+	}
+	if (n == 0 || rsk_sys_poll(p, (nfds_t)n, ms) <= 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (p[i].revents)
+			what |= cm->on_event(c->ep, i);
+	return what;
+}
+
+int rsk_conn_await_first(struct rsk_conn *c, int64_t deadline_ms)
+{
+	int left;
+
+	for (;;) {
+		(void)rsk_stream_progress(&c->st);
+		if (c->st.msgs_rcvd > 0)
+			return 0;
+		if (c->st.err)
+			return c->st.err;
+		left = (int)(deadline_ms - rsk_now_ms());
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (rsk_conn_wait_ep(c, left < 10 ? left : 10) & RSK_EPEV_GONE) {
+			(void)rsk_stream_progress(&c->st); /* a hello just before the disconnect */
+			return c->st.msgs_rcvd > 0 ? 0 : -ECONNREFUSED;
+		}
+	}
+}
+
+int rsk_conn_hello(struct rsk_conn *c, int app_fd)
+{
+	int rc;
+
+	rsk_conn_lock(c);
+	rc = rsk_stream_hello(&c->st);
+	rsk_conn_sync(c, app_fd);
+	rsk_conn_unlock(c);
+	return rc;
+}
+
+void rsk_conn_prefork(struct rsk_conn *c)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+
+	rsk_conn_lock(c);
+	if (cm->prefork != NULL)
+		cm->prefork(c->ep);
+	__atomic_add_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
+	rsk_conn_unlock(c);
+	rsk_dbg("connection %p held for a child", (void *)c);
+}
+
+void rsk_conn_prefork_undo(struct rsk_conn *c)
+{
+	__atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
+}
+
+void rsk_conn_atfork_child(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+
+	/* The lock may have been held by another thread at fork: start from a fresh one. */
+	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		r->tcp_w = 0; /* the parent's watches; the loop forgot them (evloop.c) */
+		memset(r->ev_w, 0, sizeof(r->ev_w));
+		r->hook = NULL; /* a relay is its parent's work */
+		r->on_release = NULL;
+		if (rsk_transport_cm(r->c->ep)->fork_share) {
+			(void)rsk_conn_watch(r);
+			continue;
+		}
+		HASH_DEL(rsk_conn_reg, r); /* the parent's alone (its endpoint cannot follow) */
+		free(r);
+		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- the end of a connection ---- */
+
+#define RSK_LINGER_MS 1000
+
+/*
+ * Disconnecting a transport that still sends (verbs' QP flushes its send queue): like TCP's
+ * close, which keeps sending in the background, wait (bounded) until the FIN is posted (it
+ * may need a credit back) and every send completed. Lock held; released while sleeping.
+ */
+static void rsk_conn_linger(struct rsk_conn *c)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+	struct pollfd peer = {.fd = c->tcp_fd, .events = POLLRDHUP};
+	int64_t end = rsk_now_ms() + RSK_LINGER_MS;
+
+	for (;;) {
+		(void)rsk_stream_progress(&c->st);
+		if (c->st.err || ((c->st.fin_sent || !c->st.fin_pending) && cm->sends_done(c->ep)))
+			return;
+		/* The peer closed its TCP end: it reads nothing more, so nothing is worth waiting
+		 * for (its endpoint is gone too; our sends would only time out). */
+		if (rsk_sys_poll(&peer, 1, 0) > 0 && (peer.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return;
+		if (rsk_now_ms() >= end)
+			return;
+		rsk_conn_unlock(c);
+		(void)rsk_conn_wait_ep(c, 10);
+		rsk_conn_lock(c);
+	}
+}
+
+/* The last holder: FIN after everything sent (RST if we leave unread data, as TCP does). */
+static void rsk_conn_end_stream(struct rsk_conn *c)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+
+	if (c->st.err == 0) {
+		if (c->st.rx_bytes > 0)
+			rsk_stream_reset(&c->st);
+		else
+			(void)rsk_stream_shutdown_wr(&c->st);
+	}
+	if (cm->sends_done != NULL && (cm->foreign == NULL || !cm->foreign(c->ep)))
+		rsk_conn_linger(c);
+	/* Our TCP placeholder closing now means "closed", not "died" -- but only if our FIN is
+	 * really in the peer's memory; otherwise the peer must see a reset, never wait. */
+	if (c->st.err == 0 && c->st.fin_sent && cm->fin_sent != NULL)
+		cm->fin_sent(c->ep);
+	c->ep->ops->shutdown(c->ep); /* and the peer's sends fail with EPIPE, as after TCP's RST */
+}
+
+static void rsk_close_hidden(int fd)
+{
+	if (fd >= 0)
+		rsk_fd_unhide_close(fd);
+}
+
+/* Forget this process's record of @c: no callback runs for it after this returns. */
+static void rsk_conn_unregister(struct rsk_conn *c)
+{
+	struct rsk_conn_rec *r;
+
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	r = rsk_conn_rec_find(c);
+	if (r != NULL)
+		HASH_DEL(rsk_conn_reg, r);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	if (r == NULL)
+		return;
+	rsk_conn_unwatch(r); /* before our lock: the loop's callbacks take the loop's, then ours */
+	if (r->on_release != NULL)
+		r->on_release(c, r->ext);
+	free(r);
+	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+}
+
+void rsk_conn_release(struct rsk_conn *c)
+{
+	int last;
+
+	rsk_conn_unregister(c);
+	rsk_conn_lock(c);
+	(void)rsk_stream_push(&c->st); /* another holder's loop may not know of the stage */
+	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	rsk_dbg("connection %p released here, %s", (void *)c, last ? "the last holder" : "still held");
+	if (last)
+		rsk_conn_end_stream(c);
+	/* The fd numbers are the same in every holder (inherited): each process closes its own
+	 * copies and leaves the shared fields alone for the others. */
+	rsk_close_hidden(c->tcp_fd);
+	rsk_close_hidden(c->ctl_fd);
+	rsk_ep_destroy(c->ep); /* unmaps the rings and closes our copy of the peer's fds */
+	if (last)
+		rsk_stream_fini(&c->st);
+	rsk_conn_unlock(c);
+	munmap(c, c->map_len);
+}

@@ -1,0 +1,376 @@
+/*
+ * Socket objects: the type-stable pool, fd-slot bookkeeping (track, dup, release), the
+ * switch of an fd onto an accelerated connection, and the accounting of kernel connections.
+ * Kernel sockets cost nothing on their data path: their bytes are read from TCP_INFO once,
+ * when the last fd naming them closes (or at exit).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/addr.h"
+#include "base/config.h"
+#include "base/fdhide.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/stats.h"
+#include "base/sys.h"
+#include "conn/conn.h"
+#include "listener.h"
+#include "sock.h"
+#include "transport/registry.h"
+
+/* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
+#define RSK_TCP_SYN_SENT 2
+#define RSK_TCP_CLOSE 7
+
+static pthread_mutex_t rsk_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_sock *rsk_pool_free;
+
+static struct rsk_sock *rsk_sock_alloc(void)
+{
+	struct rsk_sock *s;
+
+	pthread_mutex_lock(&rsk_pool_lock);
+	s = rsk_pool_free;
+	if (s != NULL)
+		rsk_pool_free = s->next_free;
+	pthread_mutex_unlock(&rsk_pool_lock);
+	if (s == NULL) {
+		s = calloc(1, sizeof(*s));
+		if (s == NULL)
+			return NULL;
+		pthread_mutex_init(&s->lock, NULL);
+	}
+	/* refs stays 0 until the object is fully initialised and published. */
+	s->nfds = 0;
+	s->state = RSK_SOCK_NEW;
+	s->counted = 0;
+	s->accounted = 0;
+	s->transport = RDMASOCK_TRANSPORT_KERNEL;
+	s->fb_reason = rsk_config.mode == RSK_MODE_KERNEL ? RDMASOCK_FB_POLICY : RDMASOCK_FB_NO_PEER;
+	s->conn = NULL;
+	s->detached = 0;
+	s->from_lst = 0;
+	s->lst = NULL;
+	s->nepregs = 0;
+	s->base_sent = s->base_rcvd = 0;
+	return s;
+}
+
+static void rsk_sock_free(struct rsk_sock *s)
+{
+	pthread_mutex_lock(&rsk_pool_lock);
+	s->next_free = rsk_pool_free;
+	rsk_pool_free = s;
+	pthread_mutex_unlock(&rsk_pool_lock);
+}
+
+int rsk_sock_wanted(int domain, int type)
+{
+	return (domain == AF_INET || domain == AF_INET6) &&
+	       (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM;
+}
+
+static uintptr_t rsk_sock_slot(struct rsk_sock *s)
+{
+	return (uintptr_t)s | (s->transport == RDMASOCK_TRANSPORT_KERNEL ? RSK_FDTAB_TAG_KERNEL : 0);
+}
+
+int rsk_sock_track(int fd, int domain, int state)
+{
+	struct rsk_sock *s = rsk_sock_alloc();
+	int rc;
+
+	if (s == NULL)
+		return -ENOMEM;
+	s->domain = domain;
+	s->state = state;
+	s->nfds = 1;
+	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
+	rc = rsk_fdtab_store(fd, rsk_sock_slot(s));
+	if (rc < 0) {
+		__atomic_store_n(&s->refs, 0, __ATOMIC_RELEASE);
+		rsk_sock_free(s);
+	}
+	return rc;
+}
+
+static int rsk_ref_inc_not_zero(int *refs)
+{
+	int old = __atomic_load_n(refs, __ATOMIC_RELAXED);
+
+	do {
+		if (old == 0)
+			return 0;
+	} while (!__atomic_compare_exchange_n(refs, &old, old + 1, 1, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+struct rsk_sock *rsk_sock_get(int fd)
+{
+	uintptr_t v;
+	struct rsk_sock *s;
+
+	for (;;) {
+		v = rsk_fdtab_load(fd);
+		if (v == 0 || rsk_fd_is_internal(fd))
+			return NULL;
+		s = rsk_fdtab_ptr(v);
+		if (!rsk_ref_inc_not_zero(&s->refs))
+			continue; /* being freed; the slot must change soon */
+		if (rsk_fdtab_load(fd) == v)
+			return s;
+		rsk_sock_put(s); /* recycled under us: look again */
+	}
+}
+
+void rsk_sock_put(struct rsk_sock *s)
+{
+	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		rsk_sock_free(s);
+}
+
+int rsk_sock_dup(int oldfd, int newfd)
+{
+	struct rsk_sock *s = rsk_sock_get(oldfd);
+	int rc;
+
+	if (s == NULL)
+		return 0;
+	__atomic_add_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
+	rc = rsk_fdtab_store(newfd, rsk_sock_slot(s)); /* the reference we took is the slot's */
+	if (rc < 0) {
+		__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
+		rsk_sock_put(s);
+	}
+	return rc;
+}
+
+/* Count a connection once; a kernel one with the reason it did not get a faster path. */
+void rsk_sock_count(struct rsk_sock *s, uint16_t port)
+{
+	if (__atomic_exchange_n(&s->counted, 1, __ATOMIC_ACQ_REL))
+		return;
+	rsk_stats_conn(s->transport);
+	if (s->transport == RDMASOCK_TRANSPORT_KERNEL) {
+		if (!rsk_config_port_allowed(&rsk_config, port))
+			s->fb_reason = RDMASOCK_FB_POLICY;
+		rsk_stats_fallback(s->fb_reason);
+	}
+}
+
+/* Bytes handed to TCP: bytes_sent (4.19+) counts data still unacknowledged at close too. */
+static uint64_t rsk_tcp_sent(const struct tcp_info *ti, socklen_t len)
+{
+	if (len >= offsetof(struct tcp_info, tcpi_bytes_sent) + sizeof(ti->tcpi_bytes_sent))
+		return ti->tcpi_bytes_sent;
+	return ti->tcpi_bytes_acked;
+}
+
+/*
+ * Take a kernel socket's byte counts from TCP_INFO. A non-blocking connect that nobody
+ * confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
+ */
+static void rsk_sock_account(struct rsk_sock *s, int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	if (s->transport != RDMASOCK_TRANSPORT_KERNEL ||
+	    __atomic_exchange_n(&s->accounted, 1, __ATOMIC_ACQ_REL))
+		return;
+	memset(&ti, 0, sizeof(ti));
+	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return;
+	if (s->state == RSK_SOCK_CONNECTING &&
+	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
+	     (ti.tcpi_state != RSK_TCP_SYN_SENT && ti.tcpi_state != RSK_TCP_CLOSE))) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, rsk_addr_peer_port(fd));
+	}
+	if (s->state != RSK_SOCK_CONNECTED)
+		return;
+	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL],
+			rsk_tcp_sent(&ti, len) - s->base_sent);
+	rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_KERNEL],
+			ti.tcpi_bytes_received - s->base_rcvd);
+}
+
+/*
+ * A connection accepted here whose endpoint cannot follow a fork (verbs), then a fork, then
+ * closed here without a byte moved: the signature of a fork-per-connection server (accept,
+ * fork, the child serves, the parent closes) whose child could not be relayed. The listener
+ * then stops taking that transport's requests: later clients go to TCP at once.
+ */
+static void rsk_sock_fpc_check(struct rsk_sock *s)
+{
+	struct rsk_conn *c = s->conn;
+	const struct rsk_cm_ops *cm;
+
+	if (s->from_lst == 0 || c == NULL || rsk_proc_forks() == s->forks_at_accept)
+		return;
+	cm = rsk_transport_cm(c->ep);
+	if (!cm->fork_share && c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0)
+		rsk_listener_note_id(s->from_lst, cm, RSK_LISTEN_REFUSE);
+}
+
+int rsk_sock_release_fd(int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+	struct rsk_sock *s;
+
+	if (v == 0 || rsk_fd_is_internal(fd) || !rsk_fdtab_replace(fd, v, 0))
+		return 0;
+	s = rsk_fdtab_ptr(v);
+	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
+		rsk_sock_fpc_check(s);
+		rsk_sock_account(s, fd);
+		if (s->conn != NULL)
+			rsk_conn_release(s->conn);
+		if (s->lst != NULL)
+			rsk_listener_close(s->lst);
+		s->conn = NULL;
+		s->lst = NULL;
+	}
+	rsk_sock_put(s); /* the slot's reference */
+	return 1;
+}
+
+static int rsk_sock_account_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	(void)arg;
+	(void)v;
+	if (s != NULL) {
+		rsk_sock_account(s, fd);
+		rsk_sock_put(s);
+	}
+	return 0;
+}
+
+void rsk_sock_account_open(void)
+{
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_account_one, NULL);
+}
+
+/* Walks over the fd table. Accelerated sockets are visited once (dups share one object):
+ * the generation marks the ones seen. */
+static unsigned int rsk_sock_gen;
+
+struct rsk_sock_walker {
+	unsigned int gen;
+	void (*accel)(struct rsk_sock *s, int fd);
+	void (*any)(struct rsk_sock *s, int fd, uintptr_t v);
+};
+
+static int rsk_sock_walk_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_sock_walker *w = arg;
+	struct rsk_sock *s;
+
+	if ((w->accel != NULL && !rsk_fdtab_is_accel(v)) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	if (w->any != NULL)
+		w->any(s, fd, v);
+	else if (s->walk_gen != w->gen && s->conn != NULL) {
+		s->walk_gen = w->gen;
+		w->accel(s, fd);
+	}
+	rsk_sock_put(s);
+	return 0;
+}
+
+void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s, int fd))
+{
+	struct rsk_sock_walker w = {.gen = ++rsk_sock_gen, .accel = fn};
+
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_walk_one, &w);
+}
+
+void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v))
+{
+	struct rsk_sock_walker w = {.any = fn};
+
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_walk_one, &w);
+}
+
+/* Make every fd naming @arg (a socket) a kernel-watched slot. */
+static int rsk_sock_retag_one(int fd, uintptr_t v, void *arg)
+{
+	if (rsk_fdtab_is_accel(v) && rsk_fdtab_ptr(v) == arg)
+		(void)rsk_fdtab_replace(fd, v, v | RSK_FDTAB_TAG_KERNEL);
+	return 0;
+}
+
+void rsk_sock_retag_kernel(struct rsk_sock *s)
+{
+	s->conn = NULL;
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_retag_one, s);
+}
+
+void rsk_sock_detach(struct rsk_sock *s)
+{
+	s->conn = NULL;
+	s->detached = 1;
+}
+
+void rsk_sock_baseline(struct rsk_sock *s, int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (s->state == RSK_SOCK_CONNECTED &&
+	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {
+		s->base_sent = rsk_tcp_sent(&ti, len);
+		s->base_rcvd = ti.tcpi_bytes_received;
+	}
+}
+
+/* Replay epoll registrations made on the TCP socket onto the new file at the same number. */
+static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
+{
+	struct epoll_event ev;
+	int i;
+
+	for (i = 0; i < s->nepregs; i++) {
+		ev = s->epregs[i].ev;
+		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+	s->nepregs = 0;
+}
+
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp)
+{
+	int fdfl = rsk_sys_fcntl(fd, F_GETFD, 0), fl = rsk_sys_fcntl(tcp, F_GETFL, 0), i, rc;
+
+	/* Registrations the application made on the TCP file would keep reporting it: take
+	 * them off while the number still names it, and put them on the new file below. */
+	for (i = 0; i < s->nepregs; i++)
+		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, fd, NULL);
+	/* From here the application's number names the readiness socket. */
+	rc = rsk_sys_dup3(app, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
+	if (rc < 0)
+		return rc;
+	(void)rsk_sys_close(app);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		(void)rsk_sys_fcntl(fd, F_SETFL, O_NONBLOCK);
+	if (rsk_conn_attach(c, fd, ctl, tcp, fl >= 0 && (fl & O_NONBLOCK)) < 0)
+		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);
+	s->conn = c;
+	s->transport = c->transport;
+	s->state = RSK_SOCK_CONNECTED;
+	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
+	rsk_become_replay_epoll(s, fd);
+	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
+	rsk_stats_conn(c->transport);
+	rsk_dbg("fd %d: connection on %s", fd, rsk_transport_name(c->transport));
+	return 0;
+}

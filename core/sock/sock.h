@@ -1,0 +1,118 @@
+/*
+ * The socket object: one per AF_INET/AF_INET6 SOCK_STREAM socket the application creates or
+ * accepts. It records what the library must know across calls (state, whether a connection
+ * was counted, the transport carrying it) and how many fds point at it; and it is where an
+ * fd is switched onto an accelerated connection.
+ *
+ * Lifetime: objects come from a type-stable pool and are never returned to malloc, so a
+ * lock-free reader that loaded a pointer from the fd table may safely try to take a
+ * reference and then re-check the slot (the SLAB_TYPESAFE_BY_RCU pattern).
+ */
+#ifndef RSK_SOCK_H
+#define RSK_SOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "base/fdtab.h"
+#include "rdmasock.h"
+
+enum rsk_sock_state {
+	RSK_SOCK_NEW = 0,   /* created, not connected nor listening */
+	RSK_SOCK_CONNECTING, /* non-blocking kernel connect in progress */
+	RSK_SOCK_CONNECTED,
+	RSK_SOCK_LISTENING,
+};
+
+struct rsk_conn;
+struct rsk_listener;
+
+/* An epoll registration made while the socket was still a plain TCP socket (see epoll.c). */
+struct rsk_epreg {
+	int epfd;
+	struct epoll_event ev;
+};
+#define RSK_SOCK_EPREGS 4
+
+struct rsk_sock {
+	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
+	int nfds;   /* fd slots naming us: the last close accounts the connection */
+	int domain; /* AF_INET or AF_INET6 */
+	int state;  /* enum rsk_sock_state, written under lock */
+	int counted; /* the connection has been counted in the stats */
+	int accounted; /* kernel byte counts have been taken (at last close or exit) */
+	/* a forked child's copy of a connection that stays the parent's: calls fail ENOTCONN */
+	int detached;
+	enum rdmasock_transport transport;
+	enum rdmasock_fallback fb_reason; /* why a kernel connection is not accelerated */
+	pthread_mutex_t lock;
+	struct rsk_conn *conn;      /* accelerated: the shared connection */
+	/* accepted: the listener's id, and how many forks this process had made by then (a
+	 * fork-per-connection server, see rsk_sock_release_fd) */
+	uint64_t from_lst;
+	unsigned int forks_at_accept;
+	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
+	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
+	int nepregs;
+	unsigned int walk_gen;
+	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
+	struct rsk_sock *next_free;
+};
+
+/* Is this (domain, type) a socket the library manages? (AF_INET/AF_INET6 stream only.) */
+int rsk_sock_wanted(int domain, int type);
+
+/*
+ * Start tracking kernel socket @fd. Returns 0 or -errno (-ENOMEM, -EBADF); on error the fd
+ * simply stays untracked and works as a plain kernel socket.
+ */
+int rsk_sock_track(int fd, int domain, int state);
+
+/* Take a reference on the socket in @fd's slot, or NULL if none. Pair with rsk_sock_put(). */
+struct rsk_sock *rsk_sock_get(int fd);
+
+/* Drop a reference; the last one returns the object to the pool. */
+void rsk_sock_put(struct rsk_sock *s);
+
+/* @newfd now names the same socket as @oldfd (dup family). Returns 0 or -errno. */
+int rsk_sock_dup(int oldfd, int newfd);
+
+/*
+ * @fd is about to be closed by the application (the real close follows). Detaches the slot
+ * and, when it was the last fd of its socket, accounts the connection's bytes and releases
+ * its connection or listener. Returns 1 when @fd was tracked, 0 if not.
+ */
+int rsk_sock_release_fd(int fd);
+
+/* Count @s's connection once (a kernel one with its fallback reason, policy by @port). */
+void rsk_sock_count(struct rsk_sock *s, uint16_t port);
+
+/*
+ * Make tracked socket @s (at @fd) an accelerated one on connection @c: the application's
+ * number names the app end @app from now on (registrations it made on the TCP file follow),
+ * @ctl and @tcp are the hidden readiness end and TCP placeholder. 0 or -errno (nothing
+ * changed then).
+ */
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp);
+
+/* Account every socket still open (at exit): their kernel byte counts enter the stats. */
+void rsk_sock_account_open(void);
+
+/* Walk every accelerated socket once (dups share one object): @fn(s, fd) for each. */
+void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s, int fd));
+
+/* Walk every tracked fd: @fn(s, fd, v) with a reference held (v: the raw slot value). */
+void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));
+
+/* The fds naming @s stop being served by us: their slots become kernel-watched. */
+void rsk_sock_retag_kernel(struct rsk_sock *s);
+
+/* A forked child's view of @s when its connection stays the parent's. */
+void rsk_sock_detach(struct rsk_sock *s);
+
+/* The kernel byte counts @s's TCP socket @fd carried so far are not ours (a forked child). */
+void rsk_sock_baseline(struct rsk_sock *s, int fd);
+
+#endif

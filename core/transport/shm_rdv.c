@@ -1,0 +1,345 @@
+/*
+ * Same-host rendezvous and handshake messages (see shm_rdv.h). Names live in the abstract
+ * unix namespace of the caller's network namespace, so peers in other namespaces never meet,
+ * and the namespace's inode is part of the name as well (sockets can outlive a setns()).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "base/fdhide.h"
+#include "base/sys.h"
+#include "shm.h"
+#include "shm_rdv.h"
+
+static unsigned long rsk_rdv_netns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+/* The address of @sa as text; IPv4-mapped IPv6 addresses are written as IPv4. */
+static int rsk_rdv_addr_str(const struct sockaddr *sa, char *out, size_t size, int *v4, int *any,
+			   unsigned int *port)
+{
+	const struct sockaddr_in *s4 = (const void *)sa;
+	const struct sockaddr_in6 *s6 = (const void *)sa;
+	struct in_addr a4;
+
+	if (sa->sa_family == AF_INET) {
+		*v4 = 1;
+		*port = ntohs(s4->sin_port);
+		*any = s4->sin_addr.s_addr == htonl(INADDR_ANY);
+		return inet_ntop(AF_INET, &s4->sin_addr, out, (socklen_t)size) ? 0 : -EINVAL;
+	}
+	if (sa->sa_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	*port = ntohs(s6->sin6_port);
+	if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		*v4 = 1;
+		memcpy(&a4, &s6->sin6_addr.s6_addr[12], 4);
+		*any = a4.s_addr == htonl(INADDR_ANY);
+		return inet_ntop(AF_INET, &a4, out, (socklen_t)size) ? 0 : -EINVAL;
+	}
+	*v4 = 0;
+	*any = IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr);
+	return inet_ntop(AF_INET6, &s6->sin6_addr, out, (socklen_t)size) ? 0 : -EINVAL;
+}
+
+/* Abstract name "\0rsk1/<kind>/<netns>/<what>/<port>"; returns the sockaddr length. */
+static socklen_t rsk_rdv_name(struct sockaddr_un *un, const char *kind, const char *what,
+			     unsigned int port)
+{
+	int n;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1, "rsk1/%s/%lu/%s/%u", kind,
+		     rsk_rdv_netns(), what, port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int rsk_rdv_unix_socket(void)
+{
+	return rsk_sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+static int rsk_rdv_listen_one(const char *what, unsigned int port, int backlog)
+{
+	struct sockaddr_un un;
+	socklen_t len = rsk_rdv_name(&un, "l", what, port);
+	int fd = rsk_rdv_unix_socket(), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = rsk_sys_bind(fd, (struct sockaddr *)&un, len);
+	if (rc == 0)
+		rc = rsk_sys_listen(fd, backlog);
+	if (rc < 0) {
+		(void)rsk_sys_close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int rsk_rdv_listen(const struct sockaddr *bound, int v6only, int backlog, int fds[2])
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned int port;
+	int v4, any, rc, n = 0;
+
+	rc = rsk_rdv_addr_str(bound, addr, sizeof(addr), &v4, &any, &port);
+	if (rc < 0)
+		return rc;
+	if (!any)
+		rc = rsk_rdv_listen_one(addr, port, backlog);
+	else
+		rc = rsk_rdv_listen_one(v4 ? "any4" : "any6", port, backlog);
+	if (rc < 0)
+		return rc;
+	fds[n++] = rc;
+	if (any && !v4 && !v6only) { /* dual-stack wildcard: IPv4 clients find it too */
+		rc = rsk_rdv_listen_one("any4", port, backlog);
+		if (rc < 0) {
+			(void)rsk_sys_close(fds[0]);
+			return rc;
+		}
+		fds[n++] = rc;
+	}
+	return n;
+}
+
+/* Connect @fd to listener name (kind "l", @what, @port): 0, -ENOENT, or -errno. */
+static int rsk_rdv_connect_name(int fd, const char *what, unsigned int port)
+{
+	struct sockaddr_un un;
+	socklen_t len = rsk_rdv_name(&un, "l", what, port);
+
+	int rc = rsk_sys_connect(fd, (struct sockaddr *)&un, len);
+
+	if (rc == -ECONNREFUSED || rc == -ENOENT)
+		return -ENOENT;
+	return rc == -EINPROGRESS ? 0 : rc;
+}
+
+static int rsk_rdv_connect_rdv(int fd, const struct sockaddr *dest)
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned int port;
+	int v4, any, rc;
+
+	rc = rsk_rdv_addr_str(dest, addr, sizeof(addr), &v4, &any, &port);
+	if (rc < 0)
+		return rc;
+	rc = rsk_rdv_connect_name(fd, addr, port);
+	if (rc == -ENOENT)
+		rc = rsk_rdv_connect_name(fd, v4 ? "any4" : "any6", port);
+	return rc;
+}
+
+static socklen_t rsk_rdv_presence_name(struct sockaddr_un *un, const struct sockaddr *client)
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned int port;
+	int v4, any;
+
+	if (rsk_rdv_addr_str(client, addr, sizeof(addr), &v4, &any, &port) < 0)
+		return 0;
+	return rsk_rdv_name(un, "c", addr, port);
+}
+
+int rsk_rdv_find(const struct sockaddr *dest, const struct sockaddr *client)
+{
+	struct sockaddr_un un;
+	socklen_t len = rsk_rdv_presence_name(&un, client);
+	int fd, rc;
+
+	if (len == 0)
+		return -EAFNOSUPPORT;
+	fd = rsk_rdv_unix_socket();
+	if (fd < 0)
+		return fd;
+	rc = rsk_sys_bind(fd, (struct sockaddr *)&un, len);
+	if (rc < 0)
+		goto fail;
+	rc = rsk_rdv_connect_rdv(fd, dest);
+	if (rc < 0)
+		goto fail;
+	return fd;
+fail:
+	(void)rsk_sys_close(fd);
+	return rc;
+}
+
+int rsk_rdv_client_present(const struct sockaddr *client)
+{
+	struct sockaddr_un un;
+	socklen_t len = rsk_rdv_presence_name(&un, client);
+	int fd = rsk_rdv_unix_socket(), present;
+
+	if (fd < 0 || len == 0) {
+		if (fd >= 0)
+			(void)rsk_sys_close(fd);
+		return 0;
+	}
+	/* The name is taken exactly when a preloaded client's offer socket still lives. */
+	present = rsk_sys_bind(fd, (struct sockaddr *)&un, len) == -EADDRINUSE;
+	(void)rsk_sys_close(fd);
+	return present;
+}
+
+static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, int nfds)
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(int) * 3)];
+	} cbuf;
+	struct iovec iov = {(void *)data, len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&cbuf, 0, sizeof(cbuf));
+	if (nfds > 0) {
+		msg.msg_control = cbuf.space;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	n = rsk_sys_sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0)
+		return (int)n;
+	return n == (ssize_t)len ? 0 : -EMSGSIZE;
+}
+
+/* Receive a message of exactly @len bytes with up to 3 fds; returns the fd count or -errno. */
+static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[3])
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(int) * 3)];
+	} cbuf;
+	struct iovec iov = {data, len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *c;
+	int nfds = 0, i, got;
+	ssize_t n;
+
+	msg.msg_control = cbuf.space;
+	msg.msg_controllen = sizeof(cbuf.space);
+	n = rsk_sys_recvmsg(conn, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return (int)n;
+	for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (i = 0; i < got; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof(int));
+			/* Received fds land on the lowest free numbers: move them out of the
+			 * application's way at once. */
+			fd = rsk_fd_hide(fd);
+			if (fd >= 0 && nfds < 3)
+				fds[nfds++] = fd;
+			else if (fd >= 0)
+				rsk_fd_unhide_close(fd);
+		}
+	}
+	if ((size_t)n != len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (i = 0; i < nfds; i++)
+			rsk_fd_unhide_close(fds[i]);
+		return n == 0 ? -ECONNRESET : -EPROTO;
+	}
+	return nfds;
+}
+
+int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, int memfd, int ctl)
+{
+	int fds[2] = {memfd, ctl};
+
+	return rsk_rdv_send(conn, o, sizeof(*o), fds, 2);
+}
+
+static int rsk_rdv_offer_valid(const struct rsk_rdv_offer *o, int nfds)
+{
+	int fam = o->client.ss_family;
+
+	return o->magic == RSK_RDV_MAGIC && o->version == RSK_RDV_VERSION &&
+	       rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
+	       o->server.ss_family == fam && (o->forwarded == 0 || o->forwarded == 1) &&
+	       nfds == (o->forwarded ? 3 : 2);
+}
+
+int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int *memfd, int *ctl, int *reply)
+{
+	int fds[3], nfds, i;
+
+	nfds = rsk_rdv_recv(conn, o, sizeof(*o), fds);
+	if (nfds < 0)
+		return nfds;
+	if (!rsk_rdv_offer_valid(o, nfds)) {
+		for (i = 0; i < nfds; i++)
+			rsk_fd_unhide_close(fds[i]);
+		return -EPROTO;
+	}
+	*memfd = fds[0];
+	*ctl = fds[1];
+	*reply = o->forwarded ? fds[2] : conn;
+	return 0;
+}
+
+int rsk_rdv_forward(const struct rsk_rdv_offer *o, int memfd, int ctl, int reply)
+{
+	struct rsk_rdv_offer f = *o;
+	int fds[3] = {memfd, ctl, reply};
+	int fd = rsk_rdv_unix_socket(), rc;
+
+	if (fd < 0)
+		return fd;
+	f.forwarded = 1;
+	rc = rsk_rdv_connect_rdv(fd, (const struct sockaddr *)&o->server);
+	if (rc == 0)
+		rc = rsk_rdv_send(fd, &f, sizeof(f), fds, 3);
+	(void)rsk_sys_close(fd); /* queued data and fds stay with the receiver */
+	return rc;
+}
+
+int rsk_rdv_answer(int reply, enum rsk_rdv_status status, int ctl)
+{
+	uint8_t b = (uint8_t)status;
+
+	return rsk_rdv_send(reply, &b, 1, &ctl, status == RSK_RDV_ACCEPT ? 1 : 0);
+}
+
+int rsk_rdv_read_answer(int conn, int timeout_ms, int *ctl)
+{
+	struct pollfd p = {.fd = conn, .events = POLLIN};
+	uint8_t b = 0;
+	int fds[3], nfds, i;
+
+	if (rsk_sys_poll(&p, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	nfds = rsk_rdv_recv(conn, &b, 1, fds);
+	if (nfds < 0)
+		return nfds;
+	if (b == RSK_RDV_ACCEPT && nfds == 1) {
+		*ctl = fds[0];
+		return 0;
+	}
+	for (i = 0; i < nfds; i++)
+		rsk_fd_unhide_close(fds[i]);
+	return b == RSK_RDV_DECLINE ? -ECONNREFUSED : -EPROTO;
+}

@@ -1,0 +1,298 @@
+/*
+ * The transport boundary: two ops tables per transport (libfabric's ops per concern).
+ * - Data (struct rsk_transport_ops): the semantics of an RDMA reliable-connected queue pair,
+ *   so one stream engine (core/stream/) serves every transport: receive buffers are posted in
+ *   advance, every SEND fills the peer's next posted buffer in order and carries a 32-bit
+ *   immediate, completions are harvested by polling, and a peer that waits can be woken (arm
+ *   on our side, kick on the sender's).
+ * - Connection management (struct rsk_cm_ops): dial, listen/claim/answer, the endpoint's
+ *   event fds, linger, fork and readiness hooks. An entry a transport lacks is NULL (or a
+ *   flag is 0) and the caller does without, like libfabric's fi_no_* stubs.
+ * Each transport declares its tables in its own header; registry.h picks among them.
+ */
+#ifndef RSK_TRANSPORT_H
+#define RSK_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rdmasock.h"
+
+struct rsk_ep;
+struct rsk_cm_ops;
+
+/*
+ * Fewest buffers a stream runs with. A reader that sleeps leaves credit-only messages
+ * unharvested (they do not wake it); at most two of them can pile up, and with six buffers
+ * the writer still keeps a data credit beside the reserved one (see stream/credit.h).
+ * Transports refuse peers that offer fewer.
+ */
+#define RSK_EP_MIN_NBUF 6
+
+enum rsk_wc_op {
+	RSK_WC_RECV = 1, /* a message filled rx slot @slot: @len bytes, immediate @imm */
+	RSK_WC_SEND = 2, /* a send finished (only when RSK_SEND_SIGNALED was asked for) */
+};
+
+struct rsk_wc {
+	uint32_t slot;
+	uint32_t len;
+	uint32_t imm;
+	uint8_t op;     /* enum rsk_wc_op */
+	int8_t status;  /* 0, or a negative errno: the endpoint is dead from then on */
+};
+
+/* post_send flags */
+#define RSK_SEND_INLINE 0x1u   /* @buf may be any memory: the transport copies it now */
+#define RSK_SEND_SIGNALED 0x2u /* ask for a RSK_WC_SEND completion */
+
+/* arm/kick/disarm: what a sleeping side waits for */
+#define RSK_WAIT_RX 0x1u /* a new message in my receive ring */
+#define RSK_WAIT_TX 0x2u /* credits came back (the message carried some) */
+#define RSK_KICK_FIN 0x4u /* kick only: we sent FIN; show EOF/RDHUP on the peer at once */
+#define RSK_KICK_DATA 0x8u /* kick only: the message carried data (edge for a busy reader) */
+
+/* The part of every endpoint the engine may read; transports embed it first. */
+struct rsk_ep {
+	const struct rsk_transport_ops *ops;
+	uint32_t nbuf;     /* receive buffers per direction (= initial credits) */
+	uint32_t buf_size; /* bytes per buffer */
+	uint32_t max_inline;
+	/*
+	 * Out-of-band credits: the transport itself shows how many buffers the peer has posted
+	 * (tx_room), so returning credits takes no message and no ring slot. Shared memory can
+	 * (the peer's posted counter is in the memfd); a transport that cannot leaves it 0 and
+	 * the engine returns credits in immediates (credit.h).
+	 */
+	int oob_credits;
+	/*
+	 * Receive buffers may be posted back in any order (a verbs receive queue takes any
+	 * buffer; a shm ring only in order). Then a message without payload (credit-only, FIN)
+	 * returns its buffer at once instead of waiting behind unread data: a peer that never
+	 * reads can then not starve our credit updates (the one-way-reader stall).
+	 */
+	int repost_any;
+};
+
+struct rsk_transport_ops {
+	const char *name;
+	enum rdmasock_transport id;
+	const struct rsk_cm_ops *cm;
+
+	/* Usable on this host now? 0 or -errno (the reason: -ENODEV, -ENOMEM, ...). */
+	int (*probe)(void);
+
+	/* Make rx slot @slot (0..nbuf-1, always in ring order) available to the peer. */
+	int (*post_recv)(struct rsk_ep *ep, uint32_t slot);
+	/* The memory of rx slot @slot (valid while it is not posted). */
+	const void *(*recv_buf)(struct rsk_ep *ep, uint32_t slot);
+	/*
+	 * Where the payload of the next SEND should be written (zero-copy into the peer's slot
+	 * for shm, a registered send buffer for verbs). NULL when the send queue is full. The
+	 * caller must own a credit.
+	 */
+	void *(*send_buf)(struct rsk_ep *ep);
+	/* SEND @len bytes from @buf (send_buf() memory, or anything with RSK_SEND_INLINE). */
+	int (*post_send)(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
+			 unsigned int flags);
+	/* Buffers the peer has posted that we may fill now (oob_credits transports). */
+	int (*tx_room)(struct rsk_ep *ep);
+	/* Harvest up to @n completions in order. Returns the count or -errno (peer broke rules). */
+	int (*poll)(struct rsk_ep *ep, struct rsk_wc *wc, int n);
+
+	/* Ask to be woken for @what (RSK_WAIT_*). The caller re-polls afterwards. */
+	void (*arm)(struct rsk_ep *ep, unsigned int what);
+	/* Withdraw the request; returns the bits that were still armed (nobody kicked us). */
+	unsigned int (*disarm)(struct rsk_ep *ep, unsigned int what);
+	/* The bits still armed (a kick clears them). */
+	unsigned int (*armed)(struct rsk_ep *ep);
+	/* After posting: wake the peer for @what if it armed for it. */
+	void (*kick)(struct rsk_ep *ep, unsigned int what);
+	/*
+	 * Wakes delivered to us so far for @what (RSK_WAIT_RX: tokens committed to our app end;
+	 * RSK_WAIT_TX: unblocks done). A waker counts before its token is written and after its
+	 * unblock is done, so readiness can be kept exact (see conn.c).
+	 */
+	uint32_t (*wakes)(struct rsk_ep *ep, unsigned int what);
+	/* Wake ourselves for @what (we found the event before anyone kicked us). */
+	void (*wake_self)(struct rsk_ep *ep, unsigned int what);
+	/* The ctl end of our own readiness pair (wake_self writes there). */
+	void (*set_self_ctl)(struct rsk_ep *ep, int ctl);
+
+	/* We closed the connection for good: the peer's further sends fail (EPIPE). */
+	void (*shutdown)(struct rsk_ep *ep);
+	/* Did the peer close the connection (not just shut down its sending side)? */
+	int (*peer_closed)(struct rsk_ep *ep);
+	void (*destroy)(struct rsk_ep *ep);
+};
+
+static inline int rsk_ep_post_recv(struct rsk_ep *ep, uint32_t slot)
+{
+	return ep->ops->post_recv(ep, slot);
+}
+
+static inline const void *rsk_ep_recv_buf(struct rsk_ep *ep, uint32_t slot)
+{
+	return ep->ops->recv_buf(ep, slot);
+}
+
+static inline void *rsk_ep_send_buf(struct rsk_ep *ep)
+{
+	return ep->ops->send_buf(ep);
+}
+
+static inline int rsk_ep_post_send(struct rsk_ep *ep, const void *buf, uint32_t len, uint32_t imm,
+				   unsigned int flags)
+{
+	return ep->ops->post_send(ep, buf, len, imm, flags);
+}
+
+static inline int rsk_ep_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
+{
+	return ep->ops->poll(ep, wc, n);
+}
+
+static inline void rsk_ep_arm(struct rsk_ep *ep, unsigned int what)
+{
+	ep->ops->arm(ep, what);
+}
+
+static inline unsigned int rsk_ep_disarm(struct rsk_ep *ep, unsigned int what)
+{
+	return ep->ops->disarm(ep, what);
+}
+
+static inline unsigned int rsk_ep_armed(struct rsk_ep *ep)
+{
+	return ep->ops->armed(ep);
+}
+
+static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
+{
+	ep->ops->kick(ep, what);
+}
+
+static inline uint32_t rsk_ep_wakes(struct rsk_ep *ep, unsigned int what)
+{
+	return ep->ops->wakes(ep, what);
+}
+
+static inline void rsk_ep_wake_self(struct rsk_ep *ep, unsigned int what)
+{
+	ep->ops->wake_self(ep, what);
+}
+
+static inline void rsk_ep_destroy(struct rsk_ep *ep)
+{
+	ep->ops->destroy(ep);
+}
+
+static inline void rsk_ep_set_self_ctl(struct rsk_ep *ep, int ctl)
+{
+	ep->ops->set_self_ctl(ep, ctl);
+}
+
+static inline const struct rsk_cm_ops *rsk_ep_cm(const struct rsk_ep *ep)
+{
+	return ep->ops->cm;
+}
+
+/* ---- connection management ---- */
+
+/* The endpoint's event fds (cm->event_fd) report, through cm->on_event: */
+#define RSK_EPEV_DATA 0x1u /* completions to harvest (a peer's kick cannot reach us) */
+#define RSK_EPEV_GONE 0x2u /* the peer's side of the connection is gone */
+#define RSK_EP_MAX_EVFDS 2
+
+/* Private room a transport keeps in a dial or a claim between its steps. */
+#define RSK_CM_PRIV 160
+
+/*
+ * A client's setup towards one destination, driven by core/calls/connect.c:
+ * dial (make the endpoint) -> the connection's local parts -> offer (tell the peer) -> the
+ * kernel connect -> dialed. Any failure before the kernel connect is a fallback (d->why).
+ */
+struct rsk_dial {
+	int fd;                      /* the application's TCP socket, not connected yet */
+	const struct sockaddr *dest;
+	socklen_t dest_len;
+	uint32_t nbuf, buf_size;     /* the geometry we ask for */
+	void *ep_mem;                /* cm->ep_size bytes for the endpoint (in the connection) */
+	struct rsk_ep *ep;           /* out */
+	enum rdmasock_fallback why;  /* out, when a step fails */
+	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
+};
+
+/* A server's claim of the accelerated half of an accepted TCP connection. */
+struct rsk_claim {
+	const struct sockaddr_storage *peer; /* the client's TCP address (the key) */
+	uint32_t nbuf;               /* out: geometry of the offered connection */
+	void *ep_mem;                /* in (claim_open): cm->ep_size bytes for the endpoint */
+	struct rsk_ep *ep;           /* out */
+	enum rdmasock_fallback why;  /* out, when claim finds nothing usable */
+	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
+};
+
+/* What a listener learns about the process that owns it (cm->listen_note). */
+enum rsk_listen_note {
+	RSK_LISTEN_INTEREST = 1, /* this process accepts here (accept, or an epoll registration) */
+	RSK_LISTEN_FORKED,       /* it forked with the listener open (the parent's side) */
+	RSK_LISTEN_REFUSE,       /* it serves its connections in forked children */
+	RSK_LISTEN_FORGET,       /* a forked child: the listener is the parent's, do not touch */
+};
+
+struct rsk_cm_ops {
+	/* Endpoint bytes the connection's shared region provides (NULL: the transport allocates). */
+	size_t (*ep_size)(void);
+	/* Flags. dial_sync: connect() finishes the kernel connect and waits for the peer's first
+	 * message before returning (the peer must claim the endpoint before we may use it).
+	 * accept_hello: the server sends an empty message once it took the connection.
+	 * fork_share: a forked child may share the endpoint (else it stays the parent's). */
+	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1;
+
+	/* Client. dial: 0 or -errno (d->why set). offer: after the local parts exist (@ctl is
+	 * our readiness ctl end). dialed: the kernel connect is under way. undial: give up
+	 * before the application saw the connection (after dial succeeded). dial_failed: a
+	 * dial_sync connection stayed on TCP after all (remember the destination). */
+	int (*dial)(struct rsk_dial *d);
+	int (*offer)(struct rsk_dial *d, int ctl);
+	void (*dialed)(struct rsk_dial *d);
+	void (*undial)(struct rsk_dial *d);
+	void (*dial_failed)(struct rsk_dial *d);
+
+	/* Server. listen: a listener beside the kernel's, bound like it (*lh); listen_fd: its
+	 * event fd for the event loop (-1: none), listen_event: handle what it reported.
+	 * claim: 1 found, 0 nothing for this client (cl->why), -errno the client is committed
+	 * and cannot be served (drop the TCP connection). claim_open: the endpoint into
+	 * cl->ep_mem. answer: after the local parts exist. unclaim: free the claim (@accepted
+	 * 0: tell the client no). */
+	int (*listen)(const struct sockaddr *bound, int v6only, void **lh);
+	int (*listen_fd)(void *lh);
+	void (*listen_event)(void *lh);
+	void (*listen_note)(void *lh, enum rsk_listen_note note);
+	void (*unlisten)(void *lh);
+	int (*claim)(void *lh, struct rsk_claim *cl, int wait_ms);
+	int (*claim_open)(struct rsk_claim *cl);
+	int (*answer)(struct rsk_claim *cl, int ctl);
+	void (*unclaim)(struct rsk_claim *cl, int accepted);
+
+	/* Events: fd @i (0..RSK_EP_MAX_EVFDS-1) to watch, or -1; on_event: take what fd @i
+	 * reported, returns RSK_EPEV_* bits. */
+	int (*event_fd)(struct rsk_ep *ep, int i);
+	unsigned int (*on_event)(struct rsk_ep *ep, int i);
+
+	/* Teardown. sends_done: everything posted has left (NULL: nothing to linger for).
+	 * fin_sent: our FIN is in the peer's memory (a later close of ours is orderly).
+	 * peer_ended: did the peer end in order before it went? (NULL: its FIN tells.) */
+	int (*sends_done)(struct rsk_ep *ep);
+	void (*fin_sent)(struct rsk_ep *ep);
+	int (*peer_ended)(struct rsk_ep *ep);
+
+	/* fork. prefork: before a child will share the endpoint (fork_share). foreign: the
+	 * endpoint belongs to another process (fork: the parent's). */
+	void (*prefork)(struct rsk_ep *ep);
+	int (*foreign)(struct rsk_ep *ep);
+};
+
+#endif
