@@ -222,8 +222,21 @@ static int rsk_ev_start(void)
 		rsk_ev_epfd = rsk_ev_evfd = -1;
 		return rc;
 	}
-	rsk_ev_started = 1;
+	__atomic_store_n(&rsk_ev_started, 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int rsk_evloop_start(void)
+{
+	int rc = 0;
+
+	if (__atomic_load_n(&rsk_ev_started, __ATOMIC_ACQUIRE))
+		return 0;
+	rsk_ev_lock_take();
+	if (!rsk_ev_started)
+		rc = rsk_ev_start();
+	rsk_ev_lock_drop();
+	return rc;
 }
 
 int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_watch_t *out)

@@ -28,6 +28,9 @@ typedef uint64_t rsk_watch_t;
  */
 int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_watch_t *out);
 
+/* Make sure the thread runs (the tick needs it even with nothing watched). 0 or -errno. */
+int rsk_evloop_start(void);
+
 /* Remove a watch (0 and stale handles are ignored). May be called from a callback. */
 void rsk_evloop_unwatch(rsk_watch_t w);
 

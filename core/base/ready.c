@@ -1,7 +1,9 @@
 /*
- * Readiness socketpair operations (see ready.h). Every call is non-blocking and costs one
- * or two syscalls; callers invoke them only on state transitions (arm/kick protocol in the
- * stream engine), never per byte.
+ * Readiness socketpair operations and the protocol on struct rsk_ready_state (see ready.h).
+ * Every call is non-blocking and costs at most a syscall or two; callers make them only on
+ * state transitions, never per byte. Each state word packs a count (upper bits) with the
+ * state (bit 0), so that one compare-and-swap both moves the state and tells how many
+ * tokens (or drains) belong to the state being left.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "compiler.h"
+#include "proc.h"
 #include "ready.h"
 #include "sys.h"
 
@@ -28,68 +32,101 @@ static void rsk_ready_mark(int fd)
 	int n;
 
 	n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, RSK_APP_END_PREFIX "%d/%u",
-		     (int)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+		     (int)rsk_proc_pid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
 	(void)rsk_sys_bind(fd, (struct sockaddr *)&un,
 			   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n));
 }
 
+/* The kernel's default send buffer of a unix socket (what a self-open restores). */
+static int rsk_ready_sndbuf_default;
+
 int rsk_ready_pair(int *app, int *ctl)
 {
-	int sv[2], small = 1; /* the kernel rounds up to its minimum */
-
-	int rc = rsk_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+	int sv[2], rc = rsk_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), v = 0;
+	socklen_t len = sizeof(v);
 
 	if (rc < 0)
 		return rc;
 	rsk_ready_mark(sv[0]);
-	/* A small send buffer on the app end: a single write fills it (rsk_ready_block). */
-	(void)rsk_sys_setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	if (__atomic_load_n(&rsk_ready_sndbuf_default, __ATOMIC_RELAXED) == 0 &&
+	    rsk_sys_getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 && v > 0)
+		__atomic_store_n(&rsk_ready_sndbuf_default, v, __ATOMIC_RELAXED);
 	*app = sv[0];
 	*ctl = sv[1];
 	return 0;
 }
 
-void rsk_ready_raise(int ctl)
+#define RSK_RW_STATE 1u /* bit 0 of a state word; the rest counts (in steps of 2) */
+#define RSK_RW_COUNT(w) ((w) >> 1)
+
+/* ---- the waker's side ---- */
+
+int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge)
+{
+	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST);
+
+	for (;;) {
+		if (!(w & RSK_RW_STATE) || edge) {
+			/* EMPTY -> SHOWN, one more token; or an extra arrival edge while SHOWN */
+			if (__atomic_compare_exchange_n(&st->rx, &w, (w + 2) | RSK_RX_SHOWN, 0,
+							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				return 1;
+			continue;
+		}
+		return 0; /* SHOWN: the owner will see the message when it looks */
+	}
+}
+
+void rsk_ready_count_raise(struct rsk_ready_state *st)
+{
+	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST);
+
+	while (!__atomic_compare_exchange_n(&st->rx, &w, (w + 2) | RSK_RX_SHOWN, 0,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+}
+
+void rsk_ready_token(int ctl)
 {
 	char token = 'r';
 
 	(void)rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg)
+int rsk_ready_claim_tx(struct rsk_ready_state *st)
 {
-	char buf[256];
-	union {
-		struct cmsghdr h;
-		char space[CMSG_SPACE(sizeof(int) * 4)];
-	} cbuf;
-	struct iovec iov = {buf, sizeof(buf)};
-	struct msghdr msg;
-	struct cmsghdr *c;
-	ssize_t n;
-	int i, nfds, fds[4];
+	uint32_t w = __atomic_load_n(&st->tx, __ATOMIC_SEQ_CST);
 
-	do {
-		memset(&msg, 0, sizeof(msg));
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = cbuf.space;
-		msg.msg_controllen = sizeof(cbuf.space);
-		n = rsk_sys_recvmsg(app, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		for (c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)nfds);
-			for (i = 0; i < nfds; i++) {
-				if (on_fd != NULL)
-					on_fd(fds[i], arg);
-				else
-					(void)rsk_sys_close(fds[i]);
-			}
-		}
-	} while (n == (ssize_t)sizeof(buf));
+	while (w & RSK_TX_BLOCKED)
+		if (__atomic_compare_exchange_n(&st->tx, &w, (w + 2) & ~RSK_RW_STATE, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return 1;
+	return 0;
 }
+
+void rsk_ready_flush(int fd)
+{
+	char buf[4096];
+	int i;
+
+	/* Bounded: a fill is a few KiB; tokens are single bytes. */
+	for (i = 0; i < 64; i++)
+		if (rsk_sys_recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)sizeof(buf))
+			break;
+}
+
+void rsk_ready_drain_fill(struct rsk_ready_state *st, int ctl)
+{
+	rsk_ready_flush(ctl);
+	__atomic_add_fetch(&st->unblocked, 1, __ATOMIC_SEQ_CST);
+}
+
+void rsk_ready_eof(int ctl)
+{
+	(void)rsk_sys_shutdown(ctl, SHUT_WR);
+}
+
+/* ---- the owner's side ---- */
 
 int rsk_ready_take(int app, int n)
 {
@@ -107,43 +144,111 @@ int rsk_ready_take(int app, int n)
 			continue;
 		}
 		if (r == 0 || (r != -EAGAIN && r != -EINTR))
-			break; /* EOF (peer end shut) or error: nothing more will come */
-		tries++;
+			break; /* EOF (the partner shut or went) or error: nothing more will come */
+		tries++; /* counted but not written yet: the waker is between its two steps */
 		(void)rsk_sys_poll(&p, 1, 1);
 	}
 	return got;
 }
 
-void rsk_ready_block(int app)
+int rsk_ready_lower(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		    int (*readable)(void *arg), void *arg)
+{
+	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST), due;
+
+	do {
+		if (!(w & RSK_RX_SHOWN))
+			return 1; /* already EMPTY: the waker raises with its next message */
+	} while (!__atomic_compare_exchange_n(&st->rx, &w, w & ~RSK_RW_STATE, 0, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	/* Published EMPTY. A message that came just before must not be left unshown. */
+	if (readable(arg)) {
+		uint32_t e = w & ~RSK_RW_STATE;
+
+		/* Back to SHOWN with our tokens in place, unless the waker raised already. */
+		(void)__atomic_compare_exchange_n(&st->rx, &e, w, 0, __ATOMIC_SEQ_CST,
+						  __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	/* Every token up to the count we left belongs to the old state: take exactly those. */
+	/* (Fewer come only when the partner is gone or shut: the stream learns that elsewhere.) */
+	due = RSK_RW_COUNT(w) - o->drained;
+	if (due > 0)
+		(void)rsk_ready_take(app, (int)due);
+	o->drained = RSK_RW_COUNT(w);
+	return 1;
+}
+
+/* SO_SNDBUF of the app end: its minimum makes a fill unwritable, the default undoes it. */
+static void rsk_ready_sndbuf(struct rsk_ready_owner *o, int app, int small)
+{
+	if (o->small == small)
+		return;
+	int big = __atomic_load_n(&rsk_ready_sndbuf_default, __ATOMIC_RELAXED);
+
+	/* The kernel doubles the value set, and rounds a tiny one up to its minimum. */
+	(void)rsk_sys_setsockopt_int(app, SOL_SOCKET, SO_SNDBUF, small ? 1 : (big > 0 ? big : 212992) / 2);
+	o->small = small;
+}
+
+/* A waker that drained our fill: wait (bounded) until its drain is done before a new fill,
+ * or the drain would take the new fill too. */
+static void rsk_ready_settle(struct rsk_ready_state *st, struct rsk_ready_owner *o, uint32_t opens)
+{
+	int spins;
+
+	if (opens == o->drains_seen)
+		return;
+	for (spins = 0; spins < 1000000 && (int32_t)(__atomic_load_n(&st->unblocked,
+								   __ATOMIC_SEQ_CST) -
+							 opens) < 0;
+	     spins++)
+		rsk_cpu_relax();
+	o->drains_seen = opens;
+	o->fill = 0;
+}
+
+void rsk_ready_block(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		     int (*writable)(void *arg), void *arg)
 {
 	static const char fill[4096];
-	int i;
+	uint32_t w = __atomic_load_n(&st->tx, __ATOMIC_SEQ_CST);
 
-	/* Bounded: the send buffer is a few KiB; a handful of writes always fill it. */
-	for (i = 0; i < 64; i++)
-		if (rsk_sys_send(app, fill, sizeof(fill), MSG_DONTWAIT | MSG_NOSIGNAL) <= 0)
-			break;
+	if (w & RSK_TX_BLOCKED)
+		return;
+	rsk_ready_settle(st, o, RSK_RW_COUNT(w));
+	if (!o->fill) {
+		/* One skb of a few KiB: more than a minimal send buffer allows, far less than the
+		 * default one (so a self-open needs no drain). */
+		(void)rsk_sys_send(app, fill, sizeof(fill), MSG_DONTWAIT | MSG_NOSIGNAL);
+		o->fill = 1;
+	}
+	rsk_ready_sndbuf(o, app, 1);
+	/* Only the owner sets BLOCKED (the waker only clears it): a plain CAS publishes it. */
+	if (!__atomic_compare_exchange_n(&st->tx, &w, w | RSK_TX_BLOCKED, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST)) {
+		rsk_ready_sndbuf(o, app, 0); /* cannot happen (BLOCKED is ours); never stay stuck */
+		return;
+	}
+	if (writable(arg))
+		rsk_ready_open(st, o, app); /* credits came back before the waker saw BLOCKED */
 }
 
-void rsk_ready_unblock(int ctl)
+void rsk_ready_open(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app)
 {
-	char buf[4096];
-	int i;
+	uint32_t w = __atomic_load_n(&st->tx, __ATOMIC_SEQ_CST);
 
-	for (i = 0; i < 64; i++)
-		if (rsk_sys_recv(ctl, buf, sizeof(buf), MSG_DONTWAIT) < (ssize_t)sizeof(buf))
-			break;
+	while (w & RSK_TX_BLOCKED)
+		if (__atomic_compare_exchange_n(&st->tx, &w, w & ~RSK_RW_STATE, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST)) {
+			rsk_ready_sndbuf(o, app, 0); /* the fill stays: the next block reuses it */
+			return;
+		}
 }
 
-void rsk_ready_eof(int ctl)
+void rsk_ready_shut(int app, int how)
 {
-	(void)rsk_sys_shutdown(ctl, SHUT_WR);
-}
-
-void rsk_ready_hup(int ctl)
-{
-	rsk_ready_unblock(ctl);
-	(void)rsk_sys_shutdown(ctl, SHUT_RDWR);
+	(void)rsk_sys_shutdown(app, how);
 }
 
 /* Is @fd the app end of an accelerated socket (of any process image)? */

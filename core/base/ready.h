@@ -1,40 +1,102 @@
 /*
  * Readiness objects. The fd an application holds for an accelerated socket is one end of a
- * unix socketpair (the "app end"); the library keeps the other (the "ctl end") and a peer
- * process may hold a dup of it. The app end's kernel readiness is driven to match the
- * socket's true state, so epoll/poll/select work unchanged:
- *   readable  <=> a token byte waits in the app end (written into the ctl end)
- *   writable  <=> the app end's send buffer is not full (we fill it to say "no credits")
- *   EOF/RDHUP <=> the ctl end shut down its write side; HUP <=> both sides
+ * unix socketpair (the "app end"); its partner (the "ctl end") is held by whoever wakes the
+ * owner: the peer process for shared memory, our own event loop for verbs. The app end's
+ * kernel readiness is driven to match the socket's true state, so epoll/poll/select work
+ * unchanged:
+ *   readable   <=> a token waits in the app end (only the waker writes tokens)
+ *   unwritable <=> a fill sits in the partner's queue AND the app end's send buffer is at its
+ *                  minimum: the owner toggles the send buffer itself; the waker removes the fill
+ *   EOF/RDHUP  <=> the partner shut its write side (the waker), or the app end its read side
+ *   HUP        <=> the app end shut both sides (the owner), or the partner is gone (the waker
+ *                  died or closed: the owner then learns it from the HUP)
+ * Who writes a token and who drains a fill is decided by compare-and-swap on a small state
+ * block in memory both see (struct rsk_ready_state), so neither side ever needs the other's
+ * fd to undo what it did, and no wake is lost or doubled.
  */
-#ifndef RSK_READY_H
-#define RSK_READY_H
+#ifndef RSK_BASE_READY_H
+#define RSK_BASE_READY_H
 
-/* Create a pair: *app (blocking flags left to the caller) and *ctl (non-blocking). 0/-errno. */
-int rsk_ready_pair(int *app, int *ctl);
-
-/* Make the app end readable (idempotent: a full token queue already means readable). */
-void rsk_ready_raise(int ctl);
+#include <stdint.h>
 
 /*
- * Drain tokens from the app end @app: it stops being readable. Any fd passed along with a
- * token (the peer's kick fd, see hs) is handed to @on_fd, which takes ownership.
+ * Per app end, in memory shared by its owner and its waker. rx: EMPTY = nothing is shown,
+ * the waker must write a token with its next message; SHOWN = a token is (or is about to be)
+ * in the app end; its upper bits count the tokens ever raised (counted before each write).
+ * tx: OPEN, or BLOCKED = the owner made its app end unwritable and the waker must drain the
+ * fill once it returns credits; its upper bits count the waker's takeovers, and `unblocked`
+ * the drains done (counted after each drain).
  */
-void rsk_ready_lower(int app, void (*on_fd)(int fd, void *arg), void *arg);
+struct rsk_ready_state {
+	uint32_t rx;        /* tokens raised << 1 | RSK_RX_SHOWN */
+	uint32_t tx;        /* waker opens << 1 | RSK_TX_BLOCKED */
+	uint32_t unblocked; /* fills the waker drained */
+	uint32_t pad;
+};
+
+#define RSK_RX_EMPTY 0u
+#define RSK_RX_SHOWN 1u
+#define RSK_TX_OPEN 0u
+#define RSK_TX_BLOCKED 1u
+
+/* The owner's own bookkeeping (in memory its holders share, under their lock). */
+struct rsk_ready_owner {
+	uint32_t drained;     /* tokens taken out of the app end */
+	uint32_t drains_seen; /* waker drains of our fill accounted for */
+	int fill;  /* a fill of ours sits in the partner's queue */
+	int small; /* the app end's send buffer is at its minimum */
+};
+
+/* Create a pair: *app (send buffer at the kernel default) and *ctl (non-blocking). 0/-errno. */
+int rsk_ready_pair(int *app, int *ctl);
+
+/* ---- the waker's side (it holds @ctl) ---- */
+
+/* After a message for the owner: 1 if the caller must write a token now (already counted):
+ * the owner was EMPTY, or @edge asks for one more arrival edge while SHOWN. */
+int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge);
+/* Write the token rsk_ready_claim_rx() asked for (or one the owner writes for itself while it
+ * still holds its ctl end, counted with rsk_ready_count_raise). */
+void rsk_ready_token(int ctl);
+void rsk_ready_count_raise(struct rsk_ready_state *st);
+
+/* After credits went back to the owner: 1 if the caller must drain the owner's fill now. */
+int rsk_ready_claim_tx(struct rsk_ready_state *st);
+/* Drain it (the owner's app end becomes writable), then count the drain. */
+void rsk_ready_drain_fill(struct rsk_ready_state *st, int ctl);
+
+/* The owner's peer ended its stream: EOF and RDHUP on the app end for good. */
+void rsk_ready_eof(int ctl);
+
+/* ---- the owner's side (it holds the app end @app) ---- */
+
+/*
+ * Nothing is readable: go EMPTY and take exactly the tokens shown so far. @readable is asked
+ * again after EMPTY is published; if data came meanwhile the state goes back to SHOWN with
+ * the tokens left in place. Returns 1 if EMPTY now.
+ */
+int rsk_ready_lower(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		    int (*readable)(void *arg), void *arg);
+
+/*
+ * No credit is left: make the app end unwritable and publish BLOCKED; @writable is asked
+ * again after that, and if credits came meanwhile the block is taken back at once.
+ */
+void rsk_ready_block(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		     int (*writable)(void *arg), void *arg);
+
+/* Credits are back and the waker has not said so (yet): take BLOCKED back ourselves. */
+void rsk_ready_open(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app);
+
+/* The owner shows EOF (@how SHUT_RD) or hang-up (SHUT_RDWR) on its own app end, for good. */
+void rsk_ready_shut(int app, int how);
 
 /* Take exactly @n tokens from the app end, waiting up to ~20 ms for late ones. Returns the
- * number taken. */
+ * number taken (fewer at EOF). */
 int rsk_ready_take(int app, int n);
 
-/* Make the app end unwritable by filling its send buffer. */
-void rsk_ready_block(int app);
-
-/* Make the app end writable again (drain what rsk_ready_block() wrote). */
-void rsk_ready_unblock(int ctl);
-
-/* Permanent states: EOF (readable + RDHUP forever) and hang-up (also HUP). */
-void rsk_ready_eof(int ctl);
-void rsk_ready_hup(int ctl);
+/* Drain everything readable from @fd without blocking (tests, and relays taking over). */
+void rsk_ready_flush(int fd);
 
 /*
  * At start of a program image: app ends inherited across exec belong to a library instance

@@ -47,6 +47,14 @@ void rsk_accept_begin(int fd)
 	rsk_sock_put(s);
 }
 
+/* The TCP connection is not kept: closing it resets both ends, so neither keeps TIME_WAIT. */
+static void rsk_accept_reset_tcp(int fd)
+{
+	struct linger lg = {1, 0};
+
+	(void)rsk_sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
 /* Build the accelerated connection from claim @cl for accepted socket @fd. 0 or -errno. */
 static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
 			     struct rsk_claim *cl)
@@ -55,6 +63,7 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	int app = -1, ctl = -1, tcp = -1, rc;
 
 	if (c == NULL) {
+		cm->unclaim(cl, 0);
 		if (cl->ep != NULL)
 			rsk_ep_destroy(cl->ep);
 		return -ENOMEM;
@@ -64,10 +73,19 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	c->ep = cl->ep;
 	if (rc == 0)
 		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
+	if (rc == 0)
+		rsk_conn_show_initial(c, app, ctl); /* the client may have sent already */
 	if (rc == 0 && cm->answer != NULL)
 		rc = cm->answer(cl, ctl);
+	if (rc == 0 && !cm->keeps_ctl) { /* the answer handed it to the client, our waker */
+		(void)rsk_sys_close(ctl);
+		ctl = -1;
+	}
+	if (rc == 0 && !cm->keeps_tcp)
+		rsk_accept_reset_tcp(fd); /* no placeholder: its close resets (no TIME_WAIT) */
 	if (rc == 0)
-		rc = rsk_sock_become(s, fd, c, app, ctl, tcp);
+		rc = rsk_sock_become(s, fd, c, app, ctl, tcp, NULL);
+	cm->unclaim(cl, rc == 0); /* before a discard: a decline still needs the endpoint */
 	if (rc < 0) {
 		rsk_conn_discard(c, app, ctl, tcp);
 		return rc;
@@ -108,10 +126,8 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP */
 		return fd;
 	}
-	if (rc > 0) {
+	if (rc > 0)
 		rc = rsk_accept_switch(s, fd, cm, &cl);
-		cm->unclaim(&cl, rc == 0);
-	}
 	if (rc < 0)
 		return rsk_accept_drop(fd, rc);
 	s->from_lst = rsk_listener_id(ls->lst);

@@ -85,6 +85,10 @@ static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr 
 		return RDMASOCK_FB_RESOURCES;
 	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
 		return u->d.why;
+	if (!cm->keeps_ctl) { /* the offer handed it to the peer, our waker */
+		(void)rsk_sys_close(u->ctl);
+		u->ctl = -1;
+	}
 	return -1;
 }
 
@@ -140,7 +144,9 @@ static int rsk_connect_sync(struct rsk_sock *s, int fd, const struct sockaddr *a
 		rsk_connect_done(fd, nonblock ? -EINPROGRESS : 0);
 		return nonblock ? -EINPROGRESS : 0;
 	}
-	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	if (u->ctl >= 0)
+		rsk_conn_show_initial(u->c, u->app, u->ctl); /* the server may have spoken already */
+	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp, addr);
 	if (rc < 0) {
 		rsk_client_undo(u);
 		return rc;
@@ -163,7 +169,7 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 	if (u->cm->dialed != NULL)
 		u->cm->dialed(&u->d);
 	u->dialed = 0; /* what the dial holds now belongs to the endpoint */
-	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp);
+	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp, addr);
 	if (rc < 0) {
 		rsk_client_undo(u);
 		return rc;

@@ -50,7 +50,7 @@ static int rsk_io_restartable(void)
  * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
  * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
  */
-static int rsk_io_sleep(int fd, short events, int64_t deadline_us)
+static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us)
 {
 	struct pollfd p = {.fd = fd, .events = events};
 	int64_t left;
@@ -65,6 +65,8 @@ static int rsk_io_sleep(int fd, short events, int64_t deadline_us)
 	rc = rsk_sys_poll(&p, 1, ms);
 	if (rc == -EINTR && !rsk_io_restartable())
 		return -EINTR;
+	if (rc > 0)
+		rsk_conn_saw_events(c, fd, p.revents); /* a hang-up: the peer went */
 	return 0;
 }
 
@@ -75,6 +77,29 @@ struct rsk_io_ctx {
 	int64_t deadline, spin_end;
 	unsigned int spins;
 };
+
+/*
+ * A non-blocking caller that finds nothing: the peer may have gone without a word (the
+ * partner of our app end closed, which the kernel shows as a hang-up on the application's
+ * fd, and wakes its poll or epoll). One poll says so; it is asked at most once a
+ * millisecond, so a program that reads until EAGAIN pays no system call per read.
+ */
+#define RSK_IO_HUP_CHECK_US 1000
+
+static int rsk_io_nothing(struct rsk_io_ctx *x, int fd)
+{
+	struct pollfd p = {.fd = fd, .events = 0};
+	int64_t now = rsk_now_us();
+
+	if (now - x->s->hup_checked_us < RSK_IO_HUP_CHECK_US || x->c->peer_hup)
+		return -EAGAIN;
+	x->s->hup_checked_us = now;
+	if (rsk_sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLHUP | POLLERR)))
+		return -EAGAIN;
+	rsk_conn_saw_events(x->c, fd, p.revents);
+	return x->c->peer_hup ? 0 : -EAGAIN; /* the peer went: try again, the stream knows */
+}
+
 
 static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *x)
 {
@@ -124,7 +149,7 @@ static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
 	int64_t now;
 
 	if (x->nonblock)
-		return -EAGAIN;
+		return rsk_io_nothing(x, fd);
 	now = rsk_now_us();
 	if (x->spin_end == 0)
 		x->spin_end = now + rsk_config.spin_us;
@@ -135,7 +160,7 @@ static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
 			rsk_cpu_relax();
 		return 0;
 	}
-	return rsk_io_sleep(fd, events, x->deadline);
+	return rsk_io_sleep(x->c, fd, events, x->deadline);
 }
 
 /* Advance a private copy of an iovec past @n bytes. */
@@ -384,108 +409,6 @@ int rsk_io_shutdown(int fd, int how)
 		if (how != SHUT_RD)
 			rc = rsk_stream_shutdown_wr(&c->st);
 		rsk_conn_sync(c, fd);
-	});
-	return rc;
-}
-
-static int64_t rsk_tv_us(const struct timeval *tv)
-{
-	return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
-}
-
-int rsk_io_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
-{
-	struct rsk_conn *c;
-	int rc = 0, err;
-
-	RSK_WITH_CONN(fd, c, {
-		if (level == SOL_SOCKET && name == SO_ERROR) {
-			if (val == NULL || len == NULL || *len < (socklen_t)sizeof(int)) {
-				rc = -EINVAL;
-			} else {
-				/* TCP reports a pending error once. */
-				err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0;
-				memcpy(val, &err, sizeof(int));
-				*len = sizeof(int);
-			}
-		} else {
-			rc = rsk_sys_getsockopt(c->tcp_fd, level, name, val, len);
-		}
-	});
-	return rc;
-}
-
-/* Options the engine itself honours, mirrored from a setsockopt the TCP socket took. */
-static void rsk_io_mirror_opt(struct rsk_conn *c, int level, int name, const void *val,
-			      socklen_t len)
-{
-	if (level == SOL_SOCKET && name == SO_RCVTIMEO && len >= (socklen_t)sizeof(struct timeval))
-		c->rcvtimeo_us = rsk_tv_us(val);
-	else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
-		 len >= (socklen_t)sizeof(struct timeval))
-		c->sndtimeo_us = rsk_tv_us(val);
-	else if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
-		rsk_stream_set_nodelay(&c->st, *(const int *)val);
-	else if (level == IPPROTO_TCP && name == TCP_CORK && len >= (socklen_t)sizeof(int))
-		rsk_stream_set_cork(&c->st, *(const int *)val);
-}
-
-int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
-{
-	struct rsk_conn *c;
-	int rc = 0;
-
-	RSK_WITH_CONN(fd, c, {
-		/* The TCP socket keeps every option, so getsockopt reads them back as set. */
-		rc = rsk_sys_setsockopt(c->tcp_fd, level, name, val, len);
-		if (rc == 0)
-			rsk_io_mirror_opt(c, level, name, val, len);
-	});
-	return rc;
-}
-
-/* Addresses are the TCP placeholder's: real, and consistent with the peer's view. */
-static int rsk_io_addr(int fd, struct sockaddr *addr, socklen_t *len,
-		       int (*get)(int, struct sockaddr *, socklen_t *))
-{
-	struct rsk_conn *c;
-	int rc = 0;
-
-	RSK_WITH_CONN(fd, c, { rc = get(c->tcp_fd, addr, len); });
-	return rc;
-}
-
-int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len)
-{
-	return rsk_io_addr(fd, addr, len, rsk_sys_getsockname);
-}
-
-int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len)
-{
-	return rsk_io_addr(fd, addr, len, rsk_sys_getpeername);
-}
-
-int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg)
-{
-	struct rsk_conn *c;
-	int rc = 0, v;
-
-	RSK_WITH_CONN(fd, c, {
-		if (req == FIONREAD) { /* = SIOCINQ */
-			(void)rsk_stream_progress(&c->st);
-			v = c->st.rx_bytes > INT32_MAX ? INT32_MAX : (int)c->st.rx_bytes;
-			memcpy((void *)arg, &v, sizeof(v));
-		} else if (req == SIOCOUTQ) {
-			/* A posted SEND is in the peer's memory; only a staged one is still ours. */
-			v = (int)c->st.stage_len;
-			memcpy((void *)arg, &v, sizeof(v));
-		} else if (req == FIONBIO) {
-			memcpy(&v, (void *)arg, sizeof(v));
-			c->nonblock = v != 0;
-			rc = rsk_sys_ioctl(fd, req, arg);
-		} else {
-			rc = rsk_sys_ioctl(c->tcp_fd, req, arg);
-		}
 	});
 	return rc;
 }

@@ -24,13 +24,6 @@ ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n);
 ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n);
 
 int rsk_io_shutdown(int fd, int how);
-int rsk_io_getsockopt(int fd, int level, int name, void *val, socklen_t *len);
-int rsk_io_setsockopt(int fd, int level, int name, const void *val, socklen_t len);
-int rsk_io_getsockname(int fd, struct sockaddr *addr, socklen_t *len);
-int rsk_io_getpeername(int fd, struct sockaddr *addr, socklen_t *len);
-
-/* ioctl: FIONREAD/SIOCINQ, SIOCOUTQ, FIONBIO here; others go to the TCP socket. */
-int rsk_io_ioctl(int fd, unsigned long req, unsigned long arg);
 
 /* fcntl(F_SETFL) on an accelerated fd happened (@flags): mirror O_NONBLOCK. */
 void rsk_io_setfl(int fd, int flags);

@@ -53,7 +53,7 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 
 	if (cm->fork_share) {
-		rsk_conn_prefork(c);
+		rsk_conn_prefork(c, fd);
 		return;
 	}
 	if ((cm->foreign == NULL || !cm->foreign(c->ep)) && c->st.bytes_sent == 0 &&

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <uthash.h>
 
+#include "base/addr.h"
 #include "base/clock.h"
 #include "base/compiler.h"
 #include "base/evloop.h"
@@ -66,9 +67,7 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
 
 	if (rc == 0)
 		rc = rsk_ready_pair(app, ctl);
-	if (rc == 0 && (*ctl = rsk_fd_hide(*ctl)) < 0)
-		rc = *ctl;
-	if (rc == 0 && (*tcp = rsk_fd_hide_dup(fd)) < 0)
+	if (rc == 0 && rsk_transport_cm(c->ep)->keeps_tcp && (*tcp = rsk_fd_hide_dup(fd)) < 0)
 		rc = *tcp;
 	return rc;
 }
@@ -78,7 +77,7 @@ void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
 	if (app >= 0)
 		(void)rsk_sys_close(app);
 	if (ctl >= 0)
-		rsk_fd_unhide_close(ctl);
+		(void)rsk_sys_close(ctl);
 	if (tcp >= 0)
 		rsk_fd_unhide_close(tcp);
 	if (c->ep != NULL)
@@ -102,172 +101,123 @@ void rsk_conn_unlock(struct rsk_conn *c)
 
 /*
  * Readiness is kept exact, because a program that select()s and then does a blocking read
- * must never block, and an edge-triggered one must see every transition. The app end is
- * readable exactly while a token waits in it (RX) and unwritable exactly while our fill sits
- * in it (TX). Wakes are counted in shared memory (tokens before they are written, unblocks
- * after they are done), and the ledger below tells us which count to wait for before we
- * touch the app end again, so a wake in flight never lands on the wrong state.
+ * must never block, and an edge-triggered one must see every transition. The app end shows
+ * what the stream is (base/ready.h): its waker raises tokens and drains our fill, we take
+ * tokens back and fill or open ourselves, and the compare-and-swap protocol on the shared
+ * state block makes each transition happen exactly once.
  */
-struct rsk_ledger {
-	unsigned int bit;
-	int *pending;
-	uint32_t *expect;
-};
-
-static struct rsk_ledger rsk_ledger_of(struct rsk_conn *c, unsigned int bit)
+static int rsk_conn_recheck_rx(void *arg)
 {
-	if (bit == RSK_WAIT_RX)
-		return (struct rsk_ledger){bit, &c->rx_pending, &c->rx_expect};
-	return (struct rsk_ledger){bit, &c->tx_pending, &c->tx_expect};
+	struct rsk_conn *c = arg;
+
+	(void)rsk_stream_progress(&c->st);
+	return rsk_stream_readable(&c->st);
 }
 
-static void rsk_arm(struct rsk_conn *c, unsigned int bit)
+static int rsk_conn_recheck_tx(void *arg)
 {
-	struct rsk_ledger l = rsk_ledger_of(c, bit);
+	struct rsk_conn *c = arg;
 
-	if (*l.pending)
-		return;
-	*l.pending = 1;
-	rsk_ep_arm(c->ep, bit);
+	(void)rsk_stream_progress(&c->st);
+	return rsk_stream_writable(&c->st);
 }
 
-/* Has a kick consumed our pending arm? Then its wake is on the way: expect it. */
-static void rsk_arm_resolve(struct rsk_conn *c, unsigned int bit)
+/* Tokens raised into our app end that we have not taken yet. */
+static uint32_t rsk_conn_tokens_due(struct rsk_conn *c)
 {
-	struct rsk_ledger l = rsk_ledger_of(c, bit);
-
-	if (*l.pending && !(rsk_ep_armed(c->ep) & bit)) {
-		*l.pending = 0;
-		(*l.expect)++;
-	}
-}
-
-/* Withdraw a pending arm. Returns 1 if it was still ours (no kick will come for it). */
-static int rsk_arm_take_back(struct rsk_conn *c, unsigned int bit)
-{
-	struct rsk_ledger l = rsk_ledger_of(c, bit);
-
-	if (!*l.pending)
-		return 0;
-	*l.pending = 0;
-	if (rsk_ep_disarm(c->ep, bit))
-		return 1;
-	(*l.expect)++; /* a kicker beat us to it */
-	return 0;
-}
-
-static void rsk_wake_self(struct rsk_conn *c, unsigned int bit)
-{
-	(*rsk_ledger_of(c, bit).expect)++;
-	rsk_ep_wake_self(c->ep, bit);
-}
-
-/* Wait until every wake we expect has been counted (a kicker is between its steps). */
-static void rsk_settle(struct rsk_conn *c, unsigned int bit)
-{
-	uint32_t expect = *rsk_ledger_of(c, bit).expect;
-	int spins;
-
-	for (spins = 0; spins < 1000000 && (int32_t)(rsk_ep_wakes(c->ep, bit) - expect) < 0;
-	     spins++)
-		rsk_cpu_relax();
-}
-
-/* Tokens committed to the app end and not yet taken. */
-static uint32_t rsk_tokens(struct rsk_conn *c)
-{
-	return rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
-}
-
-/* Readable: make sure a token is there or coming, and stay armed so each new arrival makes
- * a new edge (as TCP wakes readers on every arrival). */
-static void rsk_conn_show_readable(struct rsk_conn *c)
-{
-	rsk_arm_resolve(c, RSK_WAIT_RX);
-	if (rsk_tokens(c) == 0 && (int32_t)(c->rx_expect - rsk_ep_wakes(c->ep, RSK_WAIT_RX)) <= 0 &&
-	    (!c->rx_pending || rsk_arm_take_back(c, RSK_WAIT_RX)))
-		rsk_wake_self(c, RSK_WAIT_RX);
-	rsk_arm(c, RSK_WAIT_RX);
+	return (__atomic_load_n(&rsk_ep_ready(c->ep)->rx, __ATOMIC_SEQ_CST) >> 1) - c->ro.drained;
 }
 
 static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
 {
-	uint32_t due;
-
-	if (rsk_stream_readable(&c->st)) {
-		rsk_conn_show_readable(c);
-		return;
-	}
-	rsk_arm_resolve(c, RSK_WAIT_RX);
-	if (c->rx_pending && rsk_tokens(c) == 0 &&
-	    (int32_t)(rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_expect) >= 0)
-		return; /* steady: armed, nothing shown, nothing in flight */
-	/* Lower: let wakes in flight land, take exactly the committed tokens, arm, re-check. */
-	rsk_settle(c, RSK_WAIT_RX);
-	due = rsk_tokens(c);
-	if (due > 0 && rsk_ready_take(app_fd, (int)due) < (int)due)
-		rsk_dbg("readiness: %u token(s) never arrived (waker died?)", due);
-	c->rx_drained += due;
-	rsk_arm(c, RSK_WAIT_RX);
-	(void)rsk_stream_progress(&c->st);
 	if (rsk_stream_readable(&c->st))
-		rsk_conn_show_readable(c);
+		return; /* shown: the waker raised when it posted (or we did, initially) */
+	(void)rsk_ready_lower(rsk_ep_ready(c->ep), &c->ro, app_fd, rsk_conn_recheck_rx, c);
 }
 
 static void rsk_conn_sync_tx(struct rsk_conn *c, int app_fd)
 {
-	rsk_arm_resolve(c, RSK_WAIT_TX);
-	if (rsk_stream_writable(&c->st)) {
-		/* Unblock: by a kick that consumed our arm (expected), or ourselves. */
-		if (c->tx_blocked && c->tx_pending && rsk_arm_take_back(c, RSK_WAIT_TX))
-			rsk_wake_self(c, RSK_WAIT_TX);
-		c->tx_blocked = 0;
-		return;
-	}
-	if (c->tx_blocked && c->tx_pending)
-		return; /* steady: filled and armed */
-	/* Block: no unblock may be in flight when we fill, or it would drain the new fill. */
-	rsk_settle(c, RSK_WAIT_TX);
-	rsk_ready_block(app_fd);
-	c->tx_blocked = 1;
-	rsk_arm(c, RSK_WAIT_TX);
-	(void)rsk_stream_progress(&c->st);
-	if (rsk_stream_writable(&c->st))
-		rsk_conn_sync_tx(c, app_fd);
+	struct rsk_ready_state *rs = rsk_ep_ready(c->ep);
+
+	if (!rsk_stream_writable(&c->st))
+		rsk_ready_block(rs, &c->ro, app_fd, rsk_conn_recheck_tx, c);
+	else if (__atomic_load_n(&rs->tx, __ATOMIC_SEQ_CST) & RSK_TX_BLOCKED)
+		rsk_ready_open(rs, &c->ro, app_fd); /* credits back before the waker said so */
 }
 
 void rsk_conn_sync(struct rsk_conn *c, int app_fd)
 {
+	if (c->ep->ops->settle != NULL)
+		c->ep->ops->settle(c->ep, app_fd, rsk_conn_tokens_due(c) != 0);
+	if (c->hup_shown)
+		return;
 	if (c->st.err) {
-		if (!c->hup_shown) {
-			c->hup_shown = 1;
-			rsk_ready_hup(c->ctl_fd); /* readable, writable (errors), HUP */
-		}
+		c->hup_shown = 1;
+		rsk_ready_shut(app_fd, SHUT_RDWR); /* readable, HUP */
 		return;
 	}
 	if ((c->st.fin_rcvd || c->st.shut_rd) && !c->eof_shown) {
 		c->eof_shown = 1;
-		rsk_ready_eof(c->ctl_fd); /* readable + RDHUP for good */
+		rsk_ready_shut(app_fd, SHUT_RD); /* readable + RDHUP for good */
 	}
-	if (c->st.fin_rcvd && (c->st.shut_wr || c->st.fin_sent) && !c->hup_shown) {
+	if (c->st.fin_rcvd && (c->st.shut_wr || c->st.fin_sent)) {
 		c->hup_shown = 1; /* both directions done: HUP, as TCP reports it */
-		rsk_ready_hup(c->ctl_fd);
+		rsk_ready_shut(app_fd, SHUT_RDWR);
+		return;
 	}
 	if (!c->eof_shown)
 		rsk_conn_sync_rx(c, app_fd);
 	rsk_conn_sync_tx(c, app_fd);
 }
 
-/* Show the stream's end on the app end once: HUP after an error, EOF after a FIN. */
-static void rsk_conn_show_end(struct rsk_conn *c)
+void rsk_conn_show_initial(struct rsk_conn *c, int app, int ctl)
 {
-	if (c->st.err && !c->hup_shown) {
-		c->hup_shown = 1;
-		rsk_ready_hup(c->ctl_fd); /* readable, writable (errors), HUP */
-	} else if (!c->st.err && !c->eof_shown && c->st.fin_rcvd) {
-		c->eof_shown = 1;
-		rsk_ready_eof(c->ctl_fd);
+	struct rsk_ready_state *rs = rsk_ep_ready(c->ep);
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+	uint32_t w = __atomic_load_n(&rs->rx, __ATOMIC_SEQ_CST);
+
+	rsk_conn_lock(c);
+	(void)rsk_stream_progress(&c->st);
+	if ((w & RSK_RX_SHOWN) && (w >> 1) == c->ro.drained) {
+		/* "shown" with no token: the placeholder state a server starts in */
+		if (rsk_stream_readable(&c->st)) {
+			rsk_ready_count_raise(rs);
+			rsk_ready_token(ctl);
+			goto shown;
+		}
+		(void)__atomic_compare_exchange_n(&rs->rx, &w, w & ~RSK_RX_SHOWN, 0,
+						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	}
+	/* EMPTY: a message that came first is ours to show (the waker may claim it instead). */
+	if (rsk_conn_recheck_rx(c) && rsk_ready_claim_rx(rs, 0))
+		rsk_ready_token(ctl);
+shown:
+	if (cm->shown != NULL)
+		cm->shown(c->ep);
+	rsk_conn_sync(c, app);
+	rsk_conn_unlock(c);
+}
+
+/*
+ * As the waker of our own app end (we hold its ctl end: verbs): show the stream's end, and
+ * raise or unblock what the harvest made due, as a shm peer's kick would.
+ */
+static void rsk_conn_wake_own(struct rsk_conn *c)
+{
+	struct rsk_ready_state *rs = rsk_ep_ready(c->ep);
+
+	if (c->ctl_fd < 0)
+		return; /* the peer is our waker (shm): its kicks and its going reach us directly */
+	if (c->st.err) {
+		rsk_ready_shut(c->ctl_fd, SHUT_RDWR); /* the app end: readable, HUP */
+		return;
+	}
+	if (c->st.fin_rcvd)
+		rsk_ready_eof(c->ctl_fd);
+	if (rsk_stream_readable(&c->st) && rsk_ready_claim_rx(rs, 0))
+		rsk_ready_token(c->ctl_fd);
+	if (rsk_stream_writable(&c->st) && rsk_ready_claim_tx(rs))
+		rsk_ready_drain_fill(rs, c->ctl_fd);
 }
 
 void rsk_conn_peer_gone(struct rsk_conn *c)
@@ -278,28 +228,28 @@ void rsk_conn_peer_gone(struct rsk_conn *c)
 	/* The transport may know whether the peer closed in order; else its FIN must be here. */
 	if (cm->peer_ended != NULL ? !cm->peer_ended(c->ep) : !c->st.fin_rcvd)
 		rsk_stream_set_error(&c->st, -ECONNRESET);
-	rsk_conn_show_end(c);
+	rsk_conn_wake_own(c);
+}
+
+void rsk_conn_saw_events(struct rsk_conn *c, int app_fd, short revents)
+{
+	if (!(revents & (POLLHUP | POLLERR)) || c->peer_hup)
+		return;
+	/* Our own shutdown(SHUT_RDWR) shows HUP too: only a partner that went is news. */
+	rsk_conn_lock(c);
+	if (!c->hup_shown) {
+		c->peer_hup = 1;
+		rsk_conn_peer_gone(c);
+		rsk_conn_sync(c, app_fd);
+	}
+	rsk_conn_unlock(c);
 }
 
 void rsk_conn_remote_wake(struct rsk_conn *c)
 {
-	unsigned int want = 0, got;
-
 	(void)rsk_stream_progress(&c->st);
-	rsk_conn_show_end(c);
-	if (c->st.err)
-		return;
-	/* What a peer's kick would do on shm: consume the arms whose event happened and wake
-	 * them; the ledger (rsk_arm_resolve) then expects exactly these wakes. */
-	if (rsk_stream_readable(&c->st))
-		want |= RSK_WAIT_RX;
-	if (rsk_stream_writable(&c->st))
-		want |= RSK_WAIT_TX;
-	got = want ? rsk_ep_disarm(c->ep, want) : 0;
-	if (got)
-		rsk_ep_wake_self(c->ep, got);
+	rsk_conn_wake_own(c);
 }
-
 
 /* ---- this process's record of its connections ---- */
 
@@ -399,8 +349,10 @@ static int rsk_conn_watch(struct rsk_conn_rec *r)
 	const struct rsk_cm_ops *cm = rsk_transport_cm(r->c->ep);
 	int rc, i, fd;
 
-	rc = rsk_evloop_watch(r->c->tcp_fd, EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT,
-			      rsk_conn_on_tcp, r, &r->tcp_w);
+	rc = r->c->tcp_fd < 0 ? 0
+			      : rsk_evloop_watch(r->c->tcp_fd,
+						 EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT,
+						 rsk_conn_on_tcp, r, &r->tcp_w);
 	for (i = 0; rc == 0 && cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
 		fd = cm->event_fd(r->c->ep, i);
 		if (fd < 0)
@@ -436,24 +388,35 @@ static int rsk_conn_register(struct rsk_conn *c)
 	}
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
 	__atomic_add_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
-	/* Outside the registry lock: watching takes the loop's lock, which callbacks hold. */
-	rc = rsk_conn_watch(r);
+	/* Outside the registry lock: watching takes the loop's lock, which callbacks hold. The
+	 * loop runs even with nothing to watch: its tick posts coalesced writes. */
+	rc = rsk_evloop_start();
+	if (rc == 0)
+		rc = rsk_conn_watch(r);
 	return rc;
 }
 
-/* TCP_NODELAY and TCP_CORK as the application left them on the TCP socket (set before
- * connect, or inherited from the listener by an accepted socket, as Linux does). */
-static void rsk_conn_tcp_opts(struct rsk_conn *c)
+void rsk_conn_take_tcp(struct rsk_conn *c, int fd, const struct sockaddr *dest)
 {
 	socklen_t len = sizeof(int);
 	int v = 0;
 
-	if (rsk_sys_getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
+	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
 		c->st.nodelay = v != 0;
 	len = sizeof(int);
 	v = 0;
-	if (rsk_sys_getsockopt(c->tcp_fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
+	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
 		c->st.cork = v != 0;
+	c->local_len = sizeof(c->local);
+	if (rsk_sys_getsockname(fd, (struct sockaddr *)&c->local, &c->local_len) < 0)
+		c->local_len = 0;
+	c->peer_len = sizeof(c->peer);
+	if (rsk_sys_getpeername(fd, (struct sockaddr *)&c->peer, &c->peer_len) < 0) {
+		c->peer_len = dest != NULL ? rsk_sa_len(dest) : 0; /* a connect still under way */
+		if (dest != NULL)
+			memcpy(&c->peer, dest, c->peer_len);
+	}
+	c->domain = c->local.ss_family;
 }
 
 int rsk_conn_attach(struct rsk_conn *c, int app_fd, int ctl, int tcp, int nonblock)
@@ -461,9 +424,7 @@ int rsk_conn_attach(struct rsk_conn *c, int app_fd, int ctl, int tcp, int nonblo
 	c->nonblock = nonblock;
 	c->ctl_fd = ctl;
 	c->tcp_fd = tcp;
-	rsk_conn_tcp_opts(c);
 	c->transport = c->ep->ops->id;
-	rsk_ep_set_self_ctl(c->ep, ctl);
 	rsk_conn_lock(c);
 	rsk_conn_sync(c, app_fd);
 	rsk_conn_unlock(c);
@@ -577,13 +538,13 @@ int rsk_conn_hello(struct rsk_conn *c, int app_fd)
 	return rc;
 }
 
-void rsk_conn_prefork(struct rsk_conn *c)
+void rsk_conn_prefork(struct rsk_conn *c, int app_fd)
 {
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 
 	rsk_conn_lock(c);
 	if (cm->prefork != NULL)
-		cm->prefork(c->ep);
+		cm->prefork(c->ep, app_fd);
 	__atomic_add_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
 	rsk_conn_unlock(c);
 	rsk_dbg("connection %p held for a child", (void *)c);
@@ -636,7 +597,8 @@ static void rsk_conn_linger(struct rsk_conn *c)
 			return;
 		/* The peer closed its TCP end: it reads nothing more, so nothing is worth waiting
 		 * for (its endpoint is gone too; our sends would only time out). */
-		if (rsk_sys_poll(&peer, 1, 0) > 0 && (peer.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		if (c->tcp_fd >= 0 && rsk_sys_poll(&peer, 1, 0) > 0 &&
+		    (peer.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 			return;
 		if (rsk_now_ms() >= end)
 			return;
@@ -652,7 +614,7 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 
 	if (c->st.err == 0) {
-		if (c->st.rx_bytes > 0)
+		if (c->st.rx_bytes > 0 || c->linger0)
 			rsk_stream_reset(&c->st);
 		else
 			(void)rsk_stream_shutdown_wr(&c->st);

@@ -11,9 +11,19 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
+#include "base/ready.h"
 #include "stream/stream.h"
+
+/* A socket option the application set, kept for getsockopt (the TCP socket is gone). */
+struct rsk_conn_opt {
+	int level, name;
+	socklen_t len;
+	unsigned char val[32];
+};
+#define RSK_CONN_OPTS 16
 
 struct rsk_conn {
 	pthread_mutex_t lock; /* process-shared, robust: guards everything below */
@@ -21,18 +31,20 @@ struct rsk_conn {
 	size_t map_len;       /* size of this shared region */
 	size_t rxq_off;       /* where the rx queue starts in mem[] (after the endpoint) */
 	enum rdmasock_transport transport;
-	int ctl_fd;   /* our end of the readiness pair */
-	int tcp_fd;   /* the real TCP socket: addresses, options, and peer liveness */
+	int domain;
+	int ctl_fd;   /* our app end's ctl end, if our own event loop is its waker (verbs) */
+	int tcp_fd;   /* the TCP socket as a hidden placeholder (cm->keeps_tcp), else -1 */
 	int nonblock; /* O_NONBLOCK of the application's open file description */
 	int64_t rcvtimeo_us, sndtimeo_us; /* SO_RCVTIMEO / SO_SNDTIMEO, 0 = forever */
-	int tx_blocked; /* app end filled (unwritable) */
-	uint32_t rx_drained; /* tokens taken out of the app end (compare: wakes RX) */
-	/* Arm ledger, per RSK_WAIT_* bit: an arm is pending until we take it back or see that
-	 * a kick consumed it; wakes are expected to reach `expect` once every consumed arm
-	 * and every wake of our own has been counted. */
-	int rx_pending, tx_pending;
-	uint32_t rx_expect, tx_expect;
+	struct rsk_ready_owner ro; /* our side of the readiness protocol (base/ready.h) */
 	int eof_shown, hup_shown;
+	int peer_hup; /* the app end's partner went (the peer closed or died) */
+	int linger0;  /* SO_LINGER {1, 0}: close resets, as TCP does */
+	/* what getsockname/getpeername report, and the options set since */
+	struct sockaddr_storage local, peer;
+	socklen_t local_len, peer_len;
+	struct rsk_conn_opt opts[RSK_CONN_OPTS];
+	int nopts;
 	struct rsk_stream st;
 	struct rsk_ep *ep;
 	unsigned char mem[] __attribute__((aligned(64))); /* endpoint, then the rx queue */
@@ -52,17 +64,32 @@ void *rsk_conn_ep_mem(struct rsk_conn *c);
 struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
 
 /*
- * The local parts of a new connection on endpoint c->ep for TCP socket @fd: the stream, the
- * readiness pair (*app for the application, *ctl hidden) and the hidden TCP placeholder
- * (*tcp). 0 or -errno; on error the caller undoes with rsk_conn_discard (fds < 0 skipped).
+ * The local parts of a new connection on endpoint c->ep for TCP socket @fd: the stream and
+ * the readiness pair (*app for the application, *ctl its partner), plus the hidden TCP
+ * placeholder (*tcp) where the transport keeps one (else -1). 0 or -errno; on error the
+ * caller undoes with rsk_conn_discard (fds < 0 skipped).
  */
 int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
 void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp);
 
 /*
- * The connection now serves the application's fd @app_fd: adopt the fds, take TCP_NODELAY
- * and TCP_CORK from the TCP socket, show its readiness, and watch it (peer liveness, the
- * endpoint's events). 0, or -errno when it cannot be watched (it still works then).
+ * Show the connection's initial readiness on app end @app while we still hold its partner
+ * @ctl (data may be waiting already: a server's client can send before accept() returns).
+ * Then the ctl end is handed to the waker (or kept, cm->keeps_ctl).
+ */
+void rsk_conn_show_initial(struct rsk_conn *c, int app, int ctl);
+
+/*
+ * Before the application's fd @fd stops naming its TCP socket: take what getsockname,
+ * getpeername (@dest when the connect is still under way) and the engine need from it
+ * (TCP_NODELAY and TCP_CORK as set before connect, or inherited from the listener).
+ */
+void rsk_conn_take_tcp(struct rsk_conn *c, int fd, const struct sockaddr *dest);
+
+/*
+ * The connection now serves the application's fd @app_fd: adopt the hidden fds (@ctl kept
+ * if our own loop wakes us, else -1; @tcp or -1) and watch what the transport needs
+ * watched. 0, or -errno when it cannot be watched (it still works then).
  */
 int rsk_conn_attach(struct rsk_conn *c, int app_fd, int ctl, int tcp, int nonblock);
 
@@ -76,9 +103,12 @@ void rsk_conn_unlock(struct rsk_conn *c);
  */
 void rsk_conn_sync(struct rsk_conn *c, int app_fd);
 
-/* Peer gone (its TCP end, or the transport said so): fail the stream unless the peer
- * ended it in order. Lock held. */
+/* Peer gone (its TCP end, the app end's partner, or the transport said so): fail the stream
+ * unless the peer ended it in order, and show it. Lock held. */
 void rsk_conn_peer_gone(struct rsk_conn *c);
+
+/* The app end (fd @app_fd) reported @revents (poll bits): a hang-up means the peer went. */
+void rsk_conn_saw_events(struct rsk_conn *c, int app_fd, short revents);
 
 /*
  * Transports whose peer cannot wake us (verbs): something arrived (the completion channel
@@ -99,8 +129,9 @@ int rsk_conn_hello(struct rsk_conn *c, int app_fd);
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
 
-/* fork(): a child will hold @c too; count it before the child exists (and undo). */
-void rsk_conn_prefork(struct rsk_conn *c);
+/* fork(): a child will hold @c too; count it before the child exists (and undo). @app_fd
+ * is an fd of its app end. */
+void rsk_conn_prefork(struct rsk_conn *c, int app_fd);
 void rsk_conn_prefork_undo(struct rsk_conn *c);
 
 /*

@@ -40,21 +40,18 @@ struct rsk_relay {
 /* From here no token or fill may reach the app end: it carries data only. Lock held. */
 static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
-	uint32_t due;
+	uint32_t due = (__atomic_load_n(&rsk_ep_ready(c->ep)->rx, __ATOMIC_SEQ_CST) >> 1) -
+		       c->ro.drained;
 
-	(void)rsk_ep_disarm(c->ep, RSK_WAIT_RX | RSK_WAIT_TX);
-	c->rx_pending = c->tx_pending = 0;
-	due = rsk_ep_wakes(c->ep, RSK_WAIT_RX) - c->rx_drained;
 	if (due > 0)
 		(void)rsk_ready_take(app_fd, (int)due);
-	c->rx_drained += due;
-	if (c->tx_blocked) {
-		rsk_ready_unblock(c->ctl_fd);
-		c->tx_blocked = 0;
-	}
-	/* The app end had a tiny send buffer so that one write could fill it (ready.c); as a
-	 * data pipe it needs a normal one. */
+	c->ro.drained += due;
+	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */
+	c->ro.fill = 0;
+	/* The app end may have had its minimal send buffer (unwritable); as a data pipe it
+	 * needs a normal one. */
 	(void)rsk_sys_setsockopt_int(app_fd, SOL_SOCKET, SO_SNDBUF, RSK_RELAY_BUF * 4);
+	c->ro.small = 0;
 }
 
 static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r);
@@ -104,7 +101,7 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd)
 		return -ENOMEM;
 	r->c = c;
 	rsk_conn_lock(c);
-	if (c->st.err || c->eof_shown || c->hup_shown) {
+	if (c->st.err || c->eof_shown || c->hup_shown || c->ctl_fd < 0) {
 		rsk_conn_unlock(c);
 		free(r);
 		return -EBUSY;

@@ -347,18 +347,26 @@ static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 	s->nepregs = 0;
 }
 
-int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp)
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
+		    const struct sockaddr *dest)
 {
-	int fdfl = rsk_sys_fcntl(fd, F_GETFD, 0), fl = rsk_sys_fcntl(tcp, F_GETFL, 0), i, rc;
+	int fdfl = rsk_sys_fcntl(fd, F_GETFD, 0), fl = rsk_sys_fcntl(fd, F_GETFL, 0), i, rc;
 
+	if (ctl >= 0 && (ctl = rsk_fd_hide(ctl)) < 0)
+		return ctl;
+	rsk_conn_take_tcp(c, fd, dest);
 	/* Registrations the application made on the TCP file would keep reporting it: take
 	 * them off while the number still names it, and put them on the new file below. */
 	for (i = 0; i < s->nepregs; i++)
 		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, fd, NULL);
-	/* From here the application's number names the readiness socket. */
+	/* From here the application's number names the readiness socket (and the TCP file
+	 * goes, unless the transport keeps a placeholder). */
 	rc = rsk_sys_dup3(app, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
-	if (rc < 0)
+	if (rc < 0) {
+		if (ctl >= 0)
+			rsk_fd_unhide_close(ctl);
 		return rc;
+	}
 	(void)rsk_sys_close(app);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		(void)rsk_sys_fcntl(fd, F_SETFL, O_NONBLOCK);

@@ -57,6 +57,7 @@ struct rsk_sock {
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
 	unsigned int walk_gen;
+	int64_t hup_checked_us; /* when a call that found nothing last asked (calls/io.c) */
 	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
 	struct rsk_sock *next_free;
 };
@@ -92,10 +93,12 @@ void rsk_sock_count(struct rsk_sock *s, uint16_t port);
 /*
  * Make tracked socket @s (at @fd) an accelerated one on connection @c: the application's
  * number names the app end @app from now on (registrations it made on the TCP file follow),
- * @ctl and @tcp are the hidden readiness end and TCP placeholder. 0 or -errno (nothing
- * changed then).
+ * @ctl is the app end's partner if we keep it (else -1), @tcp the TCP placeholder or -1;
+ * @dest the connect's destination (a client) or NULL. 0 or -errno (nothing changed then;
+ * the caller still owns @app and @tcp).
  */
-int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp);
+int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
+		    const struct sockaddr *dest);
 
 /* Account every socket still open (at exit): their kernel byte counts enter the stats. */
 void rsk_sock_account_open(void);

@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,13 +32,12 @@ struct rsk_shm_hdr {
 	uint32_t buf_size;
 };
 
-/* Written only by the side that owns it. */
+/* One per side: its app end's readiness (its peer is the waker), and its end of the story. */
 struct rsk_shm_flags {
-	uint32_t armed;     /* RSK_WAIT_* bits: kick me when ... (the waker clears them) */
-	uint32_t fin;       /* I posted FIN: my going away is orderly */
-	uint32_t raised;    /* tokens committed to my app end (counted before writing) */
-	uint32_t unblocked; /* unblocks of my app end (counted after draining) */
-	uint32_t closed;    /* I closed the connection: sends towards me fail */
+	struct rsk_ready_state rs; /* written by the side and by its peer (ready.h protocol) */
+	uint32_t attached; /* the side showed its initial readiness: extra edges may come */
+	uint32_t fin;      /* I posted FIN: my going away is orderly */
+	uint32_t closed;   /* I closed the connection: sends towards me fail */
 } __attribute__((aligned(RSK_CACHELINE)));
 
 struct rsk_shm_desc {
@@ -60,12 +61,13 @@ struct rsk_shm_ep {
 	uint32_t rx_next;   /* next message number to harvest from rx */
 	uint32_t rx_posted; /* our own count of rx buffers posted */
 	uint32_t tx_filled; /* our own count of messages sent */
-	int peer_ctl;
-	int self_ctl; /* our own ctl end, for wake_self */
-	/* client: the offer connection the server's answer (with its kick fd) comes on, and
-	 * the setup's reader of that answer (shm_cm.c) */
-	int offer_fd;
-	int (*resolve)(struct rsk_ep *ep, int wait_ms);
+	int peer_ctl; /* the ctl end of the peer's readiness pair: we are its waker */
+	/* client: the offer's connection, on which the server's answer (with peer_ctl) comes,
+	 * and the setup's reader of it (shm_cm.c); wakes owed to the peer until it came */
+	int answer_fd;
+	int (*read_answer)(int fd, int wait_ms);
+	uint32_t owe_tokens;
+	unsigned int owe; /* RSK_SHM_OWE_* */
 	int own_mem;
 	/* Ring positions (0..nbuf-1) kept apart from the counters, which wrap at 2^32: a slot
 	 * number derived as counter % nbuf would jump there unless nbuf divides 2^32. */
@@ -74,6 +76,9 @@ struct rsk_shm_ep {
 };
 
 #define RSK_SHM_EP(ep) ((struct rsk_shm_ep *)(ep))
+
+#define RSK_SHM_OWE_EOF 0x1u
+#define RSK_SHM_OWE_DRAIN 0x2u
 
 static size_t rsk_align(size_t v, size_t a)
 {
@@ -141,6 +146,9 @@ int rsk_shm_create(uint32_t nbuf, uint32_t buf_size)
 	h->buf_size = buf_size;
 	for (d = 0; d < 2; d++) /* every receive buffer starts posted: nbuf initial credits */
 		((struct rsk_shm_ring *)((uint8_t *)p + l.ring[d]))->posted = nbuf;
+	/* The server shows nothing until it exists: SHOWN (with no token) keeps the client from
+	 * waking it; the server's own first look sets the truth (rsk_conn_show_initial). */
+	((struct rsk_shm_flags *)((uint8_t *)p + l.flags[RSK_SHM_SERVER]))->rs.rx = RSK_RX_SHOWN;
 	munmap(p, rsk_align(l.slots[0], 4096));
 	/* Sealed size: a peer cannot shrink the file under our mapping (that would SIGBUS us). */
 	rc = rsk_sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
@@ -207,8 +215,7 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	e->rx_next = 0;
 	e->tx_filled = 0;
 	e->peer_ctl = peer_ctl;
-	e->self_ctl = -1;
-	e->offer_fd = -1;
+	e->answer_fd = -1;
 	*out = &e->base;
 	return 0;
 }
@@ -228,42 +235,70 @@ int rsk_shm_has_peer_ctl(struct rsk_ep *ep)
 	return RSK_SHM_EP(ep)->peer_ctl >= 0;
 }
 
-void rsk_shm_set_resolver(struct rsk_ep *ep, int offer_fd,
-			  int (*resolve)(struct rsk_ep *ep, int wait_ms))
+void rsk_shm_set_answer(struct rsk_ep *ep, int fd, int (*read_answer)(int fd, int wait_ms))
 {
-	RSK_SHM_EP(ep)->offer_fd = offer_fd;
-	RSK_SHM_EP(ep)->resolve = resolve;
+	RSK_SHM_EP(ep)->answer_fd = fd;
+	RSK_SHM_EP(ep)->read_answer = read_answer;
 }
 
-int rsk_shm_offer_fd(struct rsk_ep *ep)
+/* Pay what kicks owed the peer while its ctl end was not known. */
+static void rsk_shm_pay(struct rsk_shm_ep *e)
 {
-	return RSK_SHM_EP(ep)->offer_fd;
+	struct rsk_ready_state *rs = &e->peer->rs;
+
+	if (e->peer_ctl < 0)
+		return;
+	for (; e->owe_tokens > 0; e->owe_tokens--)
+		rsk_ready_token(e->peer_ctl);
+	if (e->owe & RSK_SHM_OWE_DRAIN)
+		rsk_ready_drain_fill(rs, e->peer_ctl);
+	if (e->owe & RSK_SHM_OWE_EOF)
+		rsk_ready_eof(e->peer_ctl); /* RDHUP now, as TCP shows a FIN */
+	e->owe = 0;
 }
 
-void rsk_shm_answered(struct rsk_ep *ep, int peer_ctl, int err)
+/* Client: learn the server's ctl end from its answer (waiting up to @wait_ms). */
+static void rsk_shm_resolve(struct rsk_shm_ep *e, int wait_ms)
+{
+	int fd;
+
+	if (e->answer_fd < 0 || e->read_answer == NULL)
+		return;
+	fd = e->read_answer(e->answer_fd, wait_ms);
+	if (fd == -EAGAIN)
+		return;
+	rsk_fd_unhide_close(e->answer_fd);
+	e->answer_fd = -1;
+	if (fd < 0 || (fd = rsk_fd_hide(fd)) < 0) {
+		e->broken = -ECONNRESET; /* the server declined after all: poll reports the reset */
+		e->owe = 0;
+		e->owe_tokens = 0;
+		return;
+	}
+	e->peer_ctl = fd;
+}
+
+static void rsk_shm_settle(struct rsk_ep *ep, int app_fd, int need)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
 
-	if (e->offer_fd >= 0)
-		rsk_fd_unhide_close(e->offer_fd);
-	e->offer_fd = -1;
-	e->peer_ctl = peer_ctl;
-	if (err < 0)
-		e->broken = err; /* the server declined after all: poll reports the reset */
+	(void)app_fd;
+	(void)need;
+	if (e->answer_fd < 0 || !(e->owe || e->owe_tokens))
+		return;
+	/* The server answers right before it can show EMPTY or block, so an owed token or drain
+	 * means the answer is (nearly) here. An owed EOF alone is no reason to wait: a server
+	 * that has not accepted yet sees our FIN in the ring when it does. */
+	rsk_shm_resolve(e, (e->owe_tokens || (e->owe & RSK_SHM_OWE_DRAIN)) ? 1000 : 0);
+	rsk_shm_pay(e);
 }
 
-/* The peer's kick fd, learnt from its answer if it has not been read yet. */
-static int rsk_shm_peer_fd(struct rsk_shm_ep *e, int wait_ms)
+void rsk_shm_prefork(struct rsk_ep *ep, int app_fd)
 {
-	if (e->peer_ctl < 0 && e->offer_fd >= 0 && e->resolve != NULL)
-		(void)e->resolve(&e->base, wait_ms);
-	return e->peer_ctl;
-}
-
-void rsk_shm_prefork(struct rsk_ep *ep)
-{
-	/* A child must be able to kick the server: learn its fd now if it has answered. */
-	(void)rsk_shm_peer_fd(RSK_SHM_EP(ep), 100);
+	(void)app_fd;
+	/* A child must be able to wake the server: learn its fd now if it has answered. */
+	rsk_shm_resolve(RSK_SHM_EP(ep), 100);
+	rsk_shm_pay(RSK_SHM_EP(ep));
 }
 
 int rsk_shm_peer_ended(struct rsk_ep *ep)
@@ -377,35 +412,6 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 	return i;
 }
 
-static void rsk_shm_arm(struct rsk_ep *ep, unsigned int what)
-{
-	/* seq_cst: the flag must be visible before we re-check the ring (Dekker with kick). */
-	__atomic_fetch_or(&RSK_SHM_EP(ep)->mine->armed, what, __ATOMIC_SEQ_CST);
-}
-
-static unsigned int rsk_shm_disarm(struct rsk_ep *ep, unsigned int what)
-{
-	return __atomic_fetch_and(&RSK_SHM_EP(ep)->mine->armed, ~what, __ATOMIC_SEQ_CST) & what;
-}
-
-static unsigned int rsk_shm_armed(struct rsk_ep *ep)
-{
-	return __atomic_load_n(&RSK_SHM_EP(ep)->mine->armed, __ATOMIC_SEQ_CST);
-}
-
-/* Wake side @f (whose ctl end is @ctl) for @what: count, then act, in the order conn.c needs. */
-static void rsk_shm_wake(struct rsk_shm_flags *f, int ctl, unsigned int what)
-{
-	if (what & RSK_WAIT_RX) {
-		__atomic_fetch_add(&f->raised, 1, __ATOMIC_SEQ_CST);
-		rsk_ready_raise(ctl);
-	}
-	if (what & RSK_WAIT_TX) {
-		rsk_ready_unblock(ctl);
-		__atomic_fetch_add(&f->unblocked, 1, __ATOMIC_SEQ_CST);
-	}
-}
-
 /*
  * Does the reader still hold data from an earlier message of ours? (Not reposted, and not
  * empty: an unharvested credit-only message is no reason to look readable.) TCP wakes a
@@ -427,49 +433,42 @@ static int rsk_shm_reader_behind(struct rsk_shm_ep *e)
 	return 0;
 }
 
+/*
+ * Our post is visible; now be the peer's waker: a token if it showed nothing (or an extra
+ * arrival edge when it still holds earlier data of ours), its fill drained if it blocked on
+ * credits, EOF after our FIN. What needs the peer's ctl end before its answer came is owed
+ * (rsk_shm_settle pays it as soon as our side can read the answer).
+ */
 static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
-	unsigned int armed;
+	struct rsk_ready_state *rs = &e->peer->rs;
+	int edge;
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read flags */
-	if (rsk_unlikely(what & RSK_KICK_FIN)) {
-		if (rsk_shm_peer_fd(e, 1000) >= 0)
-			rsk_ready_eof(e->peer_ctl); /* RDHUP now, as TCP shows a FIN */
-		what &= ~RSK_KICK_FIN;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read theirs */
+	if (what & RSK_WAIT_RX) {
+		edge = (what & RSK_KICK_DATA) &&
+		       __atomic_load_n(&e->peer->attached, __ATOMIC_ACQUIRE) &&
+		       rsk_shm_reader_behind(e);
+		if (rsk_ready_claim_rx(rs, edge))
+			e->owe_tokens++;
 	}
-	if ((what & RSK_KICK_DATA) &&
-	    !(__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & RSK_WAIT_RX) &&
-	    e->peer_ctl >= 0 && rsk_shm_reader_behind(e))
-		rsk_shm_wake(e->peer, e->peer_ctl, RSK_WAIT_RX); /* a new edge, not a new state */
-	what &= RSK_WAIT_RX | RSK_WAIT_TX;
-	if (rsk_likely((__atomic_load_n(&e->peer->armed, __ATOMIC_RELAXED) & what) == 0))
-		return;
-	if (rsk_shm_peer_fd(e, 1000) < 0)
-		return; /* the peer declined or vanished: its monitor or ours reports that */
-	armed = __atomic_fetch_and(&e->peer->armed, ~what, __ATOMIC_SEQ_CST) & what;
-	if (armed != 0)
-		rsk_shm_wake(e->peer, e->peer_ctl, armed);
+	if ((what & RSK_WAIT_TX) && rsk_ready_claim_tx(rs))
+		e->owe |= RSK_SHM_OWE_DRAIN;
+	if (rsk_unlikely(what & RSK_KICK_FIN))
+		e->owe |= RSK_SHM_OWE_EOF;
+	if (e->owe_tokens || e->owe)
+		rsk_shm_pay(e); /* nothing to pay while the peer's ctl end is still unknown */
 }
 
-static uint32_t rsk_shm_wakes(struct rsk_ep *ep, unsigned int what)
+static struct rsk_ready_state *rsk_shm_ready(struct rsk_ep *ep)
 {
-	struct rsk_shm_flags *f = RSK_SHM_EP(ep)->mine;
-
-	return __atomic_load_n(what == RSK_WAIT_RX ? &f->raised : &f->unblocked,
-			       __ATOMIC_SEQ_CST);
+	return &RSK_SHM_EP(ep)->mine->rs;
 }
 
-static void rsk_shm_wake_self(struct rsk_ep *ep, unsigned int what)
+void rsk_shm_attached(struct rsk_ep *ep)
 {
-	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
-
-	rsk_shm_wake(e->mine, e->self_ctl, what);
-}
-
-static void rsk_shm_set_self_ctl(struct rsk_ep *ep, int ctl)
-{
-	RSK_SHM_EP(ep)->self_ctl = ctl;
+	__atomic_store_n(&RSK_SHM_EP(ep)->mine->attached, 1, __ATOMIC_RELEASE);
 }
 
 static void rsk_shm_shutdown(struct rsk_ep *ep)
@@ -488,8 +487,8 @@ static void rsk_shm_destroy(struct rsk_ep *ep)
 
 	if (e->peer_ctl >= 0)
 		rsk_fd_unhide_close(e->peer_ctl);
-	if (e->offer_fd >= 0)
-		rsk_fd_unhide_close(e->offer_fd);
+	if (e->answer_fd >= 0)
+		rsk_fd_unhide_close(e->answer_fd);
 	munmap(e->map, e->map_len);
 	if (e->own_mem)
 		free(e);
@@ -517,13 +516,9 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.post_send = rsk_shm_post_send,
 	.tx_room = rsk_shm_tx_room_op,
 	.poll = rsk_shm_poll,
-	.arm = rsk_shm_arm,
-	.disarm = rsk_shm_disarm,
-	.armed = rsk_shm_armed,
 	.kick = rsk_shm_kick,
-	.wakes = rsk_shm_wakes,
-	.wake_self = rsk_shm_wake_self,
-	.set_self_ctl = rsk_shm_set_self_ctl,
+	.ready = rsk_shm_ready,
+	.settle = rsk_shm_settle,
 	.shutdown = rsk_shm_shutdown,
 	.peer_closed = rsk_shm_peer_closed,
 	.destroy = rsk_shm_destroy,

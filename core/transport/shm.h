@@ -38,8 +38,9 @@ size_t rsk_shm_ep_size(void);
  * Map memfd @fd as @side and build the endpoint in @mem (rsk_shm_ep_size() zeroed bytes,
  * e.g. inside memory shared across fork) or, with @mem NULL, in memory of its own. The
  * header is validated against the file size, its seals and the limits above: a malformed
- * file gives -EPROTO. @peer_ctl is the fd that kicks the peer (-1: not known yet; see
- * rsk_shm_set_peer_ctl). Returns 0 or -errno.
+ * file gives -EPROTO. @peer_ctl is the ctl end of the peer's readiness pair, which makes
+ * us its waker (-1 for a client: the server's answer brings it, see rsk_shm_set_answer).
+ * Returns 0 or -errno.
  */
 int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out);
 
@@ -53,19 +54,17 @@ int rsk_shm_peer_ctl(struct rsk_ep *ep);
 int rsk_shm_has_peer_ctl(struct rsk_ep *ep);
 
 /*
- * Client: the server's answer (accept with its kick fd, or decline) will come on @offer_fd,
- * which the endpoint owns from now on; @resolve reads it (waiting up to @wait_ms) when the
- * endpoint first needs the kick fd and reports it with rsk_shm_answered().
+ * Client: the server's answer (accept with its ctl end, or decline) will come on @fd, which
+ * the endpoint owns from now on; @read_answer reads it (the ctl end, -EAGAIN: not yet, or
+ * another -errno) when the endpoint first needs it, which is when a wake is owed.
  */
-void rsk_shm_set_resolver(struct rsk_ep *ep, int offer_fd,
-			  int (*resolve)(struct rsk_ep *ep, int wait_ms));
-int rsk_shm_offer_fd(struct rsk_ep *ep);
-/* The answer came: @peer_ctl (or -1) and 0, or the error the stream must see. */
-void rsk_shm_answered(struct rsk_ep *ep, int peer_ctl, int err);
+void rsk_shm_set_answer(struct rsk_ep *ep, int fd, int (*read_answer)(int fd, int wait_ms));
 
 /* Connection-management hooks of the endpoint (rsk_shm_cm_ops, shm_cm.c): */
-/* Before a fork: a child must be able to kick the peer, so learn its fd now if we can. */
-void rsk_shm_prefork(struct rsk_ep *ep);
+/* Before a fork: a child must be able to wake the peer, so learn its fd now if we can. */
+void rsk_shm_prefork(struct rsk_ep *ep, int app_fd);
+/* We showed our initial readiness: the peer may now send us extra arrival edges. */
+void rsk_shm_attached(struct rsk_ep *ep);
 /* Did the peer announce an orderly end (FIN posted, or closed) before its process died? */
 int rsk_shm_peer_ended(struct rsk_ep *ep);
 /* We posted our FIN: a later peer-death check then means "closed", not "crashed". */

@@ -1,18 +1,25 @@
 /*
  * Connection management of the shared-memory transport (rsk_shm_cm_ops). A client sends its
- * offer (memfd + readiness fd) to the listener's rendezvous before its TCP SYN; the process
- * that accepts the TCP connection claims the offer by the client's address and answers on
- * the offer connection. Offers for other connections a process took out of the rendezvous
- * are handed back into it, so in a prefork server any process can claim any offer.
+ * offer (memfd, the ctl end of its readiness pair, its TCP socket) to the listener's
+ * rendezvous before its TCP SYN; the process that accepts the TCP connection claims the offer
+ * whose socket is the accepted connection's peer, answers on the offer's connection, and
+ * resets the TCP connection (neither end keeps it). In a prefork server, offers a process
+ * took for other connections go back into the rendezvous, and a process that misses its
+ * offer waits while a sibling holds some (a counter in memory they share).
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/addr.h"
+#include "base/clock.h"
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/sys.h"
@@ -20,10 +27,11 @@
 #include "shm_cm.h"
 #include "shm_rdv.h"
 
-/* How long a process waits for an offer it knows exists but a sibling holds. */
+/* How long a process waits for its offer while a sibling process holds some. */
 #define RSK_CLAIM_WAIT_MS 1000
-/* Longest gap between a client's rendezvous connect and its offer (a few syscalls). */
-#define RSK_OFFER_GAP_MS 200
+/* Longest gap between a client's rendezvous connect and its offer (a few syscalls): only a
+ * prefork process handing an offer back waits for it. */
+#define RSK_OFFER_GAP_MS 50
 /* The rendezvous queue is not the application's: sized for bursts of connects (a full one
  * sends clients to the kernel path, and offers handed back need room). */
 #define RSK_RDV_BACKLOG 4096
@@ -32,7 +40,6 @@
 
 struct rsk_shm_dial {
 	int rdv, memfd;
-	struct sockaddr_storage client; /* our TCP address: the key of the server's claim */
 };
 
 _Static_assert(sizeof(struct rsk_shm_dial) <= RSK_CM_PRIV, "rsk_dial.priv too small");
@@ -40,25 +47,6 @@ _Static_assert(sizeof(struct rsk_shm_dial) <= RSK_CM_PRIV, "rsk_dial.priv too sm
 static struct rsk_shm_dial *rsk_shm_dial_of(struct rsk_dial *d)
 {
 	return (struct rsk_shm_dial *)d->priv;
-}
-
-/* Bind an unbound socket where the route to @dest leaves, so that our address is known now
- * (the offer names it) and is the one the kernel would have chosen. */
-static int rsk_shm_bind_src(int fd, const struct sockaddr *dest, struct sockaddr_storage *me)
-{
-	socklen_t len = sizeof(*me);
-	struct sockaddr_storage b;
-	int rc;
-
-	if ((rc = rsk_sys_getsockname(fd, (struct sockaddr *)me, &len)) < 0)
-		return rc;
-	if (rsk_sa_port((struct sockaddr *)me) != 0)
-		return 0;
-	if ((rc = rsk_addr_route_src(dest, &b)) < 0 ||
-	    (rc = rsk_sys_bind(fd, (struct sockaddr *)&b, len)) < 0)
-		return rc;
-	len = sizeof(*me);
-	return rsk_sys_getsockname(fd, (struct sockaddr *)me, &len);
 }
 
 static void rsk_shm_dial_close(struct rsk_shm_dial *p)
@@ -76,17 +64,13 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
 	int rc;
 
-	memset(p, 0, sizeof(*p));
-	p->rdv = p->memfd = -1;
-	d->why = RDMASOCK_FB_RESOURCES;
-	if ((rc = rsk_shm_bind_src(d->fd, d->dest, &p->client)) < 0)
-		return rc;
-	p->rdv = rsk_rdv_find(d->dest, (struct sockaddr *)&p->client);
-	if (p->rdv < 0) {
-		rc = p->rdv;
+	p->memfd = -1;
+	p->rdv = rc = rsk_rdv_find(d->dest);
+	if (rc < 0) {
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
 		return rc;
 	}
+	d->why = RDMASOCK_FB_RESOURCES;
 	p->memfd = rc = rsk_shm_create(d->nbuf, d->buf_size);
 	if (rc >= 0)
 		rc = rsk_shm_open(p->memfd, RSK_SHM_CLIENT, -1, d->ep_mem, &d->ep);
@@ -95,10 +79,15 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	return rc < 0 ? rc : 0;
 }
 
-/* The offer goes before our SYN: whoever accepts the TCP connection will find it. */
+/*
+ * The offer goes before our SYN, so whoever accepts the TCP connection finds it queued. It
+ * carries our TCP socket: the server matches it against the connection it accepted, and it
+ * keeps the socket alive after our fd is replaced by the app end (we keep no placeholder).
+ */
 static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 {
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
+	int fds[RSK_RDV_NFDS] = {p->memfd, ctl, d->fd, -1};
 	struct rsk_rdv_offer o;
 	int rc;
 
@@ -107,9 +96,8 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 	o.version = RSK_RDV_VERSION;
 	o.nbuf = d->ep->nbuf;
 	o.buf_size = d->ep->buf_size;
-	o.client = p->client;
 	memcpy(&o.server, d->dest, rsk_sa_len(d->dest));
-	rc = rsk_rdv_offer(p->rdv, &o, p->memfd, ctl);
+	rc = rsk_rdv_offer(p->rdv, &o, fds);
 	if (rc < 0) {
 		d->why = RDMASOCK_FB_RESOURCES;
 		return rc;
@@ -119,18 +107,8 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 	return 0;
 }
 
-/* Read the server's answer (the ep's resolver): its kick fd, or its refusal. */
-static int rsk_shm_resolve(struct rsk_ep *ep, int wait_ms)
-{
-	int ctl = -1, rc = rsk_rdv_read_answer(rsk_shm_offer_fd(ep), wait_ms, &ctl);
-
-	if (rc == -ETIMEDOUT)
-		return rc; /* not yet: ask again later */
-	rsk_shm_answered(ep, rc == 0 ? ctl : -1, rc < 0 ? -ECONNRESET : 0);
-	return rc;
-}
-
-/* The TCP connect went out: the answer will come on the offer connection. */
+/* The kernel connect went out: the answer comes on the offer's connection, which the
+ * endpoint keeps (out of the application's way) until it is read. */
 static void rsk_shm_dialed(struct rsk_dial *d)
 {
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
@@ -138,7 +116,7 @@ static void rsk_shm_dialed(struct rsk_dial *d)
 
 	p->rdv = -1;
 	if (fd >= 0)
-		rsk_shm_set_resolver(d->ep, fd, rsk_shm_resolve);
+		rsk_shm_set_answer(d->ep, fd, rsk_rdv_read_answer);
 }
 
 static void rsk_shm_undial(struct rsk_dial *d)
@@ -148,12 +126,21 @@ static void rsk_shm_undial(struct rsk_dial *d)
 
 /* ---- server ---- */
 
+/* Shared by the processes that inherited the listener (MAP_SHARED, created at listen). */
+struct rsk_shm_lshared {
+	uint32_t held;   /* rendezvous entries taken out and not yet claimed, given back or dropped */
+	uint32_t shared; /* the listener is open in more than one process (it forked) */
+};
+
 struct rsk_offer {
 	struct rsk_offer *next;
 	struct rsk_rdv_offer o;
-	int conn; /* the accepted rendezvous connection */
-	int memfd, ctl, reply;
-	int have; /* offer read */
+	int conn;                 /* the accepted rendezvous connection */
+	int fds[RSK_RDV_NFDS];    /* once read (the reply fd is conn unless forwarded) */
+	int have;                 /* offer read */
+	int hidden;               /* its fds were moved out of the application's way */
+	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
+	int client_known;
 };
 
 struct rsk_shm_listener {
@@ -161,6 +148,8 @@ struct rsk_shm_listener {
 	int rdv[2];
 	int nrdv;
 	struct rsk_offer *pending;
+	uint32_t nlocal; /* entries in pending (our share of sh->held) */
+	struct rsk_shm_lshared *sh;
 };
 
 static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
@@ -170,8 +159,12 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 
 	if (l == NULL)
 		return -ENOMEM;
-	n = rsk_rdv_listen(bound, v6only, RSK_RDV_BACKLOG, l->rdv);
+	l->sh = mmap(NULL, sizeof(*l->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		     0);
+	n = l->sh == MAP_FAILED ? -ENOMEM : rsk_rdv_listen(bound, v6only, RSK_RDV_BACKLOG, l->rdv);
 	if (n < 0) {
+		if (l->sh != MAP_FAILED)
+			munmap(l->sh, sizeof(*l->sh));
 		free(l);
 		return n;
 	}
@@ -183,100 +176,168 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	return 0;
 }
 
+static void rsk_offer_close_fd(struct rsk_offer *e, int *fd)
+{
+	if (*fd < 0)
+		return;
+	if (e->hidden)
+		rsk_fd_unhide_close(*fd);
+	else
+		(void)rsk_sys_close(*fd);
+	*fd = -1;
+}
+
 static void rsk_offer_free(struct rsk_offer *e)
 {
-	if (e->have) { /* received fds are hidden as they arrive (shm_rdv.c) */
-		rsk_fd_unhide_close(e->memfd);
-		if (e->ctl >= 0)
-			rsk_fd_unhide_close(e->ctl);
-		if (e->reply != e->conn)
-			rsk_fd_unhide_close(e->reply);
-	}
-	rsk_fd_unhide_close(e->conn);
+	int i;
+
+	if (e->fds[RSK_RDV_REPLY] == e->conn)
+		e->fds[RSK_RDV_REPLY] = -1; /* one fd, closed once */
+	for (i = 0; i < RSK_RDV_NFDS; i++)
+		rsk_offer_close_fd(e, &e->fds[i]);
+	rsk_offer_close_fd(e, &e->conn);
 	free(e);
+}
+
+/* Take @e out of the pending list (@pp points at it) and out of the held count. */
+static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk_offer **pp)
+{
+	struct rsk_offer *e = *pp;
+
+	*pp = e->next;
+	l->nlocal--;
+	__atomic_sub_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+	return e;
+}
+
+/* Sleep until the held count moves from @seen (or @ms pass). */
+static void rsk_lshared_wait(struct rsk_shm_lshared *sh, uint32_t seen, int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	(void)syscall(SYS_futex, &sh->held, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static void rsk_lshared_wake(struct rsk_shm_lshared *sh)
+{
+	if (__atomic_load_n(&sh->shared, __ATOMIC_RELAXED))
+		(void)syscall(SYS_futex, &sh->held, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 static void rsk_shm_unlisten(void *lh)
 {
 	struct rsk_shm_listener *l = lh;
-	struct rsk_offer *e;
 	int i;
 
-	while ((e = l->pending) != NULL) {
-		l->pending = e->next;
-		rsk_offer_free(e);
-	}
+	while (l->pending != NULL)
+		rsk_offer_free(rsk_offer_unlink(l, &l->pending));
+	rsk_lshared_wake(l->sh);
 	for (i = 0; i < l->nrdv; i++)
 		rsk_fd_unhide_close(l->rdv[i]);
+	munmap(l->sh, sizeof(*l->sh));
 	pthread_mutex_destroy(&l->lock);
 	free(l);
 }
 
-/* Is the client behind offer @e gone (it closed its offer connection)? */
+static void rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
+{
+	struct rsk_shm_listener *l = lh;
+
+	/* Its rendezvous is shared with children from now on: hand offers back (prefork). */
+	if (note == RSK_LISTEN_FORKED)
+		__atomic_store_n(&l->sh->shared, 1, __ATOMIC_RELEASE);
+}
+
+/* Accept the waiting rendezvous connections into the pending list (counted as held). */
+static void rsk_listen_take(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+	int i, fd, k;
+
+	for (i = 0; i < l->nrdv; i++) {
+		for (k = 0; k < 4096; k++) { /* bounded by the rendezvous backlog */
+			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (fd < 0)
+				break;
+			e = calloc(1, sizeof(*e));
+			if (e == NULL) {
+				(void)rsk_sys_close(fd);
+				break;
+			}
+			e->conn = fd;
+			e->fds[0] = e->fds[1] = e->fds[2] = e->fds[3] = -1;
+			e->next = l->pending;
+			l->pending = e;
+			l->nlocal++;
+			__atomic_add_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+		}
+	}
+}
+
+/* Is the client behind offer @e gone (it closed the offer's connection)? */
 static int rsk_offer_dead(struct rsk_offer *e)
 {
-	struct pollfd p = {.fd = e->have ? e->reply : e->conn, .events = POLLIN | POLLRDHUP};
+	struct pollfd p = {.fd = e->fds[RSK_RDV_REPLY], .events = POLLIN | POLLRDHUP};
 
 	if (rsk_sys_poll(&p, 1, 0) <= 0)
 		return 0;
-	/* Closed, and (for an offer not read yet) with nothing left to read. */
-	return (p.revents & (POLLHUP | POLLERR)) ||
-	       ((p.revents & POLLRDHUP) && !(p.revents & POLLIN));
+	return (p.revents & (POLLHUP | POLLERR)) || (p.revents & POLLRDHUP);
 }
 
-/* Accept one waiting rendezvous connection into the pending list. 1 if one came. */
-static int rsk_listen_take_one(struct rsk_shm_listener *l)
+/* Read @e's offer if it has come; learn its socket's address once it is connected. Returns
+ * -1 when the entry is of no use any more (malformed, abandoned), else 0. */
+static int rsk_offer_update(struct rsk_offer *e)
 {
-	struct rsk_offer *e;
-	int i, fd;
+	socklen_t len = sizeof(e->client);
+	int rc;
 
-	for (i = 0; i < l->nrdv; i++) {
-		fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		e = calloc(1, sizeof(*e));
-		if (e == NULL || (fd = rsk_fd_hide(fd)) < 0) {
-			free(e);
-			continue;
-		}
-		e->conn = fd;
-		e->next = l->pending;
-		l->pending = e;
-		return 1;
+	if (!e->have) {
+		rc = rsk_rdv_read_offer(e->conn, &e->o, e->fds);
+		if (rc == -EAGAIN)
+			return 0; /* a client still before its SYN: not the connection we accepted */
+		if (rc < 0)
+			return -1;
+		e->have = 1;
 	}
-	return 0;
+	if (!e->client_known &&
+	    rsk_sys_getsockname(e->fds[RSK_RDV_TCP], (struct sockaddr *)&e->client, &len) == 0)
+		e->client_known = rsk_sa_port((struct sockaddr *)&e->client) != 0;
+	return e->client_known || !rsk_offer_dead(e) ? 0 : -1;
 }
 
-/* Wait up to @ms for the offer's bytes on a just-accepted rendezvous connection. */
-static void rsk_offer_wait(struct rsk_offer *e, int ms)
+/* Move the fds of an entry we keep past this call out of the application's way. */
+static void rsk_offer_hide(struct rsk_offer *e)
 {
-	struct pollfd p = {.fd = e->conn, .events = POLLIN};
+	int i;
 
-	(void)rsk_sys_poll(&p, 1, ms);
+	if (e->hidden)
+		return;
+	for (i = 0; i < RSK_RDV_NFDS; i++)
+		if (e->fds[i] >= 0 && e->fds[i] != e->conn)
+			e->fds[i] = rsk_fd_hide(e->fds[i]);
+	if (e->conn >= 0) {
+		int same = e->fds[RSK_RDV_REPLY] == e->conn;
+
+		e->conn = rsk_fd_hide(e->conn);
+		if (same)
+			e->fds[RSK_RDV_REPLY] = e->conn;
+	}
+	e->hidden = 1;
 }
 
-/* Read what has arrived; take the offer from @peer out of the list if it is there. */
+/* Look at every pending entry; take the one whose socket is @peer out of the list. */
 static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l,
 					 const struct sockaddr_storage *peer)
 {
 	struct rsk_offer *e, **pp, *mine = NULL;
-	int rc;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (!e->have) {
-			/* A client sends its offer right after connecting: catch it in that gap. */
-			rsk_offer_wait(e, RSK_OFFER_GAP_MS);
-			rc = rsk_rdv_read_offer(e->conn, &e->o, &e->memfd, &e->ctl, &e->reply);
-			e->have = rc == 0;
-		}
-		if (!e->have || rsk_offer_dead(e)) { /* malformed, abandoned or silent */
-			*pp = e->next;
-			rsk_offer_free(e);
+		if (rsk_offer_update(e) < 0 || (e->have && !e->client_known && rsk_offer_dead(e))) {
+			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
 		}
-		if (mine == NULL && rsk_addr_same(&e->o.client, peer)) {
-			*pp = e->next;
-			mine = e;
+		if (mine == NULL && e->client_known && rsk_addr_same(&e->client, peer)) {
+			mine = rsk_offer_unlink(l, pp);
 			continue;
 		}
 		pp = &e->next;
@@ -285,54 +346,74 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l,
 }
 
 /*
- * Offers for other connections go back into the rendezvous: in a prefork server the
- * process that accepted their TCP connection may be waiting for them, and in a single
- * process the next accept() finds them there again.
+ * A listener shared with sibling processes hands every entry that is not its own back into
+ * the rendezvous: the process that accepted their TCP connection may be waiting for them.
+ * An entry whose offer has not come yet is given its short moment first.
  */
 static void rsk_listen_give_back(struct rsk_shm_listener *l)
 {
 	struct rsk_offer *e, **pp;
+	struct pollfd p;
+	int moved = 0;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (rsk_rdv_forward(&e->o, e->memfd, e->ctl, e->reply) < 0) {
+		if (!e->have) {
+			p = (struct pollfd){.fd = e->conn, .events = POLLIN};
+			(void)rsk_sys_poll(&p, 1, RSK_OFFER_GAP_MS);
+			(void)rsk_offer_update(e);
+		}
+		if (e->have && rsk_rdv_forward(&e->o, e->fds) < 0) {
 			pp = &e->next; /* rendezvous full: keep it, our next accept looks again */
 			continue;
 		}
-		*pp = e->next;
-		rsk_offer_free(e);
+		rsk_offer_free(rsk_offer_unlink(l, pp)); /* forwarded, or it never came */
+		moved = 1;
 	}
+	if (moved)
+		rsk_lshared_wake(l->sh);
+}
+
+/* Entries held by sibling processes right now (the shared count less our own). */
+static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *held)
+{
+	*held = __atomic_load_n(&l->sh->held, __ATOMIC_SEQ_CST);
+	return (int32_t)(*held - l->nlocal);
 }
 
 static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l,
 					 const struct sockaddr_storage *peer, int wait_ms,
-					 int *exists)
+					 int *held_elsewhere)
 {
-	struct timespec ms = {0, 1000000};
-	struct rsk_offer *e = NULL;
-	int slept = 0, present = -1;
+	int64_t end = rsk_now_ms() + wait_ms, left;
+	struct rsk_offer *e, *k;
+	uint32_t held;
 
 	pthread_mutex_lock(&l->lock);
-	while (slept < wait_ms) {
-		/* Take everything queued (each at most once per round), then look. */
-		while (rsk_listen_take_one(l))
-			;
+	for (;;) {
+		rsk_listen_take(l);
 		e = rsk_listen_scan(l, peer);
-		if (e != NULL)
+		if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+			rsk_listen_give_back(l);
+		*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
+		if (e == NULL && !*held_elsewhere) {
+			/* A sibling hands back before it stops counting: what it gave back is in
+			 * the rendezvous by now. One more look before calling the client plain. */
+			rsk_listen_take(l);
+			e = rsk_listen_scan(l, peer);
+			if (e == NULL)
+				*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
+		}
+		left = end - rsk_now_ms();
+		if (e != NULL || !*held_elsewhere || left <= 0)
 			break;
-		/* Not here: a plain client, or its offer is held by a sibling process. */
-		if (present < 0 || slept % 64 == 0)
-			present = rsk_rdv_client_present((const struct sockaddr *)peer);
-		if (!present)
-			break;
-		rsk_listen_give_back(l);
-		slept++;
+		/* A sibling holds entries: ours may be among them. Wait until it lets go. */
 		pthread_mutex_unlock(&l->lock);
-		nanosleep(&ms, NULL);
+		rsk_lshared_wait(l->sh, held, (int)left);
 		pthread_mutex_lock(&l->lock);
 	}
-	rsk_listen_give_back(l);
+	for (k = l->pending; k != NULL; k = k->next)
+		rsk_offer_hide(k); /* what we keep must not take the application's numbers */
 	pthread_mutex_unlock(&l->lock);
-	*exists = e != NULL || present > 0;
 	return e;
 }
 
@@ -347,16 +428,19 @@ static struct rsk_shm_claim *rsk_shm_claim_of(struct rsk_claim *cl)
 	return (struct rsk_shm_claim *)cl->priv;
 }
 
-/* A present client whose offer never shows up is dropped: it is committed to shm. */
+/*
+ * The offer of the client at @cl->peer. None, and no sibling holds any: a plain TCP client.
+ * None after waiting for siblings: the client (if it is one of ours) cannot be served.
+ */
 static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 {
 	struct rsk_offer *e;
-	int exists;
+	int elsewhere;
 
 	(void)wait_ms; /* the wait is this transport's own: offers come before the SYN */
-	e = rsk_listen_find(lh, cl->peer, RSK_CLAIM_WAIT_MS, &exists);
+	e = rsk_listen_find(lh, cl->peer, RSK_CLAIM_WAIT_MS, &elsewhere);
 	rsk_shm_claim_of(cl)->e = e;
-	if (e == NULL && !exists) {
+	if (e == NULL && !elsewhere) {
 		cl->why = RDMASOCK_FB_NO_PEER; /* a plain TCP client */
 		return 0;
 	}
@@ -369,20 +453,31 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 static int rsk_shm_claim_open(struct rsk_claim *cl)
 {
 	struct rsk_offer *e = rsk_shm_claim_of(cl)->e;
-	int peer_ctl = e->ctl, rc; /* hidden on arrival; the endpoint owns it from here */
+	int ctl = e->fds[RSK_RDV_CTL], rc;
 
-	e->ctl = -1;
-	if (peer_ctl < 0)
-		return peer_ctl;
-	rc = rsk_shm_open(e->memfd, RSK_SHM_SERVER, peer_ctl, cl->ep_mem, &cl->ep);
-	if (rc < 0)
-		rsk_fd_unhide_close(peer_ctl);
+	/* The client's ctl end stays with the endpoint for the connection's life: hidden. */
+	if (!e->hidden && (ctl = rsk_fd_hide(ctl)) < 0)
+		return ctl;
+	e->fds[RSK_RDV_CTL] = -1;
+	rc = rsk_shm_open(e->fds[RSK_RDV_MEMFD], RSK_SHM_SERVER, ctl, cl->ep_mem, &cl->ep);
+	if (rc < 0) {
+		e->fds[RSK_RDV_CTL] = ctl;
+		e->hidden = 1;
+	}
 	return rc;
 }
 
 static int rsk_shm_answer(struct rsk_claim *cl, int ctl)
 {
-	return rsk_rdv_answer(rsk_shm_claim_of(cl)->e->reply, RSK_RDV_ACCEPT, ctl);
+	return rsk_rdv_answer(rsk_shm_claim_of(cl)->e->fds[RSK_RDV_REPLY], 1, ctl);
+}
+
+/* Neither end keeps the TCP connection: close the client's with a reset (no TIME_WAIT). */
+static void rsk_shm_reset_tcp(int fd)
+{
+	struct linger lg = {1, 0};
+
+	(void)rsk_sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 static void rsk_shm_unclaim(struct rsk_claim *cl, int accepted)
@@ -392,8 +487,10 @@ static void rsk_shm_unclaim(struct rsk_claim *cl, int accepted)
 	if (e == NULL)
 		return;
 	if (!accepted)
-		(void)rsk_rdv_answer(e->reply, RSK_RDV_DECLINE, -1);
-	rsk_offer_free(e); /* memfd mapped, ctl taken, reply answered */
+		(void)rsk_rdv_answer(e->fds[RSK_RDV_REPLY], 0, -1); /* the client sees the reset */
+	if (accepted && e->fds[RSK_RDV_TCP] >= 0)
+		rsk_shm_reset_tcp(e->fds[RSK_RDV_TCP]);
+	rsk_offer_free(e); /* memfd mapped, ctl taken by the endpoint */
 	rsk_shm_claim_of(cl)->e = NULL;
 }
 
@@ -405,11 +502,13 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.dialed = rsk_shm_dialed,
 	.undial = rsk_shm_undial,
 	.listen = rsk_shm_listen,
+	.listen_note = rsk_shm_listen_note,
 	.unlisten = rsk_shm_unlisten,
 	.claim = rsk_shm_claim,
 	.claim_open = rsk_shm_claim_open,
 	.answer = rsk_shm_answer,
 	.unclaim = rsk_shm_unclaim,
+	.shown = rsk_shm_attached,
 	.fin_sent = rsk_shm_fin_sent,
 	.peer_ended = rsk_shm_peer_ended,
 	.prefork = rsk_shm_prefork,

@@ -14,7 +14,6 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "base/fdhide.h"
 #include "base/sys.h"
 #include "shm.h"
 #include "shm_rdv.h"
@@ -145,62 +144,34 @@ static int rsk_rdv_connect_rdv(int fd, const struct sockaddr *dest)
 	return rc;
 }
 
-static socklen_t rsk_rdv_presence_name(struct sockaddr_un *un, const struct sockaddr *client)
+int rsk_rdv_find(const struct sockaddr *dest)
 {
-	char addr[INET6_ADDRSTRLEN];
-	unsigned int port;
-	int v4, any;
+	int fd = rsk_rdv_unix_socket(), rc;
 
-	if (rsk_rdv_addr_str(client, addr, sizeof(addr), &v4, &any, &port) < 0)
-		return 0;
-	return rsk_rdv_name(un, "c", addr, port);
-}
-
-int rsk_rdv_find(const struct sockaddr *dest, const struct sockaddr *client)
-{
-	struct sockaddr_un un;
-	socklen_t len = rsk_rdv_presence_name(&un, client);
-	int fd, rc;
-
-	if (len == 0)
-		return -EAFNOSUPPORT;
-	fd = rsk_rdv_unix_socket();
 	if (fd < 0)
 		return fd;
-	rc = rsk_sys_bind(fd, (struct sockaddr *)&un, len);
-	if (rc < 0)
-		goto fail;
 	rc = rsk_rdv_connect_rdv(fd, dest);
-	if (rc < 0)
-		goto fail;
+	if (rc < 0) {
+		(void)rsk_sys_close(fd);
+		return rc;
+	}
 	return fd;
-fail:
-	(void)rsk_sys_close(fd);
-	return rc;
 }
 
-int rsk_rdv_client_present(const struct sockaddr *client)
+int rsk_rdv_exists(const struct sockaddr *bound)
 {
-	struct sockaddr_un un;
-	socklen_t len = rsk_rdv_presence_name(&un, client);
-	int fd = rsk_rdv_unix_socket(), present;
+	int fd = rsk_rdv_find(bound);
 
-	if (fd < 0 || len == 0) {
-		if (fd >= 0)
-			(void)rsk_sys_close(fd);
-		return 0;
-	}
-	/* The name is taken exactly when a preloaded client's offer socket still lives. */
-	present = rsk_sys_bind(fd, (struct sockaddr *)&un, len) == -EADDRINUSE;
-	(void)rsk_sys_close(fd);
-	return present;
+	if (fd >= 0)
+		(void)rsk_sys_close(fd);
+	return fd >= 0;
 }
 
 static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, int nfds)
 {
 	union {
 		struct cmsghdr h;
-		char space[CMSG_SPACE(sizeof(int) * 3)];
+		char space[CMSG_SPACE(sizeof(int) * 4)];
 	} cbuf;
 	struct iovec iov = {(void *)data, len};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -224,11 +195,11 @@ static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, 
 }
 
 /* Receive a message of exactly @len bytes with up to 3 fds; returns the fd count or -errno. */
-static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[3])
+static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[4])
 {
 	union {
 		struct cmsghdr h;
-		char space[CMSG_SPACE(sizeof(int) * 3)];
+		char space[CMSG_SPACE(sizeof(int) * 4)];
 	} cbuf;
 	struct iovec iov = {data, len};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -249,62 +220,59 @@ static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[3])
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof(int));
-			/* Received fds land on the lowest free numbers: move them out of the
-			 * application's way at once. */
-			fd = rsk_fd_hide(fd);
-			if (fd >= 0 && nfds < 3)
+			/* On the lowest free numbers for now: the caller moves what it keeps out of
+			 * the application's way (most of them are closed before it returns). */
+			if (nfds < 4)
 				fds[nfds++] = fd;
-			else if (fd >= 0)
-				rsk_fd_unhide_close(fd);
+			else
+				(void)rsk_sys_close(fd);
 		}
 	}
 	if ((size_t)n != len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		for (i = 0; i < nfds; i++)
-			rsk_fd_unhide_close(fds[i]);
+			(void)rsk_sys_close(fds[i]);
 		return n == 0 ? -ECONNRESET : -EPROTO;
 	}
 	return nfds;
 }
 
-int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, int memfd, int ctl)
+int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS])
 {
-	int fds[2] = {memfd, ctl};
-
-	return rsk_rdv_send(conn, o, sizeof(*o), fds, 2);
+	return rsk_rdv_send(conn, o, sizeof(*o), fds, RSK_RDV_NFDS - 1);
 }
 
 static int rsk_rdv_offer_valid(const struct rsk_rdv_offer *o, int nfds)
 {
-	int fam = o->client.ss_family;
+	int fam = o->server.ss_family;
 
 	return o->magic == RSK_RDV_MAGIC && o->version == RSK_RDV_VERSION &&
 	       rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
-	       o->server.ss_family == fam && (o->forwarded == 0 || o->forwarded == 1) &&
-	       nfds == (o->forwarded ? 3 : 2);
+	       (o->forwarded == 0 || o->forwarded == 1) &&
+	       nfds == (o->forwarded ? RSK_RDV_NFDS : RSK_RDV_NFDS - 1);
 }
 
-int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int *memfd, int *ctl, int *reply)
+int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS])
 {
-	int fds[3], nfds, i;
+	int got[RSK_RDV_NFDS], nfds, i;
 
-	nfds = rsk_rdv_recv(conn, o, sizeof(*o), fds);
+	nfds = rsk_rdv_recv(conn, o, sizeof(*o), got);
 	if (nfds < 0)
 		return nfds;
 	if (!rsk_rdv_offer_valid(o, nfds)) {
 		for (i = 0; i < nfds; i++)
-			rsk_fd_unhide_close(fds[i]);
+			(void)rsk_sys_close(got[i]);
 		return -EPROTO;
 	}
-	*memfd = fds[0];
-	*ctl = fds[1];
-	*reply = o->forwarded ? fds[2] : conn;
+	for (i = 0; i < nfds; i++)
+		fds[i] = got[i];
+	if (!o->forwarded)
+		fds[RSK_RDV_REPLY] = conn;
 	return 0;
 }
 
-int rsk_rdv_forward(const struct rsk_rdv_offer *o, int memfd, int ctl, int reply)
+int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS])
 {
 	struct rsk_rdv_offer f = *o;
-	int fds[3] = {memfd, ctl, reply};
 	int fd = rsk_rdv_unix_socket(), rc;
 
 	if (fd < 0)
@@ -312,34 +280,32 @@ int rsk_rdv_forward(const struct rsk_rdv_offer *o, int memfd, int ctl, int reply
 	f.forwarded = 1;
 	rc = rsk_rdv_connect_rdv(fd, (const struct sockaddr *)&o->server);
 	if (rc == 0)
-		rc = rsk_rdv_send(fd, &f, sizeof(f), fds, 3);
+		rc = rsk_rdv_send(fd, &f, sizeof(f), fds, RSK_RDV_NFDS);
 	(void)rsk_sys_close(fd); /* queued data and fds stay with the receiver */
 	return rc;
 }
 
-int rsk_rdv_answer(int reply, enum rsk_rdv_status status, int ctl)
+int rsk_rdv_answer(int reply, int accept, int ctl)
 {
-	uint8_t b = (uint8_t)status;
+	char b = accept ? RSK_RDV_ACCEPT : RSK_RDV_DECLINE;
 
-	return rsk_rdv_send(reply, &b, 1, &ctl, status == RSK_RDV_ACCEPT ? 1 : 0);
+	return rsk_rdv_send(reply, &b, 1, &ctl, accept ? 1 : 0);
 }
 
-int rsk_rdv_read_answer(int conn, int timeout_ms, int *ctl)
+int rsk_rdv_read_answer(int conn, int wait_ms)
 {
 	struct pollfd p = {.fd = conn, .events = POLLIN};
-	uint8_t b = 0;
-	int fds[3], nfds, i;
+	char b = 0;
+	int fds[4], nfds, i;
 
-	if (rsk_sys_poll(&p, 1, timeout_ms) <= 0)
-		return -ETIMEDOUT;
+	if (wait_ms > 0)
+		(void)rsk_sys_poll(&p, 1, wait_ms);
 	nfds = rsk_rdv_recv(conn, &b, 1, fds);
 	if (nfds < 0)
-		return nfds;
-	if (b == RSK_RDV_ACCEPT && nfds == 1) {
-		*ctl = fds[0];
-		return 0;
-	}
+		return nfds == -EAGAIN || nfds == -ECONNRESET ? nfds : -EPROTO;
+	if (b == RSK_RDV_ACCEPT && nfds == 1)
+		return fds[0];
 	for (i = 0; i < nfds; i++)
-		rsk_fd_unhide_close(fds[i]);
+		(void)rsk_sys_close(fds[i]);
 	return b == RSK_RDV_DECLINE ? -ECONNREFUSED : -EPROTO;
 }

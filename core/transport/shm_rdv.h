@@ -1,10 +1,11 @@
 /*
  * Connection handshake for same-host peers. A preloaded listener owns a rendezvous: an
  * abstract unix listener named after network namespace + address + port. A preloaded client
- * connecting to a local address finds it, sends an offer (protocol version, buffer geometry,
- * its TCP address) with the connection's memfd and its readiness fd, and only then makes the
- * real TCP connect. Whichever process accepts that TCP connection claims the offer by the
- * client's address and answers with its own readiness fd on the offer connection.
+ * connecting to a local address finds it and sends an offer (protocol version, buffer
+ * geometry) with the connection's memfd, the ctl end of its readiness pair and its own TCP
+ * socket, then makes the real TCP connect. Whichever process accepts that TCP connection
+ * claims the offer whose socket is the accepted connection's peer (holding the socket is the
+ * proof), and answers on the offer's connection with the ctl end of its own pair.
  */
 #ifndef RSK_SHM_RDV_H
 #define RSK_SHM_RDV_H
@@ -15,57 +16,60 @@
 #include <sys/socket.h>
 
 #define RSK_RDV_MAGIC 0x31534b52u /* "RKS1" */
-#define RSK_RDV_VERSION 1u
+#define RSK_RDV_VERSION 2u
 
 struct rsk_rdv_offer {
 	uint32_t magic;
 	uint32_t version;
 	uint32_t nbuf;
 	uint32_t buf_size;
-	struct sockaddr_storage client; /* the client's TCP address (key of the claim) */
-	struct sockaddr_storage server; /* where it connected */
-	uint32_t forwarded;             /* a sibling passed it on: a third fd is the reply fd */
+	struct sockaddr_storage server; /* where the client connects (the rendezvous' name) */
+	uint32_t forwarded;             /* a sibling passed it on: a 4th fd is the reply fd */
 };
 
-enum rsk_rdv_status {
-	RSK_RDV_ACCEPT = 1,
-	RSK_RDV_DECLINE = 2,
-};
+/* The fds of an offer, in message order (the reply fd only in a forwarded one). */
+enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS };
+
+/* Answer bytes, on the offer's connection. */
+#define RSK_RDV_ACCEPT 'A' /* with the server's ctl end */
+#define RSK_RDV_DECLINE 'D'
 
 /*
- * Create the rendezvous of a listener bound to @bound (one or two hidden unix listeners:
- * a dual-stack wildcard answers IPv4 and IPv6 clients). Fills @fds (up to 2), returns the
+ * Create the rendezvous of a listener bound to @bound (one or two unix listeners: a
+ * dual-stack wildcard answers IPv4 and IPv6 clients). Fills @fds (up to 2), returns the
  * count or -errno (-EADDRINUSE: another listener on this port owns the name).
  */
 int rsk_rdv_listen(const struct sockaddr *bound, int v6only, int backlog, int fds[2]);
 
-/*
- * Client: connect to the rendezvous for @dest from a socket bound to the presence name of
- * @client (a server can then tell that this client's offer exists even while a sibling
- * process holds it). Returns the connected fd, -ENOENT (no preloaded listener), or -errno.
- */
-int rsk_rdv_find(const struct sockaddr *dest, const struct sockaddr *client);
+/* Is the listener bound to @bound preloaded (does its rendezvous exist)? */
+int rsk_rdv_exists(const struct sockaddr *bound);
 
-/* Client: send the offer with @memfd and @ctl on @conn. 0 or -errno. */
-int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, int memfd, int ctl);
+/* Client: connect to the rendezvous for @dest. The fd, -ENOENT (no preloaded listener), or
+ * -errno. */
+int rsk_rdv_find(const struct sockaddr *dest);
 
-/* Server: is there a preloaded client at @client whose offer is somewhere? */
-int rsk_rdv_client_present(const struct sockaddr *client);
+/* Client: send the offer with its fds (RSK_RDV_*) on @conn. 0 or -errno. */
+int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS]);
 
 /*
- * Server: read one offer from accepted rendezvous connection @conn. On success *memfd and
- * *ctl are fds we own, and *reply is the fd to answer on (@conn itself, or the original
- * connection when a sibling process forwarded the offer). 0 or -errno (-EPROTO: malformed).
+ * Server: read one offer from accepted rendezvous connection @conn. On success @fds are
+ * ours (close-on-exec), fds[RSK_RDV_REPLY] is what to answer on (@conn itself unless a
+ * sibling forwarded the offer). 0, -EAGAIN (nothing there yet), -ECONNRESET (the client
+ * closed without an offer) or -EPROTO (malformed: wrong magic, version, geometry or fds).
  */
-int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int *memfd, int *ctl, int *reply);
+int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS]);
 
 /* Server: hand an offer we cannot use to the rendezvous named for @o->server again. */
-int rsk_rdv_forward(const struct rsk_rdv_offer *o, int memfd, int ctl, int reply);
+int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS]);
 
-/* Server: answer on @reply: accepted (with our readiness fd @ctl) or declined. */
-int rsk_rdv_answer(int reply, enum rsk_rdv_status status, int ctl);
+/* Server: answer on @reply: accept (with our ctl end @ctl) or decline (@ctl -1). 0/-errno. */
+int rsk_rdv_answer(int reply, int accept, int ctl);
 
-/* Client: wait up to @timeout_ms for the answer; on accept *ctl is the server's fd. */
-int rsk_rdv_read_answer(int conn, int timeout_ms, int *ctl);
+/*
+ * Client: the answer on @conn, waiting up to @wait_ms: the server's ctl end (>= 0, ours,
+ * close-on-exec), -EAGAIN (not yet), -ECONNREFUSED (declined), -ECONNRESET (the server went
+ * without a word) or -EPROTO.
+ */
+int rsk_rdv_read_answer(int conn, int wait_ms);
 
 #endif

@@ -47,11 +47,13 @@ struct rsk_wc {
 #define RSK_SEND_INLINE 0x1u   /* @buf may be any memory: the transport copies it now */
 #define RSK_SEND_SIGNALED 0x2u /* ask for a RSK_WC_SEND completion */
 
-/* arm/kick/disarm: what a sleeping side waits for */
-#define RSK_WAIT_RX 0x1u /* a new message in my receive ring */
-#define RSK_WAIT_TX 0x2u /* credits came back (the message carried some) */
-#define RSK_KICK_FIN 0x4u /* kick only: we sent FIN; show EOF/RDHUP on the peer at once */
-#define RSK_KICK_DATA 0x8u /* kick only: the message carried data (edge for a busy reader) */
+/* kick: what the post that preceded it means for the peer */
+#define RSK_WAIT_RX 0x1u   /* a message for the peer: wake it if it shows nothing yet */
+#define RSK_WAIT_TX 0x2u   /* credits for the peer: unblock it if it blocked on them */
+#define RSK_KICK_FIN 0x4u  /* we sent FIN; show EOF/RDHUP on the peer at once */
+#define RSK_KICK_DATA 0x8u /* the message carried data (an edge for a busy reader) */
+
+struct rsk_ready_state;
 
 /* The part of every endpoint the engine may read; transports embed it first. */
 struct rsk_ep {
@@ -78,7 +80,6 @@ struct rsk_ep {
 struct rsk_transport_ops {
 	const char *name;
 	enum rdmasock_transport id;
-	const struct rsk_cm_ops *cm;
 
 	/* Usable on this host now? 0 or -errno (the reason: -ENODEV, -ENOMEM, ...). */
 	int (*probe)(void);
@@ -101,24 +102,19 @@ struct rsk_transport_ops {
 	/* Harvest up to @n completions in order. Returns the count or -errno (peer broke rules). */
 	int (*poll)(struct rsk_ep *ep, struct rsk_wc *wc, int n);
 
-	/* Ask to be woken for @what (RSK_WAIT_*). The caller re-polls afterwards. */
-	void (*arm)(struct rsk_ep *ep, unsigned int what);
-	/* Withdraw the request; returns the bits that were still armed (nobody kicked us). */
-	unsigned int (*disarm)(struct rsk_ep *ep, unsigned int what);
-	/* The bits still armed (a kick clears them). */
-	unsigned int (*armed)(struct rsk_ep *ep);
-	/* After posting: wake the peer for @what if it armed for it. */
-	void (*kick)(struct rsk_ep *ep, unsigned int what);
 	/*
-	 * Wakes delivered to us so far for @what (RSK_WAIT_RX: tokens committed to our app end;
-	 * RSK_WAIT_TX: unblocks done). A waker counts before its token is written and after its
-	 * unblock is done, so readiness can be kept exact (see conn.c).
+	 * After posting: do what the post means for the peer's readiness (RSK_WAIT_*,
+	 * RSK_KICK_*), i.e. act as the peer's waker. A transport whose peer is woken by its own
+	 * side (verbs: the peer's event loop sees the completion) does nothing here.
 	 */
-	uint32_t (*wakes)(struct rsk_ep *ep, unsigned int what);
-	/* Wake ourselves for @what (we found the event before anyone kicked us). */
-	void (*wake_self)(struct rsk_ep *ep, unsigned int what);
-	/* The ctl end of our own readiness pair (wake_self writes there). */
-	void (*set_self_ctl)(struct rsk_ep *ep, int ctl);
+	void (*kick)(struct rsk_ep *ep, unsigned int what);
+	/* Our own readiness state block, which our waker sees too (ready.h). */
+	struct rsk_ready_state *(*ready)(struct rsk_ep *ep);
+	/*
+	 * Finish wakes the endpoint owes (a kick that needed something it did not have yet);
+	 * @app_fd is an fd of our app end, @need says tokens are due there. NULL: never owes.
+	 */
+	void (*settle)(struct rsk_ep *ep, int app_fd, int need);
 
 	/* We closed the connection for good: the peer's further sends fail (EPIPE). */
 	void (*shutdown)(struct rsk_ep *ep);
@@ -153,49 +149,19 @@ static inline int rsk_ep_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 	return ep->ops->poll(ep, wc, n);
 }
 
-static inline void rsk_ep_arm(struct rsk_ep *ep, unsigned int what)
-{
-	ep->ops->arm(ep, what);
-}
-
-static inline unsigned int rsk_ep_disarm(struct rsk_ep *ep, unsigned int what)
-{
-	return ep->ops->disarm(ep, what);
-}
-
-static inline unsigned int rsk_ep_armed(struct rsk_ep *ep)
-{
-	return ep->ops->armed(ep);
-}
-
 static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
 {
 	ep->ops->kick(ep, what);
 }
 
-static inline uint32_t rsk_ep_wakes(struct rsk_ep *ep, unsigned int what)
+static inline struct rsk_ready_state *rsk_ep_ready(struct rsk_ep *ep)
 {
-	return ep->ops->wakes(ep, what);
-}
-
-static inline void rsk_ep_wake_self(struct rsk_ep *ep, unsigned int what)
-{
-	ep->ops->wake_self(ep, what);
+	return ep->ops->ready(ep);
 }
 
 static inline void rsk_ep_destroy(struct rsk_ep *ep)
 {
 	ep->ops->destroy(ep);
-}
-
-static inline void rsk_ep_set_self_ctl(struct rsk_ep *ep, int ctl)
-{
-	ep->ops->set_self_ctl(ep, ctl);
-}
-
-static inline const struct rsk_cm_ops *rsk_ep_cm(const struct rsk_ep *ep)
-{
-	return ep->ops->cm;
 }
 
 /* ---- connection management ---- */
@@ -248,8 +214,12 @@ struct rsk_cm_ops {
 	/* Flags. dial_sync: connect() finishes the kernel connect and waits for the peer's first
 	 * message before returning (the peer must claim the endpoint before we may use it).
 	 * accept_hello: the server sends an empty message once it took the connection.
-	 * fork_share: a forked child may share the endpoint (else it stays the parent's). */
-	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1;
+	 * fork_share: a forked child may share the endpoint (else it stays the parent's).
+	 * keeps_ctl: our own event loop wakes our app end, so we keep its ctl end (verbs); else
+	 * the peer does (shm: offer and answer hand the ctl end over, and we close ours).
+	 * keeps_tcp: the TCP connection stays as a hidden placeholder (its close tells us the
+	 * peer died); else it is reset once the connection is set up. */
+	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1, keeps_ctl : 1, keeps_tcp : 1;
 
 	/* Client. dial: 0 or -errno (d->why set). offer: after the local parts exist (@ctl is
 	 * our readiness ctl end). dialed: the kernel connect is under way. undial: give up
@@ -277,6 +247,10 @@ struct rsk_cm_ops {
 	int (*answer)(struct rsk_claim *cl, int ctl);
 	void (*unclaim)(struct rsk_claim *cl, int accepted);
 
+	/* The owner showed its initial readiness (rsk_conn_show_initial): the peer may send it
+	 * what only a shown side can take (shm: extra arrival edges). */
+	void (*shown)(struct rsk_ep *ep);
+
 	/* Events: fd @i (0..RSK_EP_MAX_EVFDS-1) to watch, or -1; on_event: take what fd @i
 	 * reported, returns RSK_EPEV_* bits. */
 	int (*event_fd)(struct rsk_ep *ep, int i);
@@ -289,9 +263,9 @@ struct rsk_cm_ops {
 	void (*fin_sent)(struct rsk_ep *ep);
 	int (*peer_ended)(struct rsk_ep *ep);
 
-	/* fork. prefork: before a child will share the endpoint (fork_share). foreign: the
-	 * endpoint belongs to another process (fork: the parent's). */
-	void (*prefork)(struct rsk_ep *ep);
+	/* fork. prefork: before a child will share the endpoint (fork_share); @app_fd is an fd
+	 * of our app end. foreign: the endpoint belongs to another process (fork: the parent's). */
+	void (*prefork)(struct rsk_ep *ep, int app_fd);
 	int (*foreign)(struct rsk_ep *ep);
 };
 

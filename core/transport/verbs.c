@@ -36,10 +36,8 @@ struct rsk_verbs_ep {
 	uint32_t tx_data, tx_data_done; /* data sends posted / known complete */
 	uint32_t sq_posted, sq_done, sq_depth, sig_every, since_sig;
 	int broken;
-	/* readiness: armed bits and wake counters, as shm keeps them in its flags */
-	unsigned int armed;
-	uint32_t raised, unblocked;
-	int self_ctl;
+	/* readiness of our app end; our own event loop is its waker (rsk_conn_remote_wake) */
+	struct rsk_ready_state rs;
 };
 
 #define RSK_VERBS_EP(ep) ((struct rsk_verbs_ep *)(ep))
@@ -191,7 +189,6 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 	e->base.oob_credits = 0;
 	e->base.repost_any = 1;
 	e->owner = rsk_proc_pid();
-	e->self_ctl = -1;
 	e->id = id;
 	pd = rsk_verbs_pd(id->verbs);
 	rc = pd == NULL ? -ENOMEM : rsk_verbs_make_qp(e, pd);
@@ -207,11 +204,6 @@ int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, ui
 	e->ch = ch;
 	*out = &e->base;
 	return 0;
-}
-
-static void rsk_verbs_set_self_ctl(struct rsk_ep *ep, int ctl)
-{
-	RSK_VERBS_EP(ep)->self_ctl = ctl;
 }
 
 int rsk_verbs_cq_fd(struct rsk_ep *ep)
@@ -426,49 +418,15 @@ static int rsk_verbs_poll(struct rsk_ep *ep, struct rsk_wc *out, int n)
 	return got;
 }
 
-static void rsk_verbs_arm(struct rsk_ep *ep, unsigned int what)
-{
-	/* The CQ stays armed; the monitor reads this after harvesting (both under the lock). */
-	__atomic_fetch_or(&RSK_VERBS_EP(ep)->armed, what, __ATOMIC_SEQ_CST);
-}
-
-static unsigned int rsk_verbs_disarm(struct rsk_ep *ep, unsigned int what)
-{
-	return __atomic_fetch_and(&RSK_VERBS_EP(ep)->armed, ~what, __ATOMIC_SEQ_CST) & what;
-}
-
-static unsigned int rsk_verbs_armed(struct rsk_ep *ep)
-{
-	return __atomic_load_n(&RSK_VERBS_EP(ep)->armed, __ATOMIC_SEQ_CST);
-}
-
 static void rsk_verbs_kick(struct rsk_ep *ep, unsigned int what)
 {
-	(void)ep; /* the peer's completion channel wakes it (see verbs.h) */
+	(void)ep; /* the peer's event loop sees our completion and wakes it (see verbs.h) */
 	(void)what;
 }
 
-static uint32_t rsk_verbs_wakes(struct rsk_ep *ep, unsigned int what)
+static struct rsk_ready_state *rsk_verbs_ready(struct rsk_ep *ep)
 {
-	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
-
-	return __atomic_load_n(what == RSK_WAIT_RX ? &e->raised : &e->unblocked, __ATOMIC_SEQ_CST);
-}
-
-static void rsk_verbs_wake_self(struct rsk_ep *ep, unsigned int what)
-{
-	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
-
-	if (e->self_ctl < 0)
-		return;
-	if (what & RSK_WAIT_RX) {
-		__atomic_fetch_add(&e->raised, 1, __ATOMIC_SEQ_CST);
-		rsk_ready_raise(e->self_ctl);
-	}
-	if (what & RSK_WAIT_TX) {
-		rsk_ready_unblock(e->self_ctl);
-		__atomic_fetch_add(&e->unblocked, 1, __ATOMIC_SEQ_CST);
-	}
+	return &RSK_VERBS_EP(ep)->rs;
 }
 
 static void rsk_verbs_shutdown(struct rsk_ep *ep)
@@ -507,13 +465,8 @@ const struct rsk_transport_ops rsk_verbs_ops = {
 	.post_send = rsk_verbs_post_send,
 	.tx_room = rsk_verbs_tx_room,
 	.poll = rsk_verbs_poll,
-	.arm = rsk_verbs_arm,
-	.disarm = rsk_verbs_disarm,
-	.armed = rsk_verbs_armed,
 	.kick = rsk_verbs_kick,
-	.wakes = rsk_verbs_wakes,
-	.wake_self = rsk_verbs_wake_self,
-	.set_self_ctl = rsk_verbs_set_self_ctl,
+	.ready = rsk_verbs_ready,
 	.shutdown = rsk_verbs_shutdown,
 	.peer_closed = rsk_verbs_peer_closed,
 	.destroy = rsk_verbs_destroy,

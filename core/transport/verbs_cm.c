@@ -662,6 +662,8 @@ static void rsk_verbs_unclaim(struct rsk_claim *cl, int accepted)
 const struct rsk_cm_ops rsk_verbs_cm_ops = {
 	.dial_sync = 1,
 	.accept_hello = 1,
+	.keeps_ctl = 1,
+	.keeps_tcp = 1,
 	.dial = rsk_verbs_dial,
 	.dial_failed = rsk_verbs_dial_failed,
 	.listen = rsk_verbs_listen_op,

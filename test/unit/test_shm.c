@@ -23,6 +23,7 @@
 #include "base/ready.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
+#include "transport/shm_rdv.h"
 
 #define NBUF 8
 #define BSIZE 1024
@@ -772,28 +773,45 @@ static void test_wrap_non_pow2(void **state)
 	wrap_case(12);
 }
 
-/* ---- arm / disarm / kick ---- */
+/* ---- the waker's side: kicks toward the peer's app end ---- */
 
+/*
+ * Each side wakes the other through the partner of the other's app end (ready.h): the
+ * client holds the server's ctl end and the server the client's, as after a real setup.
+ */
 struct kick_pair {
 	struct shm_pair p;
 	int app_c, ctl_c, app_s, ctl_s;
+	struct rsk_ready_owner oc, os;
 };
+
+static int no(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static int yes(void *arg)
+{
+	(void)arg;
+	return 1;
+}
 
 static void kick_open(struct kick_pair *k)
 {
+	memset(k, 0, sizeof(*k));
 	assert_int_equal(rsk_ready_pair(&k->app_c, &k->ctl_c), 0);
 	assert_int_equal(rsk_ready_pair(&k->app_s, &k->ctl_s), 0);
-	/* each side kicks the other through a dup of the other's control end (it owns the dup) */
-	pair_open_ctl(&k->p, NBUF, BSIZE, dup(k->ctl_s), dup(k->ctl_c));
+	pair_open_ctl(&k->p, NBUF, BSIZE, k->ctl_s, k->ctl_c); /* the endpoints own them now */
+	/* The server starts "shown" with no token until it looks (rsk_conn_show_initial). */
+	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k->p.s), &k->os, k->app_s, no, NULL), 1);
 }
 
 static void kick_close(struct kick_pair *k)
 {
 	pair_close(&k->p);
 	close(k->app_c);
-	close(k->ctl_c);
 	close(k->app_s);
-	close(k->ctl_s);
 }
 
 static short revents(int fd, short events)
@@ -804,162 +822,213 @@ static short revents(int fd, short events)
 	return pfd.revents & events;
 }
 
-static void test_arm_disarm_bits(void **state)
+static void post(struct rsk_ep *ep, uint32_t imm)
 {
-	struct shm_pair p;
+	uint32_t v = 42;
 
-	(void)state;
-	pair_open(&p, NBUF, BSIZE);
-	assert_int_equal(rsk_ep_armed(p.s), 0);
-	assert_int_equal(rsk_ep_disarm(p.s, RSK_WAIT_RX | RSK_WAIT_TX), 0);
-	rsk_ep_arm(p.s, RSK_WAIT_RX);
-	assert_int_equal(rsk_ep_armed(p.s), RSK_WAIT_RX);
-	rsk_ep_arm(p.s, RSK_WAIT_TX);
-	assert_int_equal(rsk_ep_armed(p.s), RSK_WAIT_RX | RSK_WAIT_TX);
-	assert_int_equal(rsk_ep_armed(p.c), 0); /* the flags are per side */
-	assert_int_equal(rsk_ep_disarm(p.s, RSK_WAIT_RX), RSK_WAIT_RX);
-	assert_int_equal(rsk_ep_armed(p.s), RSK_WAIT_TX);
-	assert_int_equal(rsk_ep_disarm(p.s, RSK_WAIT_RX), 0);
-	assert_int_equal(rsk_ep_disarm(p.s, RSK_WAIT_RX | RSK_WAIT_TX), RSK_WAIT_TX);
-	assert_int_equal(rsk_ep_armed(p.s), 0);
-	/* a kick with no known peer fd leaves the bit armed: the wake is still owed, and a
-	 * later kick (once the fd is known) delivers it */
-	rsk_ep_arm(p.s, RSK_WAIT_RX | RSK_WAIT_TX);
-	rsk_ep_kick(p.c, RSK_WAIT_RX);
-	assert_int_equal(rsk_ep_armed(p.s), RSK_WAIT_RX | RSK_WAIT_TX);
-	assert_int_equal(rsk_ep_disarm(p.s, RSK_WAIT_RX | RSK_WAIT_TX), RSK_WAIT_RX | RSK_WAIT_TX);
-	pair_close(&p);
+	assert_int_equal(rsk_ep_post_send(ep, &v, sizeof(v), imm, RSK_SEND_INLINE), 0);
 }
 
 static void test_kick_rx(void **state)
 {
 	struct kick_pair k;
-	uint32_t v = 42;
 
 	(void)state;
 	kick_open(&k);
 	assert_int_equal(revents(k.app_s, POLLIN), 0);
 
-	/* not armed: the send is silent, no token */
-	assert_int_equal(rsk_ep_post_send(k.p.c, &v, sizeof(v), 1, RSK_SEND_INLINE), 0);
-	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
-	assert_int_equal(revents(k.app_s, POLLIN), 0);
-
-	/* armed for RX: the next kick raises the server's app end, and clears the bit */
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
-	assert_int_equal(rsk_ep_post_send(k.p.c, &v, sizeof(v), 2, RSK_SEND_INLINE), 0);
+	/* EMPTY: the first message raises one token */
+	post(k.p.c, 1);
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
 	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
-	assert_int_equal(rsk_ep_armed(k.p.s), 0);
 	assert_int_equal(revents(k.app_c, POLLIN), 0); /* the other side was not touched */
-	rsk_ready_lower(k.app_s, NULL, NULL);
-	assert_int_equal(revents(k.app_s, POLLIN), 0);
-
-	/* one arm, one token: a second kick without re-arming writes nothing */
+	/* SHOWN: later messages write nothing (the owner will look anyway) */
+	post(k.p.c, 2);
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
-	assert_int_equal(revents(k.app_s, POLLIN), 0);
+	assert_int_equal(rsk_ep_ready(k.p.s)->rx >> 1, 1);
 
-	/* a TX-only kick does not satisfy an RX wait */
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
+	/* the owner lowers while data is still there: it stays shown, the token in place */
+	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k.p.s), &k.os, k.app_s, yes, NULL), 0);
+	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
+	/* nothing left: exactly the one token goes, and it is EMPTY again */
+	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k.p.s), &k.os, k.app_s, no, NULL), 1);
+	assert_int_equal(revents(k.app_s, POLLIN), 0);
+	assert_int_equal(k.os.drained, 1);
+
+	/* a TX-only kick does not make anyone readable */
 	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
 	assert_int_equal(revents(k.app_s, POLLIN), 0);
-	assert_int_equal(rsk_ep_disarm(k.p.s, RSK_WAIT_RX | RSK_WAIT_TX), RSK_WAIT_RX);
 
-	/* and the other direction */
-	rsk_ep_arm(k.p.c, RSK_WAIT_RX);
-	rsk_ep_kick(k.p.s, RSK_WAIT_RX | RSK_WAIT_TX);
+	/* and the other direction: the server wakes the client */
+	post(k.p.s, 3);
+	rsk_ep_kick(k.p.s, RSK_WAIT_RX);
 	assert_int_equal(revents(k.app_c, POLLIN), POLLIN);
 	assert_int_equal(revents(k.app_s, POLLIN), 0);
+	kick_close(&k);
+}
+
+/* An owner still holding earlier data gets one more token per arrival: the edge TCP gives an
+ * edge-triggered reader that has not drained yet; only once the side showed itself. */
+static void test_kick_edge(void **state)
+{
+	struct kick_pair k;
+	char b[8];
+
+	(void)state;
+	kick_open(&k);
+	post(k.p.c, 1);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_KICK_DATA);
+	post(k.p.c, 2);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_KICK_DATA); /* not attached: no edge */
+	assert_int_equal(rsk_ep_ready(k.p.s)->rx >> 1, 1);
+	rsk_shm_attached(k.p.s);
+	post(k.p.c, 3);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_KICK_DATA);
+	assert_int_equal(rsk_ep_ready(k.p.s)->rx >> 1, 2);
+	assert_int_equal(recv(k.app_s, b, sizeof(b), MSG_DONTWAIT), 2); /* two tokens queued */
 	kick_close(&k);
 }
 
 static void test_kick_tx(void **state)
 {
 	struct kick_pair k;
+	struct rsk_ready_state *rs;
 
 	(void)state;
 	kick_open(&k);
+	rs = rsk_ep_ready(k.p.s);
 	assert_int_equal(revents(k.app_s, POLLOUT), POLLOUT);
-	rsk_ready_block(k.app_s);
-	assert_int_equal(revents(k.app_s, POLLOUT), 0);
 
-	/* not armed: a TX kick leaves it blocked */
-	rsk_ep_kick(k.p.c, RSK_WAIT_TX | RSK_WAIT_RX);
+	/* the owner blocks: unwritable until credits come back */
+	rsk_ready_block(rs, &k.os, k.app_s, no, NULL);
 	assert_int_equal(revents(k.app_s, POLLOUT), 0);
-
-	/* armed for RX only: still blocked, and the RX bit is consumed by an RX kick */
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
-	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
-	assert_int_equal(revents(k.app_s, POLLOUT), 0);
-	assert_int_equal(rsk_ep_armed(k.p.s), RSK_WAIT_RX);
-
-	/* an RX kick raises the token but leaves the fill alone */
+	assert_true(rs->tx & RSK_TX_BLOCKED);
+	/* an RX kick raises a token but leaves the block alone */
+	post(k.p.c, 1);
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
-	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
-	assert_int_equal(revents(k.app_s, POLLOUT), 0);
-	assert_int_equal(rsk_ep_armed(k.p.s), 0);
-	rsk_ready_lower(k.app_s, NULL, NULL);
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
+	assert_int_equal(revents(k.app_s, POLLIN | POLLOUT), POLLIN);
+	/* a TX kick (credits back) drains the fill: writable, and no token came with it */
+	assert_int_equal(rsk_ready_lower(rs, &k.os, k.app_s, no, NULL), 1);
+	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
+	assert_int_equal(revents(k.app_s, POLLIN | POLLOUT), POLLOUT);
+	assert_false(rs->tx & RSK_TX_BLOCKED);
+	assert_int_equal(rs->unblocked, 1);
+	/* a second TX kick finds nothing to do */
+	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
+	assert_int_equal(rs->unblocked, 1);
 
-	/* armed for TX: the kick drains the fill and the app end is writable again */
-	rsk_ep_arm(k.p.s, RSK_WAIT_TX);
+	/* block again (a new fill), then the owner finds credits itself: it opens alone */
+	rsk_ready_block(rs, &k.os, k.app_s, no, NULL);
+	assert_int_equal(revents(k.app_s, POLLOUT), 0);
+	rsk_ready_open(rs, &k.os, k.app_s);
+	assert_int_equal(revents(k.app_s, POLLOUT), POLLOUT);
+	/* and blocks once more, reusing the fill still queued */
+	rsk_ready_block(rs, &k.os, k.app_s, no, NULL);
+	assert_int_equal(revents(k.app_s, POLLOUT), 0);
 	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
 	assert_int_equal(revents(k.app_s, POLLOUT), POLLOUT);
-	assert_int_equal(rsk_ep_armed(k.p.s), RSK_WAIT_RX);
-	assert_int_equal(revents(k.app_s, POLLIN), 0); /* no token came with it */
-	assert_int_equal(rsk_ep_disarm(k.p.s, RSK_WAIT_RX), RSK_WAIT_RX);
 
-	/* block again, arm both, one kick for both */
-	rsk_ready_block(k.app_s);
-	assert_int_equal(revents(k.app_s, POLLOUT), 0);
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX | RSK_WAIT_TX);
-	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_WAIT_TX);
-	assert_int_equal(revents(k.app_s, POLLOUT | POLLIN), POLLOUT | POLLIN);
-	assert_int_equal(rsk_ep_armed(k.p.s), 0);
+	/* credits that came between "no room" and BLOCKED: the block is taken back at once */
+	rsk_ready_block(rs, &k.os, k.app_s, yes, NULL);
+	assert_int_equal(revents(k.app_s, POLLOUT), POLLOUT);
+	assert_false(rs->tx & RSK_TX_BLOCKED);
 	kick_close(&k);
 }
 
-static int resolver_calls;
-static int resolver_fd;
-
-static struct rsk_ep *resolver_ep;
-
-static int resolver(struct rsk_ep *ep, int wait_ms)
-{
-	assert_ptr_equal(ep, resolver_ep);
-	assert_true(wait_ms > 0);
-	resolver_calls++;
-	rsk_shm_answered(ep, resolver_fd, 0);
-	return 0;
-}
-
-/* A client learns the server's kick fd late: the resolver is asked only when a kick is due. */
-static void test_kick_resolver(void **state)
+static void test_kick_fin(void **state)
 {
 	struct kick_pair k;
 
 	(void)state;
-	assert_int_equal(rsk_ready_pair(&k.app_c, &k.ctl_c), 0);
-	assert_int_equal(rsk_ready_pair(&k.app_s, &k.ctl_s), 0);
-	pair_open_ctl(&k.p, NBUF, BSIZE, -1, dup(k.ctl_c));
-	resolver_calls = 0;
-	resolver_fd = dup(k.ctl_s);
-	resolver_ep = k.p.c;
-	rsk_shm_set_resolver(k.p.c, dup(k.ctl_c), resolver); /* the answer "comes" on this fd */
-	assert_true(rsk_shm_offer_fd(k.p.c) >= 0);
-	rsk_ep_kick(k.p.c, RSK_WAIT_RX); /* the server did not arm: no need to know its fd */
-	assert_int_equal(resolver_calls, 0);
-	assert_false(rsk_shm_has_peer_ctl(k.p.c));
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
-	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
-	assert_int_equal(resolver_calls, 1);
-	assert_int_equal(rsk_shm_peer_ctl(k.p.c), resolver_fd);
-	assert_int_equal(rsk_shm_offer_fd(k.p.c), -1); /* answered: the offer fd is closed */
-	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
-	rsk_ep_arm(k.p.s, RSK_WAIT_RX);
-	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
-	assert_int_equal(resolver_calls, 1); /* remembered */
+	kick_open(&k);
+	rsk_ep_kick(k.p.c, RSK_KICK_FIN);
+	assert_int_equal(revents(k.app_s, POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
+	assert_int_equal(revents(k.app_c, POLLIN | POLLRDHUP), 0);
 	kick_close(&k);
+}
+
+/*
+ * A client learns the server's ctl end from the answer on the offer's connection. Wakes it
+ * owes before that are kept and paid once the answer is read.
+ */
+static void test_answer_pays_owed(void **state)
+{
+	struct kick_pair k;
+	int app_s2, ctl_s2, ans[2];
+
+	(void)state;
+	memset(&k, 0, sizeof(k));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, ans), 0); /* the offer connection */
+	assert_int_equal(rsk_ready_pair(&k.app_c, &k.ctl_c), 0);
+	assert_int_equal(rsk_ready_pair(&app_s2, &ctl_s2), 0);
+	pair_open_ctl(&k.p, NBUF, BSIZE, -1, dup(k.ctl_c)); /* the client: answer pending */
+	rsk_shm_set_answer(k.p.c, ans[0], rsk_rdv_read_answer);
+	assert_false(rsk_shm_has_peer_ctl(k.p.c));
+	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k.p.s), &k.os, app_s2, no, NULL), 1);
+
+	post(k.p.c, 1);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_KICK_FIN); /* owed: no fd to pay with yet */
+	assert_int_equal(revents(app_s2, POLLIN), 0);
+
+	assert_int_equal(rsk_rdv_answer(ans[1], 1, ctl_s2), 0); /* the server accepts */
+	k.p.c->ops->settle(k.p.c, k.app_c, 0);
+	assert_true(rsk_shm_has_peer_ctl(k.p.c));
+	assert_int_equal(revents(app_s2, POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
+	assert_int_equal(revents(k.app_c, POLLIN), 0); /* the client's app end saw nothing */
+	pair_close(&k.p);
+	close(ans[1]);
+	close(k.app_c);
+	close(k.ctl_c);
+	close(app_s2);
+	close(ctl_s2);
+}
+
+/* A declined (or garbled) answer resets the client's endpoint; an owed wake asks for it. */
+static void answer_resets(void (*answer)(int fd))
+{
+	struct kick_pair k;
+	struct rsk_wc wc;
+	int ans[2], app_s2, ctl_s2;
+
+	memset(&k, 0, sizeof(k));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, ans), 0);
+	assert_int_equal(rsk_ready_pair(&app_s2, &ctl_s2), 0);
+	pair_open(&k.p, NBUF, BSIZE);
+	rsk_shm_set_answer(k.p.c, ans[0], rsk_rdv_read_answer);
+	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k.p.s), &k.os, app_s2, no, NULL), 1);
+	post(k.p.c, 1);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
+	answer(ans[1]);
+	k.p.c->ops->settle(k.p.c, -1, 0);
+	assert_false(rsk_shm_has_peer_ctl(k.p.c));
+	assert_int_equal(rsk_ep_poll(k.p.c, &wc, 1), -ECONNRESET);
+	pair_close(&k.p);
+	close(ans[1]);
+	close(app_s2);
+	close(ctl_s2);
+}
+
+static void decline(int fd)
+{
+	assert_int_equal(rsk_rdv_answer(fd, 0, -1), 0);
+}
+
+static void garbage(int fd)
+{
+	assert_int_equal(write(fd, "r", 1), 1);
+}
+
+static void hangup(int fd)
+{
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+}
+
+static void test_answer_decline(void **state)
+{
+	(void)state;
+	answer_resets(decline);
+	answer_resets(garbage);
+	answer_resets(hangup);
 }
 
 static void test_fin_mark(void **state)
@@ -1002,10 +1071,12 @@ int main(void)
 		cmocka_unit_test(test_hostile_header_after_open),
 		cmocka_unit_test(test_many_messages),
 		cmocka_unit_test(test_wrap_pow2),
-		cmocka_unit_test(test_arm_disarm_bits),
 		cmocka_unit_test(test_kick_rx),
+		cmocka_unit_test(test_kick_edge),
 		cmocka_unit_test(test_kick_tx),
-		cmocka_unit_test(test_kick_resolver),
+		cmocka_unit_test(test_kick_fin),
+		cmocka_unit_test(test_answer_pays_owed),
+		cmocka_unit_test(test_answer_decline),
 		cmocka_unit_test(test_fin_mark),
 		cmocka_unit_test(test_open_rejects_regular_file),
 		cmocka_unit_test(test_wrap_non_pow2),

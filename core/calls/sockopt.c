@@ -1,0 +1,394 @@
+/*
+ * Socket options, addresses and ioctls of accelerated sockets. The TCP socket is gone once a
+ * connection is set up, so its answers are kept: addresses from the setup, options as the
+ * application set them. A value is checked (and normalised, e.g. SO_RCVBUF doubled) the way
+ * the kernel would, on a template TCP socket of the same family, and the verdict is cached,
+ * so a server setting the same options on every connection costs no system call.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <uthash.h>
+
+#include "base/fdhide.h"
+#include "base/sys.h"
+#include "conn/conn.h"
+#include "sock/sock.h"
+#include "sockopt.h"
+
+/* ---- the template sockets and the verdict cache (per process) ---- */
+
+struct rsk_opt_key {
+	int family, level, name;
+	socklen_t len;
+	unsigned char val[32];
+};
+
+struct rsk_opt_verdict {
+	struct rsk_opt_key key;
+	int rc;                 /* what setsockopt returned (0 or -errno) */
+	socklen_t elen;         /* what getsockopt reads back afterwards */
+	unsigned char eff[32];
+	UT_hash_handle hh;
+};
+
+#define RSK_OPT_CACHE_MAX 256
+
+/* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
+enum { RSK_TCPS_ESTABLISHED = 1, RSK_TCPS_FIN_WAIT2 = 5, RSK_TCPS_CLOSE = 7,
+       RSK_TCPS_CLOSE_WAIT = 8, RSK_TCPS_CLOSING = 11 };
+
+static pthread_mutex_t rsk_opt_lock = PTHREAD_MUTEX_INITIALIZER;
+static int rsk_opt_tpl[2] = {-1, -1}; /* AF_INET, AF_INET6 */
+static struct rsk_opt_verdict *rsk_opt_cache;
+static unsigned int rsk_opt_ncache;
+
+/* A TCP socket of @family that stands in for the connection's (lock held). */
+static int rsk_opt_template(int family)
+{
+	int *t = &rsk_opt_tpl[family == AF_INET6], fd;
+
+	if (*t >= 0)
+		return *t;
+	fd = rsk_sys_socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && (fd = rsk_fd_hide(fd)) >= 0)
+		*t = fd;
+	return fd;
+}
+
+/* Set @key on the template, read back the effective value, and restore the old one. */
+static void rsk_opt_try(int tpl, struct rsk_opt_verdict *v)
+{
+	unsigned char old[64];
+	socklen_t olen = sizeof(old);
+	int had = rsk_sys_getsockopt(tpl, v->key.level, v->key.name, old, &olen) == 0;
+
+	v->rc = rsk_sys_setsockopt(tpl, v->key.level, v->key.name, v->key.val, v->key.len);
+	v->elen = 0;
+	if (v->rc == 0) {
+		v->elen = sizeof(v->eff);
+		if (rsk_sys_getsockopt(tpl, v->key.level, v->key.name, v->eff, &v->elen) < 0)
+			v->elen = 0;
+	}
+	if (had)
+		(void)rsk_sys_setsockopt(tpl, v->key.level, v->key.name, old, olen);
+}
+
+/* The kernel's verdict on setting @val (cached). 0 or -errno; *@out holds what it reads
+ * back as (elen 0: nothing to keep). */
+static int rsk_opt_verdict(int family, int level, int name, const void *val, socklen_t len,
+			   struct rsk_opt_verdict *out)
+{
+	struct rsk_opt_verdict key, *v;
+	int tpl;
+
+	memset(&key, 0, sizeof(key));
+	key.key.family = family;
+	key.key.level = level;
+	key.key.name = name;
+	key.key.len = len;
+	memcpy(key.key.val, val, len);
+	pthread_mutex_lock(&rsk_opt_lock);
+	HASH_FIND(hh, rsk_opt_cache, &key.key, sizeof(key.key), v);
+	if (v == NULL && (tpl = rsk_opt_template(family)) >= 0) {
+		rsk_opt_try(tpl, &key);
+		v = rsk_opt_ncache < RSK_OPT_CACHE_MAX ? malloc(sizeof(*v)) : NULL;
+		if (v != NULL) {
+			*v = key;
+			HASH_ADD(hh, rsk_opt_cache, key, sizeof(v->key), v);
+			rsk_opt_ncache++;
+		} else {
+			v = &key;
+		}
+	}
+	if (v != NULL)
+		*out = *v;
+	pthread_mutex_unlock(&rsk_opt_lock);
+	return v != NULL ? out->rc : -ENOBUFS;
+}
+
+/* A default as the template reads it. 0 or -errno. */
+static int rsk_opt_default(int family, int level, int name, void *val, socklen_t *len)
+{
+	int tpl, rc;
+
+	pthread_mutex_lock(&rsk_opt_lock);
+	tpl = rsk_opt_template(family);
+	rc = tpl < 0 ? tpl : rsk_sys_getsockopt(tpl, level, name, val, len);
+	pthread_mutex_unlock(&rsk_opt_lock);
+	return rc;
+}
+
+/* ---- per connection ---- */
+
+static struct rsk_conn *rsk_opt_conn(int fd, struct rsk_sock **s)
+{
+	*s = rsk_sock_get(fd);
+	if (*s != NULL && (*s)->conn != NULL)
+		return (*s)->conn;
+	if (*s != NULL)
+		rsk_sock_put(*s);
+	return NULL;
+}
+
+static struct rsk_conn_opt *rsk_opt_find(struct rsk_conn *c, int level, int name)
+{
+	int i;
+
+	for (i = 0; i < c->nopts; i++)
+		if (c->opts[i].level == level && c->opts[i].name == name)
+			return &c->opts[i];
+	return NULL;
+}
+
+/* Keep what getsockopt reads back after a successful set. Lock held. */
+static void rsk_opt_keep(struct rsk_conn *c, int level, int name, const void *val, socklen_t len)
+{
+	struct rsk_conn_opt *o = rsk_opt_find(c, level, name);
+
+	if (o == NULL && c->nopts < RSK_CONN_OPTS)
+		o = &c->opts[c->nopts++];
+	if (o == NULL || len > sizeof(o->val))
+		return; /* full: reads give the default again (a bounded table, not an error) */
+	o->level = level;
+	o->name = name;
+	o->len = len;
+	memcpy(o->val, val, len);
+}
+
+static int64_t rsk_tv_us(const struct timeval *tv)
+{
+	return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
+}
+
+/* What the engine honours itself. Lock held. */
+static void rsk_opt_apply(struct rsk_conn *c, int level, int name, const void *val,
+			  socklen_t len)
+{
+	if (level == SOL_SOCKET && name == SO_RCVTIMEO && len >= (socklen_t)sizeof(struct timeval))
+		c->rcvtimeo_us = rsk_tv_us(val);
+	else if (level == SOL_SOCKET && name == SO_SNDTIMEO &&
+		 len >= (socklen_t)sizeof(struct timeval))
+		c->sndtimeo_us = rsk_tv_us(val);
+	else if (level == SOL_SOCKET && name == SO_LINGER && len >= (socklen_t)sizeof(struct linger))
+		c->linger0 = ((const struct linger *)val)->l_onoff &&
+			     ((const struct linger *)val)->l_linger == 0;
+	else if (level == IPPROTO_TCP && name == TCP_NODELAY && len >= (socklen_t)sizeof(int))
+		rsk_stream_set_nodelay(&c->st, *(const int *)val);
+	else if (level == IPPROTO_TCP && name == TCP_CORK && len >= (socklen_t)sizeof(int))
+		rsk_stream_set_cork(&c->st, *(const int *)val);
+}
+
+int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct rsk_opt_verdict v;
+	struct rsk_sock *s;
+	struct rsk_conn *c = rsk_opt_conn(fd, &s);
+	int rc;
+
+	if (c == NULL)
+		return -EBADF;
+	if (val == NULL && len > 0)
+		rc = -EFAULT;
+	else if (len > sizeof(v.key.val))
+		rc = -EINVAL; /* no TCP option we could carry takes more */
+	else
+		rc = rsk_opt_verdict(c->domain, level, name, val, len, &v);
+	if (rc == 0) {
+		rsk_conn_lock(c);
+		rsk_opt_apply(c, level, name, val, len);
+		if (v.elen > 0)
+			rsk_opt_keep(c, level, name, v.eff, v.elen);
+		rsk_conn_unlock(c);
+	}
+	rsk_sock_put(s);
+	return rc;
+}
+
+/* The answer, truncated to the caller's buffer as getsockopt does. */
+static int rsk_opt_out(void *val, socklen_t *len, const void *v, socklen_t n)
+{
+	if (val == NULL || len == NULL)
+		return -EFAULT;
+	if (*len < n)
+		n = *len;
+	memcpy(val, v, n);
+	*len = n;
+	return 0;
+}
+
+static int rsk_opt_int(void *val, socklen_t *len, int v)
+{
+	if (len != NULL && *len < (socklen_t)sizeof(int))
+		return -EINVAL;
+	return rsk_opt_out(val, len, &v, sizeof(v));
+}
+
+/* TCP_INFO of a connection the kernel does not see: what a loopback TCP connection would
+ * say, with our own counts. Lock held. */
+static void rsk_opt_tcp_info(struct rsk_conn *c, struct tcp_info *ti)
+{
+	const struct rsk_stream *st = &c->st;
+
+	memset(ti, 0, sizeof(*ti));
+	ti->tcpi_state = RSK_TCPS_ESTABLISHED;
+	if (st->err)
+		ti->tcpi_state = RSK_TCPS_CLOSE;
+	else if (st->fin_rcvd && (st->shut_wr || st->fin_sent))
+		ti->tcpi_state = RSK_TCPS_CLOSING;
+	else if (st->fin_rcvd)
+		ti->tcpi_state = RSK_TCPS_CLOSE_WAIT;
+	else if (st->shut_wr || st->fin_sent)
+		ti->tcpi_state = RSK_TCPS_FIN_WAIT2;
+	ti->tcpi_rto = 200000;
+	ti->tcpi_ato = 40000;
+	ti->tcpi_snd_mss = ti->tcpi_rcv_mss = st->bsize < 65483 ? st->bsize : 65483;
+	ti->tcpi_advmss = ti->tcpi_snd_mss;
+	ti->tcpi_pmtu = 65536;
+	ti->tcpi_rtt = 10; /* microseconds: a same-host round trip */
+	ti->tcpi_rttvar = 5;
+	ti->tcpi_snd_ssthresh = 0x7fffffff;
+	ti->tcpi_snd_cwnd = st->nbuf;
+	ti->tcpi_rcv_space = st->nbuf * st->bsize;
+	ti->tcpi_bytes_sent = ti->tcpi_bytes_acked = st->bytes_sent;
+	ti->tcpi_bytes_received = st->bytes_rcvd;
+	ti->tcpi_segs_out = ti->tcpi_data_segs_out = (uint32_t)st->msgs_sent;
+	ti->tcpi_segs_in = ti->tcpi_data_segs_in = (uint32_t)st->msgs_rcvd;
+}
+
+/* Options whose answer is the connection's own. 1 when answered (*rc set). Lock held. */
+static int rsk_opt_own(struct rsk_conn *c, int level, int name, void *val, socklen_t *len,
+		       int *rc)
+{
+	struct tcp_info ti;
+	int err;
+
+	if (level == SOL_SOCKET && name == SO_ERROR) {
+		err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0; /* reported once */
+		*rc = rsk_opt_int(val, len, err);
+	} else if (level == SOL_SOCKET && name == SO_TYPE) {
+		*rc = rsk_opt_int(val, len, SOCK_STREAM);
+	} else if (level == SOL_SOCKET && name == SO_DOMAIN) {
+		*rc = rsk_opt_int(val, len, c->domain);
+	} else if (level == SOL_SOCKET && name == SO_PROTOCOL) {
+		*rc = rsk_opt_int(val, len, IPPROTO_TCP);
+	} else if (level == SOL_SOCKET && name == SO_ACCEPTCONN) {
+		*rc = rsk_opt_int(val, len, 0);
+	} else if (level == IPPROTO_TCP && name == TCP_NODELAY) {
+		*rc = rsk_opt_int(val, len, c->st.nodelay);
+	} else if (level == IPPROTO_TCP && name == TCP_CORK) {
+		*rc = rsk_opt_int(val, len, c->st.cork);
+	} else if (level == IPPROTO_TCP && name == TCP_INFO) {
+		rsk_opt_tcp_info(c, &ti);
+		*rc = rsk_opt_out(val, len, &ti, sizeof(ti));
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int rsk_opt_get(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct rsk_conn_opt o, *k;
+	struct rsk_sock *s;
+	struct rsk_conn *c = rsk_opt_conn(fd, &s);
+	int rc = 0, own, kept;
+
+	if (c == NULL)
+		return -EBADF;
+	rsk_conn_lock(c);
+	own = rsk_opt_own(c, level, name, val, len, &rc);
+	k = own ? NULL : rsk_opt_find(c, level, name);
+	kept = k != NULL;
+	if (kept)
+		o = *k;
+	rsk_conn_unlock(c);
+	if (!own && kept)
+		rc = rsk_opt_out(val, len, o.val, o.len);
+	else if (!own)
+		rc = rsk_opt_default(c->domain, level, name, val, len);
+	rsk_sock_put(s);
+	return rc;
+}
+
+static int rsk_opt_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
+{
+	struct rsk_sock *s;
+	struct rsk_conn *c = rsk_opt_conn(fd, &s);
+	socklen_t n;
+	int rc = 0;
+
+	if (c == NULL)
+		return -EBADF;
+	n = peer ? c->peer_len : c->local_len;
+	if (addr == NULL || len == NULL)
+		rc = -EFAULT;
+	else if (n == 0)
+		rc = peer ? -ENOTCONN : -EINVAL;
+	else {
+		memcpy(addr, peer ? (void *)&c->peer : (void *)&c->local, *len < n ? *len : n);
+		*len = n;
+	}
+	rsk_sock_put(s);
+	return rc;
+}
+
+int rsk_opt_sockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return rsk_opt_name(fd, addr, len, 0);
+}
+
+int rsk_opt_peername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return rsk_opt_name(fd, addr, len, 1);
+}
+
+static int rsk_opt_put_int(unsigned long arg, int v)
+{
+	memcpy((void *)arg, &v, sizeof(v));
+	return 0;
+}
+
+int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg)
+{
+	struct rsk_sock *s;
+	struct rsk_conn *c = rsk_opt_conn(fd, &s);
+	int rc, v;
+
+	if (c == NULL)
+		return -EBADF;
+	rsk_conn_lock(c);
+	if (req == FIONREAD) { /* = SIOCINQ */
+		(void)rsk_stream_progress(&c->st);
+		rc = rsk_opt_put_int(arg, c->st.rx_bytes > INT32_MAX ? INT32_MAX
+								   : (int)c->st.rx_bytes);
+	} else if (req == SIOCOUTQ || req == SIOCOUTQNSD) {
+		/* A posted SEND is in the peer's memory; only a staged one is still ours. */
+		rc = rsk_opt_put_int(arg, (int)c->st.stage_len);
+	} else if (req == SIOCATMARK) {
+		rc = rsk_opt_put_int(arg, 0); /* no urgent data is carried */
+	} else if (req == FIONBIO) {
+		memcpy(&v, (void *)arg, sizeof(v));
+		c->nonblock = v != 0;
+		rc = rsk_sys_ioctl(fd, req, arg);
+	} else if (req == FIOASYNC || req == FIOCLEX || req == FIONCLEX) {
+		rc = rsk_sys_ioctl(fd, req, arg); /* the open file's business */
+	} else {
+		rc = -ENOTTY; /* checked below, outside our lock */
+	}
+	rsk_conn_unlock(c);
+	if (rc == -ENOTTY) { /* interface and socket-generic requests: as any TCP socket */
+		pthread_mutex_lock(&rsk_opt_lock);
+		v = rsk_opt_template(c->domain);
+		rc = v < 0 ? v : rsk_sys_ioctl(v, req, arg);
+		pthread_mutex_unlock(&rsk_opt_lock);
+	}
+	rsk_sock_put(s);
+	return rc;
+}

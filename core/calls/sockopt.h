@@ -1,0 +1,19 @@
+/*
+ * Socket options, addresses and ioctls of accelerated sockets (sockopt.c): answered from
+ * what the connection kept, checked the way the kernel checks them. All return >= 0 or -errno.
+ */
+#ifndef RSK_CALLS_SOCKOPT_H
+#define RSK_CALLS_SOCKOPT_H
+
+#include <sys/socket.h>
+
+int rsk_opt_get(int fd, int level, int name, void *val, socklen_t *len);
+int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len);
+int rsk_opt_sockname(int fd, struct sockaddr *addr, socklen_t *len);
+int rsk_opt_peername(int fd, struct sockaddr *addr, socklen_t *len);
+
+/* FIONREAD/SIOCINQ, SIOCOUTQ(NSD), SIOCATMARK, FIONBIO here; generic socket requests as an
+ * unconnected TCP socket of the family answers them. */
+int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg);
+
+#endif
