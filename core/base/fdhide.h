@@ -6,9 +6,11 @@
 #define RSK_BASE_FDHIDE_H
 
 /*
- * Move a library-internal fd out of the application's way (above the numbers it is likely
- * to use, close-on-exec) and mark it internal in the fd table so the application cannot
- * close it by accident. Returns the new fd or -errno (the old fd is closed either way).
+ * Move a library-internal fd out of the application's way (high numbers, allocated downwards
+ * from the fd limit so the application's lowest-free numbering is unchanged, close-on-exec)
+ * and mark it internal in the fd table so the application cannot close it by accident.
+ * Returns the new fd or -errno (the old fd is closed either way; with no high number free it
+ * keeps its number rather than fail).
  */
 int rsk_fd_hide(int fd);
 
@@ -20,5 +22,13 @@ void rsk_fd_unhide_close(int fd);
 
 /* True when @fd is one of the library's own fds. */
 int rsk_fd_is_internal(int fd);
+
+/* Free numbers between the application's fd @fd (its newest, say) and our hidden ones: how
+ * close the process is to running out if each new connection takes one more of ours. */
+int rsk_fd_headroom(int fd);
+
+/* Free numbers to keep for the application: with fewer, new connections stay on TCP (each
+ * accelerated one would take one more fd). An eighth of the fd limit, at least 64. */
+int rsk_fd_reserve(void);
 
 #endif

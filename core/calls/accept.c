@@ -9,6 +9,7 @@
 
 #include "base/addr.h"
 #include "base/config.h"
+#include "base/fdhide.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "base/stats.h"
@@ -108,6 +109,21 @@ static int rsk_accept_drop(int fd, int err)
 	return -ECONNABORTED;
 }
 
+/*
+ * Each accelerated connection takes one more fd of ours: a process getting close to its fd
+ * limit (the application's newest fd @fd near our hidden ones) stops taking new clients
+ * until it has room again, so they stay on TCP instead of failing later.
+ */
+static void rsk_accept_fd_pressure(struct rsk_listener *l, int fd)
+{
+	int room = rsk_fd_headroom(fd), reserve = rsk_fd_reserve();
+
+	if (room < reserve)
+		rsk_listener_note(l, RSK_LISTEN_PAUSE);
+	else if (room >= 2 * reserve)
+		rsk_listener_note(l, RSK_LISTEN_RESUME);
+}
+
 /* Claim and switch accepted socket @s (at @fd) of listener @ls. Returns @fd or -errno. */
 static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 {
@@ -119,6 +135,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 
 	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		return fd; /* already reset: the application will find out */
+	rsk_accept_fd_pressure(ls->lst, fd);
 	memset(&cl, 0, sizeof(cl));
 	cl.why = RDMASOCK_FB_NO_PEER;
 	rc = rsk_listener_claim(ls->lst, &peer, &cl, &cm);

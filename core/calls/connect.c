@@ -12,6 +12,7 @@
 #include "base/addr.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/fdhide.h"
 #include "base/log.h"
 #include "base/stats.h"
 #include "base/sys.h"
@@ -29,8 +30,8 @@
 #define RSK_HELLO_MIN_MS 5000
 
 /* Why @s must stay on the kernel for this connect (a fallback reason), or -1 with *cm. */
-static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, socklen_t len,
-			      const struct rsk_cm_ops **cm)
+static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr *addr,
+			      socklen_t len, const struct rsk_cm_ops **cm)
 {
 	enum rdmasock_fallback why = RDMASOCK_FB_UNSUPPORTED;
 
@@ -40,6 +41,8 @@ static int rsk_connect_policy(struct rsk_sock *s, const struct sockaddr *addr, s
 	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
 	    len < rsk_sa_len(addr))
 		return RDMASOCK_FB_UNSUPPORTED;
+	if (rsk_fd_headroom(fd) < rsk_fd_reserve())
+		return RDMASOCK_FB_FD_LIMIT; /* the application's own fds come first */
 	*cm = rsk_transport_route(rsk_config.mode, addr, &why);
 	return *cm != NULL ? -1 : (int)why;
 }
@@ -187,7 +190,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 
 	if (s == NULL)
 		return 0;
-	why = rsk_connect_policy(s, addr, len, &u.cm);
+	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
 	if (why < 0)
 		why = rsk_client_setup(&u, fd, addr, len);
 	if (why >= 0) {

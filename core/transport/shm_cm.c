@@ -52,7 +52,7 @@ static struct rsk_shm_dial *rsk_shm_dial_of(struct rsk_dial *d)
 static void rsk_shm_dial_close(struct rsk_shm_dial *p)
 {
 	if (p->rdv >= 0)
-		(void)rsk_sys_close(p->rdv);
+		rsk_fd_unhide_close(p->rdv);
 	if (p->memfd >= 0)
 		(void)rsk_sys_close(p->memfd);
 	p->rdv = p->memfd = -1;
@@ -70,7 +70,11 @@ static int rsk_shm_dial(struct rsk_dial *d)
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
 		return rc;
 	}
+	/* Kept (out of the application's way) until the server's answer is read. */
 	d->why = RDMASOCK_FB_RESOURCES;
+	p->rdv = rc = rsk_fd_hide(p->rdv);
+	if (rc < 0)
+		return rc;
 	p->memfd = rc = rsk_shm_create(d->nbuf, d->buf_size);
 	if (rc >= 0)
 		rc = rsk_shm_open(p->memfd, RSK_SHM_CLIENT, -1, d->ep_mem, &d->ep);
@@ -112,11 +116,9 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 static void rsk_shm_dialed(struct rsk_dial *d)
 {
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
-	int fd = rsk_fd_hide(p->rdv);
 
+	rsk_shm_set_answer(d->ep, p->rdv, rsk_rdv_read_answer);
 	p->rdv = -1;
-	if (fd >= 0)
-		rsk_shm_set_answer(d->ep, fd, rsk_rdv_read_answer);
 }
 
 static void rsk_shm_undial(struct rsk_dial *d)
@@ -147,6 +149,8 @@ struct rsk_shm_listener {
 	pthread_mutex_t lock;
 	int rdv[2];
 	int nrdv;
+	struct sockaddr_storage bound; /* to listen again after a pause */
+	int v6only, paused;
 	struct rsk_offer *pending;
 	uint32_t nlocal; /* entries in pending (our share of sh->held) */
 	struct rsk_shm_lshared *sh;
@@ -171,6 +175,8 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	for (i = 0; i < n; i++)
 		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 	l->nrdv = n;
+	memcpy(&l->bound, bound, rsk_sa_len(bound));
+	l->v6only = v6only;
 	pthread_mutex_init(&l->lock, NULL);
 	*lh = l;
 	return 0;
@@ -239,6 +245,47 @@ static void rsk_shm_unlisten(void *lh)
 	free(l);
 }
 
+static void rsk_listen_take(struct rsk_shm_listener *l);
+static void rsk_offer_hide(struct rsk_offer *e);
+
+/*
+ * Short of fds: new clients must find no rendezvous (they stay on TCP, decided before they
+ * commit). What is queued already is taken first and claimed as its TCP connections come.
+ * (A listener shared with siblings keeps its name while any of them listens.)
+ */
+static void rsk_shm_pause(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+	int i;
+
+	pthread_mutex_lock(&l->lock);
+	if (!l->paused) {
+		rsk_listen_take(l);
+		for (e = l->pending; e != NULL; e = e->next)
+			rsk_offer_hide(e);
+		for (i = 0; i < l->nrdv; i++)
+			rsk_fd_unhide_close(l->rdv[i]);
+		l->nrdv = 0;
+		l->paused = 1;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void rsk_shm_resume(struct rsk_shm_listener *l)
+{
+	int n, i;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->paused) {
+		n = rsk_rdv_listen((struct sockaddr *)&l->bound, l->v6only, RSK_RDV_BACKLOG, l->rdv);
+		for (i = 0; i < n; i++)
+			l->rdv[i] = rsk_fd_hide(l->rdv[i]);
+		l->nrdv = n > 0 ? n : 0;
+		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
 static void rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
 {
 	struct rsk_shm_listener *l = lh;
@@ -246,6 +293,10 @@ static void rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
 	/* Its rendezvous is shared with children from now on: hand offers back (prefork). */
 	if (note == RSK_LISTEN_FORKED)
 		__atomic_store_n(&l->sh->shared, 1, __ATOMIC_RELEASE);
+	else if (note == RSK_LISTEN_PAUSE)
+		rsk_shm_pause(l);
+	else if (note == RSK_LISTEN_RESUME)
+		rsk_shm_resume(l);
 }
 
 /* Accept the waiting rendezvous connections into the pending list (counted as held). */

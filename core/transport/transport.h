@@ -206,6 +206,8 @@ enum rsk_listen_note {
 	RSK_LISTEN_FORKED,       /* it forked with the listener open (the parent's side) */
 	RSK_LISTEN_REFUSE,       /* it serves its connections in forked children */
 	RSK_LISTEN_FORGET,       /* a forked child: the listener is the parent's, do not touch */
+	RSK_LISTEN_PAUSE,        /* this process is short of fds: take no new clients for now */
+	RSK_LISTEN_RESUME,       /* it has fds again */
 };
 
 struct rsk_cm_ops {

@@ -232,6 +232,7 @@ struct rsk_verbs_listener {
 	int forked;   /* it forked with the listener open (atomic) */
 	int noffers;  /* offers in the list (lock) */
 	int refuse;   /* serves fork-per-connection: no more verbs (atomic) */
+	int paused;   /* short of fds: reject for now (atomic) */
 };
 
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len, struct rsk_verbs_listener **out)
@@ -286,6 +287,11 @@ void rsk_verbs_listener_refuse(struct rsk_verbs_listener *l)
 			 "further clients stay on TCP");
 }
 
+void rsk_verbs_listener_pause(struct rsk_verbs_listener *l, int on)
+{
+	__atomic_store_n(&l->paused, on, __ATOMIC_RELEASE);
+}
+
 void rsk_verbs_listener_forked(struct rsk_verbs_listener *l)
 {
 	__atomic_store_n(&l->forked, 1, __ATOMIC_RELEASE);
@@ -311,6 +317,8 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 		rc = -EAGAIN; /* its children accept, not we: the client stays TCP */
 	if (rc == 0 && __atomic_load_n(&l->refuse, __ATOMIC_ACQUIRE))
 		rc = -EPERM; /* fork-per-connection: children cannot use our QPs */
+	if (rc == 0 && __atomic_load_n(&l->paused, __ATOMIC_ACQUIRE))
+		rc = -EMFILE; /* short of fds: the client stays TCP */
 	if (rc == 0 && __atomic_load_n(&l->noffers, __ATOMIC_RELAXED) >= RSK_VERBS_MAX_OFFERS)
 		rc = -ENOBUFS; /* nobody claims them (or a flood): the client stays TCP */
 	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;
@@ -619,6 +627,8 @@ static void rsk_verbs_listen_note(void *lh, enum rsk_listen_note note)
 		rsk_verbs_listener_forked(lh);
 	else if (note == RSK_LISTEN_REFUSE)
 		rsk_verbs_listener_refuse(lh);
+	else if (note == RSK_LISTEN_PAUSE || note == RSK_LISTEN_RESUME)
+		rsk_verbs_listener_pause(lh, note == RSK_LISTEN_PAUSE);
 	/* RSK_LISTEN_FORGET: the objects are the parent's; the caller drops the handle */
 }
 

@@ -39,6 +39,8 @@ void rsk_verbs_listener_interest(struct rsk_verbs_listener *l);
 void rsk_verbs_listener_forked(struct rsk_verbs_listener *l);
 /* Reject every request from now on (the process serves connections in forked children). */
 void rsk_verbs_listener_refuse(struct rsk_verbs_listener *l);
+/* Reject requests while @on (the process is short of fds). */
+void rsk_verbs_listener_pause(struct rsk_verbs_listener *l, int on);
 /* Event loop: handle the listener's pending rdma_cm events (accept or reject requests). */
 void rsk_verbs_listener_event(struct rsk_verbs_listener *l);
 /*
