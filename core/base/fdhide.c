@@ -71,11 +71,12 @@ int rsk_fd_hide(int fd)
 	pthread_mutex_lock(&rsk_hide_lock);
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
-	if (nfd < 0) /* No room up there: keep the original number rather than fail. */
+	if (nfd < 0) { /* No room up there: keep the original number rather than fail. */
 		nfd = fd;
-	else
-		(void)rsk_sys_close(fd);
-	(void)rsk_sys_fcntl(nfd, F_SETFD, FD_CLOEXEC);
+		(void)rsk_sys_fcntl(nfd, F_SETFD, FD_CLOEXEC);
+	} else {
+		(void)rsk_sys_close(fd); /* F_DUPFD_CLOEXEC set close-on-exec on the new one */
+	}
 	if (rsk_fdtab_store(nfd, RSK_INTERNAL_SLOT) < 0) {
 		(void)rsk_sys_close(nfd);
 		return -EMFILE;

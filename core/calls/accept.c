@@ -167,7 +167,7 @@ int rsk_accept_done(int lfd, int fd, int flags)
 			rc = rsk_accept_claim(ls, s, fd);
 		else
 			s->fb_reason = ls->fb_reason; /* why the listener has no companions */
-		if (rc >= 0)
+		if (rc >= 0 && !s->counted) /* an accelerated one was counted as it switched */
 			rsk_sock_count(s, rsk_addr_local_port(fd));
 		rsk_sock_put(s);
 	}

@@ -121,103 +121,152 @@ size_t rsk_shm_size(uint32_t nbuf, uint32_t buf_size)
 	return rsk_shm_layout(nbuf, buf_size, &l) < 0 ? 0 : l.total;
 }
 
-int rsk_shm_create(uint32_t nbuf, uint32_t buf_size)
+/* A fresh memfd of @l.total bytes mapped whole: *@map, or -errno. */
+static int rsk_shm_new_file(const struct rsk_shm_layout *l, uint8_t **map)
 {
-	struct rsk_shm_layout l;
-	struct rsk_shm_hdr *h;
-	void *p;
-	int fd, rc, d;
+	int fd = memfd_create("rdmasock", MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
 
-	rc = rsk_shm_layout(nbuf, buf_size, &l);
-	if (rc < 0)
-		return rc;
-	fd = memfd_create("rdmasock", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)l.total) < 0)
-		goto fail_errno;
-	p = mmap(NULL, rsk_align(l.slots[0], 4096), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		goto fail_errno;
-	h = p;
+	rc = ftruncate(fd, (off_t)l->total) < 0 ? -errno : 0;
+	if (rc == 0) {
+		*map = mmap(NULL, l->total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		rc = *map == MAP_FAILED ? -errno : 0;
+	}
+	/* Sealed size: a peer cannot shrink the file under our mapping (that would SIGBUS us). */
+	if (rc == 0 &&
+	    (rc = rsk_sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) < 0)
+		munmap(*map, l->total);
+	if (rc < 0) {
+		(void)rsk_sys_close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* The initial contents: every receive buffer of both sides posted (nbuf credits each). */
+static void rsk_shm_init(uint8_t *map, const struct rsk_shm_layout *l, uint32_t nbuf,
+			 uint32_t buf_size)
+{
+	struct rsk_shm_hdr *h = (struct rsk_shm_hdr *)map;
+	int d;
+
 	h->magic = RSK_SHM_MAGIC;
 	h->version = RSK_SHM_VERSION;
 	h->nbuf = nbuf;
 	h->buf_size = buf_size;
-	for (d = 0; d < 2; d++) /* every receive buffer starts posted: nbuf initial credits */
-		((struct rsk_shm_ring *)((uint8_t *)p + l.ring[d]))->posted = nbuf;
+	for (d = 0; d < 2; d++)
+		((struct rsk_shm_ring *)(map + l->ring[d]))->posted = nbuf;
 	/* The server shows nothing until it exists: SHOWN (with no token) keeps the client from
 	 * waking it; the server's own first look sets the truth (rsk_conn_show_initial). */
-	((struct rsk_shm_flags *)((uint8_t *)p + l.flags[RSK_SHM_SERVER]))->rs.rx = RSK_RX_SHOWN;
-	munmap(p, rsk_align(l.slots[0], 4096));
-	/* Sealed size: a peer cannot shrink the file under our mapping (that would SIGBUS us). */
-	rc = rsk_sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	if (rc < 0)
-		goto fail;
-	return fd;
-
-fail_errno:
-	rc = -errno;
-fail:
-	(void)rsk_sys_close(fd);
-	return rc;
+	((struct rsk_shm_flags *)(map + l->flags[RSK_SHM_SERVER]))->rs.rx = RSK_RX_SHOWN;
 }
 
+int rsk_shm_create(uint32_t nbuf, uint32_t buf_size)
+{
+	struct rsk_shm_layout l;
+	uint8_t *map;
+	int fd, rc = rsk_shm_layout(nbuf, buf_size, &l);
+
+	if (rc < 0)
+		return rc;
+	fd = rsk_shm_new_file(&l, &map);
+	if (fd < 0)
+		return fd;
+	rsk_shm_init(map, &l, nbuf, buf_size);
+	munmap(map, l.total);
+	return fd;
+}
 
 size_t rsk_shm_ep_size(void)
 {
 	return sizeof(struct rsk_shm_ep);
 }
 
-int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out)
+/* The endpoint of @side on mapping @map (validated geometry @nbuf/@buf_size, layout @l). */
+static int rsk_shm_build(uint8_t *map, size_t map_len, const struct rsk_shm_layout *l,
+			 uint32_t nbuf, uint32_t buf_size, enum rsk_shm_side side, int peer_ctl,
+			 void *mem, struct rsk_ep **out)
 {
-	struct rsk_shm_hdr hdr;
-	struct rsk_shm_layout l;
-	struct rsk_shm_ep *e;
-	struct stat st;
-	uint8_t *map;
-	int seals, rx_dir = side == RSK_SHM_CLIENT ? 1 : 0; /* direction 0 = client -> server */
+	struct rsk_shm_ep *e = mem != NULL ? mem : calloc(1, sizeof(*e));
+	int rx_dir = side == RSK_SHM_CLIENT ? 1 : 0; /* direction 0 = client -> server */
 
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	seals = rsk_sys_fcntl(fd, F_GET_SEALS, 0);
-	if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
-		return -EPROTO; /* unsealed or unsealable: the creator could truncate it under us */
-	if (pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
-		return -EPROTO;
-	if (hdr.magic != RSK_SHM_MAGIC || hdr.version != RSK_SHM_VERSION ||
-	    rsk_shm_layout(hdr.nbuf, hdr.buf_size, &l) < 0 || (size_t)st.st_size < l.total)
-		return -EPROTO;
-	map = mmap(NULL, l.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		return -errno;
-	e = mem != NULL ? mem : calloc(1, sizeof(*e));
-	if (e == NULL) {
-		munmap(map, l.total);
+	if (e == NULL)
 		return -ENOMEM;
-	}
 	e->own_mem = mem == NULL;
 	e->base.ops = &rsk_shm_ops;
-	e->base.nbuf = hdr.nbuf; /* our validated copies: the shared header may change later */
-	e->base.buf_size = hdr.buf_size;
-	e->base.max_inline = hdr.buf_size;
+	e->base.nbuf = nbuf; /* our validated copies: the shared header may change later */
+	e->base.buf_size = buf_size;
+	e->base.max_inline = buf_size;
 	e->base.oob_credits = 1; /* the peer's posted counter is right here */
 	e->map = map;
-	e->map_len = l.total;
-	e->rx = (struct rsk_shm_ring *)(map + l.ring[rx_dir]);
-	e->tx = (struct rsk_shm_ring *)(map + l.ring[!rx_dir]);
-	e->rx_slots = map + l.slots[rx_dir];
-	e->tx_slots = map + l.slots[!rx_dir];
-	e->mine = (struct rsk_shm_flags *)(map + l.flags[side]);
-	e->peer = (struct rsk_shm_flags *)(map + l.flags[!side]);
+	e->map_len = map_len;
+	e->rx = (struct rsk_shm_ring *)(map + l->ring[rx_dir]);
+	e->tx = (struct rsk_shm_ring *)(map + l->ring[!rx_dir]);
+	e->rx_slots = map + l->slots[rx_dir];
+	e->tx_slots = map + l->slots[!rx_dir];
+	e->mine = (struct rsk_shm_flags *)(map + l->flags[side]);
+	e->peer = (struct rsk_shm_flags *)(map + l->flags[!side]);
 	/* Both rings start with every buffer posted and nothing filled. */
-	e->rx_posted = hdr.nbuf;
+	e->rx_posted = nbuf;
 	e->rx_next = 0;
 	e->tx_filled = 0;
 	e->peer_ctl = peer_ctl;
 	e->answer_fd = -1;
 	*out = &e->base;
 	return 0;
+}
+
+int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out)
+{
+	struct rsk_shm_layout l;
+	uint8_t *map;
+	int fd, rc = rsk_shm_layout(nbuf, buf_size, &l);
+
+	if (rc < 0)
+		return rc;
+	fd = rsk_shm_new_file(&l, &map);
+	if (fd < 0)
+		return fd;
+	rsk_shm_init(map, &l, nbuf, buf_size);
+	rc = rsk_shm_build(map, l.total, &l, nbuf, buf_size, RSK_SHM_CLIENT, -1, mem, out);
+	if (rc < 0) {
+		munmap(map, l.total);
+		(void)rsk_sys_close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out)
+{
+	struct rsk_shm_hdr hdr;
+	struct rsk_shm_layout l;
+	struct stat st;
+	uint8_t *map;
+	int seals, rc;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	seals = rsk_sys_fcntl(fd, F_GET_SEALS, 0);
+	if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+		return -EPROTO; /* unsealed or unsealable: the creator could truncate it under us */
+	if (st.st_size < (off_t)sizeof(hdr) ||
+	    (size_t)st.st_size > rsk_shm_size(RSK_SHM_MAX_NBUF, RSK_SHM_MAX_BUF))
+		return -EPROTO;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	memcpy(&hdr, map, sizeof(hdr)); /* once: the peer may change the shared header later */
+	rc = hdr.magic != RSK_SHM_MAGIC || hdr.version != RSK_SHM_VERSION ||
+			     rsk_shm_layout(hdr.nbuf, hdr.buf_size, &l) < 0 ||
+			     (size_t)st.st_size < l.total
+		     ? -EPROTO
+		     : rsk_shm_build(map, (size_t)st.st_size, &l, hdr.nbuf, hdr.buf_size, side,
+				     peer_ctl, mem, out);
+	if (rc < 0)
+		munmap(map, (size_t)st.st_size);
+	return rc;
 }
 
 void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl)

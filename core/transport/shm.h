@@ -31,6 +31,12 @@ size_t rsk_shm_size(uint32_t nbuf, uint32_t buf_size);
  */
 int rsk_shm_create(uint32_t nbuf, uint32_t buf_size);
 
+/*
+ * A client's memfd (as rsk_shm_create) and its endpoint (as rsk_shm_open of it) at once, on
+ * one mapping: the file is ours, so nothing needs checking. Returns the fd or -errno.
+ */
+int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out);
+
 /* Bytes an endpoint needs when the caller provides its memory (rsk_shm_open's @mem). */
 size_t rsk_shm_ep_size(void);
 

@@ -75,9 +75,7 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	p->rdv = rc = rsk_fd_hide(p->rdv);
 	if (rc < 0)
 		return rc;
-	p->memfd = rc = rsk_shm_create(d->nbuf, d->buf_size);
-	if (rc >= 0)
-		rc = rsk_shm_open(p->memfd, RSK_SHM_CLIENT, -1, d->ep_mem, &d->ep);
+	p->memfd = rc = rsk_shm_create_open(d->nbuf, d->buf_size, d->ep_mem, &d->ep);
 	if (rc < 0)
 		rsk_shm_dial_close(p);
 	return rc < 0 ? rc : 0;

@@ -18,11 +18,16 @@
 #include "shm.h"
 #include "shm_rdv.h"
 
+/* The network namespace's inode, looked up once per process image: a process that moves
+ * to another namespace (setns) after its first connection keeps the first one's names. */
 static unsigned long rsk_rdv_netns(void)
 {
+	static unsigned long ino;
 	struct stat st;
 
-	return stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+	if (__atomic_load_n(&ino, __ATOMIC_RELAXED) == 0 && stat("/proc/self/ns/net", &st) == 0)
+		__atomic_store_n(&ino, (unsigned long)st.st_ino, __ATOMIC_RELAXED);
+	return __atomic_load_n(&ino, __ATOMIC_RELAXED);
 }
 
 /* The address of @sa as text; IPv4-mapped IPv6 addresses are written as IPv4. */
