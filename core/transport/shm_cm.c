@@ -244,6 +244,7 @@ static void rsk_shm_unlisten(void *lh)
 }
 
 static void rsk_listen_take(struct rsk_shm_listener *l);
+static void rsk_listen_give_back(struct rsk_shm_listener *l);
 static void rsk_offer_hide(struct rsk_offer *e);
 
 /*
@@ -259,6 +260,8 @@ static void rsk_shm_pause(struct rsk_shm_listener *l)
 	pthread_mutex_lock(&l->lock);
 	if (!l->paused) {
 		rsk_listen_take(l);
+		if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+			rsk_listen_give_back(l); /* siblings may be waiting for some of them */
 		for (e = l->pending; e != NULL; e = e->next)
 			rsk_offer_hide(e);
 		for (i = 0; i < l->nrdv; i++)
@@ -429,6 +432,19 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
 	return (int32_t)(*held - l->nlocal);
 }
 
+/* Take what is queued, keep ours, and (shared with siblings) hand the rest back. Lock held. */
+static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l,
+					 const struct sockaddr_storage *peer)
+{
+	struct rsk_offer *e;
+
+	rsk_listen_take(l);
+	e = rsk_listen_scan(l, peer);
+	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+		rsk_listen_give_back(l);
+	return e;
+}
+
 static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l,
 					 const struct sockaddr_storage *peer, int wait_ms,
 					 int *held_elsewhere)
@@ -439,16 +455,12 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l,
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		rsk_listen_take(l);
-		e = rsk_listen_scan(l, peer);
-		if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
-			rsk_listen_give_back(l);
+		e = rsk_listen_look(l, peer);
 		*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
 		if (e == NULL && !*held_elsewhere) {
 			/* A sibling hands back before it stops counting: what it gave back is in
 			 * the rendezvous by now. One more look before calling the client plain. */
-			rsk_listen_take(l);
-			e = rsk_listen_scan(l, peer);
+			e = rsk_listen_look(l, peer);
 			if (e == NULL)
 				*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
 		}

@@ -69,7 +69,11 @@ static void *conn_worker(void *arg)
 	}
 	w->fd = tcp_connect(port);
 	if (w->fd < 0) {
-		w->err = "connect failed";
+		w->err = errno == ECONNREFUSED ? "connect failed: ECONNREFUSED"
+			 : errno == ECONNRESET ? "connect failed: ECONNRESET"
+			 : errno == ETIMEDOUT ? "connect failed: ETIMEDOUT"
+			 : errno == EMFILE ? "connect failed: EMFILE"
+					   : "connect failed (other errno)";
 		goto done;
 	}
 	for (s = 0; s < nmsgs; s++) {
