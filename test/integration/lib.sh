@@ -54,14 +54,42 @@ need() {
 	done
 }
 
-# A TCP port nobody listens on right now (the kernel picks it).
+# A TCP port nobody uses right now, below the kernel's ephemeral range: a port the kernel
+# picks from that range may be handed to some concurrent job's outgoing connect() before our
+# server binds it ("bind: Address already in use", then "nothing listens on port" -- seen
+# with other test jobs on the machine). Falls back to the kernel's pick.
 free_port() {
 	python3 - <<'PY'
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
+import random, socket
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 0
+def free(port):
+    for fam, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            s = socket.socket(fam)
+        except OSError:
+            continue
+        try:
+            if fam == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind((addr, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+for _ in range(200 if lo > 11000 else 0):
+    p = random.randint(10000, lo - 1)
+    if free(p):
+        print(p)
+        break
+else:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])
+    s.close()
 PY
 }
 
