@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 
 #include "calls/io.h"
+#include "calls/sockopt.h"
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "preload.h"
@@ -62,5 +63,5 @@ RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(ioctl)(fd, req, arg);
-	return (int)rsk_ret(rsk_io_ioctl(fd, req, arg));
+	return (int)rsk_ret(rsk_opt_ioctl(fd, req, arg));
 }

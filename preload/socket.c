@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "calls/io.h"
+#include "calls/sockopt.h"
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "preload.h"
@@ -116,7 +117,7 @@ RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	int rc;
 
 	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
-		return (int)rsk_ret(rsk_io_getsockopt(fd, level, name, val, len));
+		return (int)rsk_ret(rsk_opt_get(fd, level, name, val, len));
 	rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
 	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL &&
 	    *len >= (socklen_t)sizeof(int) && rsk_tracked(fd)) {
@@ -132,19 +133,19 @@ RSK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(setsockopt)(fd, level, name, val, len);
-	return (int)rsk_ret(rsk_io_setsockopt(fd, level, name, val, len));
+	return (int)rsk_ret(rsk_opt_set(fd, level, name, val, len));
 }
 
 RSK_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(getsockname)(fd, addr, len);
-	return (int)rsk_ret(rsk_io_getsockname(fd, addr, len));
+	return (int)rsk_ret(rsk_opt_sockname(fd, addr, len));
 }
 
 RSK_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(getpeername)(fd, addr, len);
-	return (int)rsk_ret(rsk_io_getpeername(fd, addr, len));
+	return (int)rsk_ret(rsk_opt_peername(fd, addr, len));
 }
