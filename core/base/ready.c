@@ -56,25 +56,57 @@ int rsk_ready_pair(int *app, int *ctl)
 	return 0;
 }
 
+/* How long an owner going EMPTY waits for a token counted and not yet written. */
+#define RSK_READY_LATE_MS 100
+
 #define RSK_RW_STATE 1u /* bit 0 of a state word; the rest counts (in steps of 2) */
 #define RSK_RW_COUNT(w) ((w) >> 1)
 
 /* ---- the waker's side ---- */
 
-int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge)
+static uint32_t rsk_ready_unread_w(const struct rsk_ready_state *st, uint32_t w)
 {
-	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST);
+	return RSK_RW_COUNT(w) - __atomic_load_n(&st->dropped, __ATOMIC_SEQ_CST) -
+	       __atomic_load_n(&st->taken, __ATOMIC_SEQ_CST);
+}
+
+uint32_t rsk_ready_unread(const struct rsk_ready_state *st)
+{
+	return rsk_ready_unread_w(st, __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST));
+}
+
+int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word)
+{
+	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST), was;
 
 	for (;;) {
-		if (!(w & RSK_RW_STATE) || edge) {
-			/* EMPTY -> SHOWN, one more token; or an extra arrival edge while SHOWN */
-			if (__atomic_compare_exchange_n(&st->rx, &w, (w + 2) | RSK_RX_SHOWN, 0,
-							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-				return 1;
-			continue;
+		if (w & RSK_RW_STATE) {
+			/* SHOWN: the owner will see the message when it looks; an edge-triggered
+			 * one that has not drained wants a new edge, but a bounded number. */
+			if (!edge || rsk_ready_unread_w(st, w) >= RSK_READY_EDGE_MAX)
+				return 0;
 		}
-		return 0; /* SHOWN: the owner will see the message when it looks */
+		/* EMPTY -> SHOWN, one more token; or the extra edge while SHOWN */
+		was = w;
+		if (__atomic_compare_exchange_n(&st->rx, &w, (w + 2) | RSK_RX_SHOWN, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			if (word != NULL)
+				*word = (was + 2) | RSK_RX_SHOWN;
+			return (was & RSK_RW_STATE) ? RSK_CLAIM_EDGE : RSK_CLAIM_SHOW;
+		}
 	}
+}
+
+void rsk_ready_unclaim_rx(struct rsk_ready_state *st, uint32_t word, int kind)
+{
+	/* Counted dropped first: an owner going EMPTY meanwhile stops waiting for it. */
+	__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST);
+	/* Back to EMPTY only from exactly our SHOWN: an owner that went EMPTY since, or a waker
+	 * that raised on top (its token is written), leave nothing for us to undo. An edge's
+	 * SHOWN is not ours: the token of the claim that showed it is in the app end. */
+	if (kind == RSK_CLAIM_SHOW)
+		(void)__atomic_compare_exchange_n(&st->rx, &word, word & ~RSK_RW_STATE, 0,
+						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 void rsk_ready_count_raise(struct rsk_ready_state *st)
@@ -86,11 +118,12 @@ void rsk_ready_count_raise(struct rsk_ready_state *st)
 		;
 }
 
-void rsk_ready_token(int ctl)
+void rsk_ready_token(struct rsk_ready_state *st, int ctl)
 {
 	char token = 'r';
 
-	(void)rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST); /* full (or gone) */
 }
 
 int rsk_ready_claim_tx(struct rsk_ready_state *st)
@@ -128,37 +161,65 @@ void rsk_ready_eof(int ctl)
 
 /* ---- the owner's side ---- */
 
-int rsk_ready_take(int app, int n)
+/*
+ * Waiting is what keeps the app end exact: a token that came after we went EMPTY would show
+ * readable with nothing to read. A waker stalls between claim and write only for as long as
+ * it is preempted; one that is stopped (or gone without closing) is waited for once.
+ */
+static void rsk_ready_collect_upto(struct rsk_ready_state *st, struct rsk_ready_owner *o,
+				   int app, uint32_t w, int wait_ms)
 {
 	struct pollfd p = {.fd = app, .events = POLLIN};
 	char buf[256];
-	int got = 0, tries = 0;
+	uint32_t due;
 	ssize_t r;
+	int waited = 0;
 
-	while (got < n && tries < 20) {
-		r = rsk_sys_recv(app, buf, (size_t)(n - got) < sizeof(buf) ? (size_t)(n - got)
-								  : sizeof(buf),
-				 MSG_DONTWAIT);
+	for (;;) {
+		/* Only tokens up to @w's count: later ones belong to a state a waker raised
+		 * since, and must stay in the app end. */
+		due = rsk_ready_unread_w(st, w);
+		if (due == 0 || due >= 1u << 30) { /* nothing, or a peer writing nonsense */
+			o->late = 0;
+			return;
+		}
+		if (o->late > due)
+			o->late = due;
+		r = rsk_sys_recv(app, buf, due < sizeof(buf) ? due : sizeof(buf), MSG_DONTWAIT);
 		if (r > 0) {
-			got += (int)r;
+			__atomic_add_fetch(&st->taken, (uint32_t)r, __ATOMIC_SEQ_CST);
 			continue;
 		}
 		if (r == 0 || (r != -EAGAIN && r != -EINTR))
-			break; /* EOF (the partner shut or went) or error: nothing more will come */
-		tries++; /* counted but not written yet: the waker is between its two steps */
+			return; /* EOF (the partner shut or went) or error: nothing more will come */
+		if (due <= o->late || waited >= wait_ms) {
+			o->late = due;
+			return;
+		}
+		waited++;
 		(void)rsk_sys_poll(&p, 1, 1);
 	}
-	return got;
+}
+
+void rsk_ready_collect(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		       int wait_ms)
+{
+	rsk_ready_collect_upto(st, o, app, __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST), wait_ms);
 }
 
 int rsk_ready_lower(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
 		    int (*readable)(void *arg), void *arg)
 {
-	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST), due;
+	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST);
 
 	do {
-		if (!(w & RSK_RX_SHOWN))
-			return 1; /* already EMPTY: the waker raises with its next message */
+		if (!(w & RSK_RX_SHOWN)) {
+			/* already EMPTY: the waker raises with its next message; a late token of
+			 * an earlier state may have come since */
+			if (rsk_unlikely(o->late))
+				rsk_ready_collect_upto(st, o, app, w, 0);
+			return 1;
+		}
 	} while (!__atomic_compare_exchange_n(&st->rx, &w, w & ~RSK_RW_STATE, 0, __ATOMIC_SEQ_CST,
 					      __ATOMIC_SEQ_CST));
 	/* Published EMPTY. A message that came just before must not be left unshown. */
@@ -170,12 +231,9 @@ int rsk_ready_lower(struct rsk_ready_state *st, struct rsk_ready_owner *o, int a
 						  __ATOMIC_SEQ_CST);
 		return 0;
 	}
-	/* Every token up to the count we left belongs to the old state: take exactly those. */
-	/* (Fewer come only when the partner is gone or shut: the stream learns that elsewhere.) */
-	due = RSK_RW_COUNT(w) - o->drained;
-	if (due > 0)
-		(void)rsk_ready_take(app, (int)due);
-	o->drained = RSK_RW_COUNT(w);
+	/* Every token up to the count we left belongs to the old state: take exactly those
+	 * (fewer only when the partner is gone or shut: the stream learns that elsewhere). */
+	rsk_ready_collect_upto(st, o, app, w, RSK_READY_LATE_MS);
 	return 1;
 }
 

@@ -31,8 +31,18 @@ struct rsk_ready_state {
 	uint32_t rx;        /* tokens raised << 1 | RSK_RX_SHOWN */
 	uint32_t tx;        /* waker opens << 1 | RSK_TX_BLOCKED */
 	uint32_t unblocked; /* fills the waker drained */
-	uint32_t pad;
+	uint32_t dropped;   /* raised tokens never written (the queue was full, or taken back) */
+	uint32_t taken;     /* tokens the owner took out of the app end (the owner writes it) */
 };
+
+/* Invariant: raised - dropped - taken = tokens in the app end, or on their way. */
+uint32_t rsk_ready_unread(const struct rsk_ready_state *st);
+
+/* Extra arrival edges stop while this many tokens are unread. TCP gives an edge-triggered
+ * reader an edge per arrival however much it left unread; one byte each, 64 keep well inside
+ * the app end's queue (a flood of arrivals would fill it, and the owner's lower would then
+ * take more than one read). */
+#define RSK_READY_EDGE_MAX 64u
 
 #define RSK_RX_EMPTY 0u
 #define RSK_RX_SHOWN 1u
@@ -41,8 +51,8 @@ struct rsk_ready_state {
 
 /* The owner's own bookkeeping (in memory its holders share, under their lock). */
 struct rsk_ready_owner {
-	uint32_t drained;     /* tokens taken out of the app end */
 	uint32_t drains_seen; /* waker drains of our fill accounted for */
+	uint32_t late;        /* unread tokens we stopped waiting for (a waker that stalled) */
 	int fill;  /* a fill of ours sits in the partner's queue */
 	int small; /* the app end's send buffer is at its minimum */
 };
@@ -52,12 +62,21 @@ int rsk_ready_pair(int *app, int *ctl);
 
 /* ---- the waker's side (it holds @ctl) ---- */
 
-/* After a message for the owner: 1 if the caller must write a token now (already counted):
- * the owner was EMPTY, or @edge asks for one more arrival edge while SHOWN. */
-int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge);
+/* After a message for the owner: nonzero if the caller must write a token now (already
+ * counted): RSK_CLAIM_SHOW if the owner was EMPTY, RSK_CLAIM_EDGE if @edge asked for one more
+ * arrival edge while SHOWN (and few tokens are unread). *@word (if not NULL) gets the state
+ * word the claim left. */
+#define RSK_CLAIM_SHOW 2
+#define RSK_CLAIM_EDGE 1
+int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word);
+/* A claimed token that is not needed after all (the owner consumed everything since): count
+ * it dropped, and undo the SHOWN it made, so the owner shows nothing and no token is
+ * written. */
+void rsk_ready_unclaim_rx(struct rsk_ready_state *st, uint32_t word, int kind);
 /* Write the token rsk_ready_claim_rx() asked for (or one the owner writes for itself while it
- * still holds its ctl end, counted with rsk_ready_count_raise). */
-void rsk_ready_token(int ctl);
+ * still holds its ctl end, counted with rsk_ready_count_raise); a write that fails is counted
+ * as dropped, so the owner does not wait for it. */
+void rsk_ready_token(struct rsk_ready_state *st, int ctl);
 void rsk_ready_count_raise(struct rsk_ready_state *st);
 
 /* After credits went back to the owner: 1 if the caller must drain the owner's fill now. */
@@ -91,9 +110,11 @@ void rsk_ready_open(struct rsk_ready_state *st, struct rsk_ready_owner *o, int a
 /* The owner shows EOF (@how SHUT_RD) or hang-up (SHUT_RDWR) on its own app end, for good. */
 void rsk_ready_shut(int app, int how);
 
-/* Take exactly @n tokens from the app end, waiting up to ~20 ms for late ones. Returns the
- * number taken (fewer at EOF). */
-int rsk_ready_take(int app, int n);
+/* Take the unread tokens out of the app end, waiting up to @wait_ms for ones counted and not
+ * written yet (a waker between its two steps), and never again for ones it gave up on. Only
+ * for an app end no waker raises any more (a relay taking over). */
+void rsk_ready_collect(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app,
+		       int wait_ms);
 
 /* Drain everything readable from @fd without blocking (tests, and relays taking over). */
 void rsk_ready_flush(int fd);

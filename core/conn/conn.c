@@ -125,7 +125,7 @@ static int rsk_conn_recheck_tx(void *arg)
 /* Tokens raised into our app end that we have not taken yet. */
 static uint32_t rsk_conn_tokens_due(struct rsk_conn *c)
 {
-	return (__atomic_load_n(&rsk_ep_ready(c->ep)->rx, __ATOMIC_SEQ_CST) >> 1) - c->ro.drained;
+	return rsk_ready_unread(rsk_ep_ready(c->ep));
 }
 
 static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
@@ -178,19 +178,19 @@ void rsk_conn_show_initial(struct rsk_conn *c, int app, int ctl)
 
 	rsk_conn_lock(c);
 	(void)rsk_stream_progress(&c->st);
-	if ((w & RSK_RX_SHOWN) && (w >> 1) == c->ro.drained) {
+	if ((w & RSK_RX_SHOWN) && rsk_ready_unread(rs) == 0) {
 		/* "shown" with no token: the placeholder state a server starts in */
 		if (rsk_stream_readable(&c->st)) {
 			rsk_ready_count_raise(rs);
-			rsk_ready_token(ctl);
+			rsk_ready_token(rs, ctl);
 			goto shown;
 		}
 		(void)__atomic_compare_exchange_n(&rs->rx, &w, w & ~RSK_RX_SHOWN, 0,
 						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	}
 	/* EMPTY: a message that came first is ours to show (the waker may claim it instead). */
-	if (rsk_conn_recheck_rx(c) && rsk_ready_claim_rx(rs, 0))
-		rsk_ready_token(ctl);
+	if (rsk_conn_recheck_rx(c) && rsk_ready_claim_rx(rs, 0, NULL))
+		rsk_ready_token(rs, ctl);
 shown:
 	if (cm->shown != NULL)
 		cm->shown(c->ep);
@@ -214,8 +214,8 @@ static void rsk_conn_wake_own(struct rsk_conn *c)
 	}
 	if (c->st.fin_rcvd)
 		rsk_ready_eof(c->ctl_fd);
-	if (rsk_stream_readable(&c->st) && rsk_ready_claim_rx(rs, 0))
-		rsk_ready_token(c->ctl_fd);
+	if (rsk_stream_readable(&c->st) && rsk_ready_claim_rx(rs, 0, NULL))
+		rsk_ready_token(rs, c->ctl_fd);
 	if (rsk_stream_writable(&c->st) && rsk_ready_claim_tx(rs))
 		rsk_ready_drain_fill(rs, c->ctl_fd);
 }

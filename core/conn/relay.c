@@ -40,12 +40,7 @@ struct rsk_relay {
 /* From here no token or fill may reach the app end: it carries data only. Lock held. */
 static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
-	uint32_t due = (__atomic_load_n(&rsk_ep_ready(c->ep)->rx, __ATOMIC_SEQ_CST) >> 1) -
-		       c->ro.drained;
-
-	if (due > 0)
-		(void)rsk_ready_take(app_fd, (int)due);
-	c->ro.drained += due;
+	rsk_ready_collect(rsk_ep_ready(c->ep), &c->ro, app_fd, 100);
 	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */
 	c->ro.fill = 0;
 	/* The app end may have had its minimal send buffer (unwritable); as a data pipe it

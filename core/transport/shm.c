@@ -298,7 +298,7 @@ static void rsk_shm_pay(struct rsk_shm_ep *e)
 	if (e->peer_ctl < 0)
 		return;
 	for (; e->owe_tokens > 0; e->owe_tokens--)
-		rsk_ready_token(e->peer_ctl);
+		rsk_ready_token(rs, e->peer_ctl);
 	if (e->owe & RSK_SHM_OWE_DRAIN)
 		rsk_ready_drain_fill(rs, e->peer_ctl);
 	if (e->owe & RSK_SHM_OWE_EOF)
@@ -492,14 +492,21 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
 	struct rsk_ready_state *rs = &e->peer->rs;
-	int edge;
+	uint32_t word = 0;
+	int edge, kind;
 
 	__atomic_thread_fence(__ATOMIC_SEQ_CST); /* our post is visible before we read theirs */
 	if (what & RSK_WAIT_RX) {
 		edge = (what & RSK_KICK_DATA) &&
 		       __atomic_load_n(&e->peer->attached, __ATOMIC_ACQUIRE) &&
 		       rsk_shm_reader_behind(e);
-		if (rsk_ready_claim_rx(rs, edge))
+		kind = rsk_ready_claim_rx(rs, edge, &word);
+		/* The reader may have taken every message of ours since it looked (it lowered,
+		 * then our claim raised): a token now would show readable with nothing to
+		 * read, and a select()-then-read() program would block in read. */
+		if (kind && rsk_shm_tx_room(e) == (int)e->base.nbuf)
+			rsk_ready_unclaim_rx(rs, word, kind);
+		else if (kind)
 			e->owe_tokens++;
 	}
 	if ((what & RSK_WAIT_TX) && rsk_ready_claim_tx(rs))

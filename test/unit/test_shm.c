@@ -853,7 +853,8 @@ static void test_kick_rx(void **state)
 	/* nothing left: exactly the one token goes, and it is EMPTY again */
 	assert_int_equal(rsk_ready_lower(rsk_ep_ready(k.p.s), &k.os, k.app_s, no, NULL), 1);
 	assert_int_equal(revents(k.app_s, POLLIN), 0);
-	assert_int_equal(k.os.drained, 1);
+	assert_int_equal(rsk_ep_ready(k.p.s)->taken, 1);
+	assert_int_equal(rsk_ready_unread(rsk_ep_ready(k.p.s)), 0);
 
 	/* a TX-only kick does not make anyone readable */
 	rsk_ep_kick(k.p.c, RSK_WAIT_TX);
@@ -886,6 +887,31 @@ static void test_kick_edge(void **state)
 	rsk_ep_kick(k.p.c, RSK_WAIT_RX | RSK_KICK_DATA);
 	assert_int_equal(rsk_ep_ready(k.p.s)->rx >> 1, 2);
 	assert_int_equal(recv(k.app_s, b, sizeof(b), MSG_DONTWAIT), 2); /* two tokens queued */
+	kick_close(&k);
+}
+
+/* The reader took our message before our kick looked (it lowered, and the kick found it
+ * EMPTY): no token, or a select()-then-read() reader would block in read. */
+static void test_kick_after_consumed(void **state)
+{
+	struct kick_pair k;
+	struct rsk_wc wc[2];
+
+	(void)state;
+	kick_open(&k);
+	post(k.p.c, 1);
+	assert_int_equal(rsk_ep_poll(k.p.s, wc, 2), 1);
+	assert_int_equal(rsk_ep_post_recv(k.p.s, wc[0].slot), 0);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
+	assert_int_equal(revents(k.app_s, POLLIN), 0);
+	assert_int_equal(rsk_ep_ready(k.p.s)->rx & RSK_RX_SHOWN, 0);
+	assert_int_equal(rsk_ep_ready(k.p.s)->dropped, 1);
+	assert_int_equal(rsk_ready_unread(rsk_ep_ready(k.p.s)), 0);
+	/* the next message the reader has not taken raises as usual */
+	post(k.p.c, 2);
+	rsk_ep_kick(k.p.c, RSK_WAIT_RX);
+	assert_int_equal(revents(k.app_s, POLLIN), POLLIN);
+	assert_int_equal(rsk_ready_unread(rsk_ep_ready(k.p.s)), 1);
 	kick_close(&k);
 }
 
@@ -1073,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_wrap_pow2),
 		cmocka_unit_test(test_kick_rx),
 		cmocka_unit_test(test_kick_edge),
+		cmocka_unit_test(test_kick_after_consumed),
 		cmocka_unit_test(test_kick_tx),
 		cmocka_unit_test(test_kick_fin),
 		cmocka_unit_test(test_answer_pays_owed),
