@@ -18,15 +18,27 @@
 #include "listener.h"
 #include "transport/registry.h"
 
+struct rsk_tlistener;
+
+/* A watch's argument: which listener, which of its fds. */
+struct rsk_twatch {
+	struct rsk_tlistener *t;
+	int i;
+	int fd;         /* the fd watched, -1 none */
+	rsk_watch_t w;
+};
+
 struct rsk_tlistener {
 	const struct rsk_cm_ops *cm;
 	void *lh;
-	rsk_watch_t w;
+	struct rsk_twatch ws[RSK_LISTEN_MAX_FDS];
 };
 
 struct rsk_listener {
 	struct rsk_listener *next;
 	uint64_t id;
+	int holds;   /* accepted connections that may still move through it (rsk_lst_lock) */
+	int closing; /* the application closed it: it goes with the last hold */
 	int n;
 	struct rsk_tlistener t[RSK_TRANSPORT_MAX];
 };
@@ -40,10 +52,46 @@ static uint64_t rsk_lst_next_id = 1;
 
 static void rsk_listener_on_event(void *arg, uint32_t events)
 {
-	struct rsk_tlistener *t = arg;
+	struct rsk_twatch *tw = arg;
 
 	(void)events;
-	t->cm->listen_event(t->lh);
+	tw->t->cm->listen_event(tw->t->lh, tw->i);
+}
+
+static void rsk_listener_unwatch(struct rsk_tlistener *t)
+{
+	int i;
+
+	for (i = 0; i < RSK_LISTEN_MAX_FDS; i++) {
+		rsk_evloop_unwatch(t->ws[i].w); /* no callback for it runs after this */
+		t->ws[i].w = 0;
+		t->ws[i].fd = -1;
+	}
+}
+
+/* Watch the fds the transport's listener has now (they change with pauses and forks). */
+static int rsk_listener_watch(struct rsk_tlistener *t)
+{
+	struct rsk_twatch *tw;
+	int i, fd, rc;
+
+	for (i = 0; i < RSK_LISTEN_MAX_FDS; i++) {
+		tw = &t->ws[i];
+		fd = t->cm->listen_fd != NULL ? t->cm->listen_fd(t->lh, i) : -1;
+		if (fd == tw->fd && (fd < 0 || tw->w != 0))
+			continue;
+		rsk_evloop_unwatch(tw->w);
+		tw->w = 0;
+		tw->fd = -1;
+		tw->t = t;
+		tw->i = i;
+		if (fd < 0)
+			continue;
+		if ((rc = rsk_evloop_watch(fd, EPOLLIN, rsk_listener_on_event, tw, &tw->w)) < 0)
+			return rc;
+		tw->fd = fd;
+	}
+	return 0;
 }
 
 /* The socket's address, and whether it may have companions at all. */
@@ -75,17 +123,19 @@ static int rsk_listener_add(struct rsk_listener *l, const struct rsk_cm_ops *cm,
 			    const struct sockaddr *ss, int v6only, int fd)
 {
 	struct rsk_tlistener *t = &l->t[l->n];
-	int rc = cm->listen(ss, v6only, &t->lh), efd;
+	int rc = cm->listen(ss, v6only, &t->lh), i;
 
 	if (rc < 0) {
 		rsk_dbg("fd %d: no companion listener: %s", fd, strerror(-rc));
 		return rc;
 	}
 	t->cm = cm;
-	efd = cm->listen_fd != NULL ? cm->listen_fd(t->lh) : -1;
-	if (efd >= 0 && (rc = rsk_evloop_watch(efd, EPOLLIN, rsk_listener_on_event, t, &t->w)) < 0) {
+	for (i = 0; i < RSK_LISTEN_MAX_FDS; i++)
+		t->ws[i].fd = -1;
+	if ((rc = rsk_listener_watch(t)) < 0) {
 		rsk_warn("fd %d: listener events not watched (%s); its clients fall back", fd,
 			 strerror(-rc));
+		rsk_listener_unwatch(t);
 		cm->unlisten(t->lh);
 		return rc;
 	}
@@ -124,38 +174,87 @@ int rsk_listener_open(int fd, struct rsk_listener **out, enum rdmasock_fallback 
 	return 0;
 }
 
-static void rsk_listener_unlink(struct rsk_listener *l)
+static void rsk_listener_unlink_locked(struct rsk_listener *l)
 {
 	struct rsk_listener **pp;
 
-	pthread_mutex_lock(&rsk_lst_lock);
 	for (pp = &rsk_lst_all; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == l) {
 			*pp = l->next;
 			break;
 		}
-	pthread_mutex_unlock(&rsk_lst_lock);
 }
 
-void rsk_listener_close(struct rsk_listener *l)
+static void rsk_listener_destroy(struct rsk_listener *l)
 {
 	int i;
 
-	rsk_listener_unlink(l);
 	for (i = 0; i < l->n; i++) {
-		rsk_evloop_unwatch(l->t[i].w); /* no callback for it runs after this */
+		rsk_listener_unwatch(&l->t[i]);
 		l->t[i].cm->unlisten(l->t[i].lh);
 	}
 	free(l);
+}
+
+/*
+ * The kernel's listener closed. Ours go too, unless accepted connections may still move
+ * through them (TCP first: their offers come to our rendezvous): then with the last of those.
+ */
+void rsk_listener_close(struct rsk_listener *l)
+{
+	int keep;
+
+	pthread_mutex_lock(&rsk_lst_lock);
+	keep = l->holds > 0;
+	if (keep)
+		l->closing = 1;
+	else
+		rsk_listener_unlink_locked(l);
+	pthread_mutex_unlock(&rsk_lst_lock);
+	if (!keep)
+		rsk_listener_destroy(l);
+}
+
+int rsk_listener_hold_id(uint64_t id)
+{
+	struct rsk_listener *l;
+
+	pthread_mutex_lock(&rsk_lst_lock);
+	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
+		;
+	if (l != NULL && !l->closing)
+		l->holds++;
+	pthread_mutex_unlock(&rsk_lst_lock);
+	return l != NULL && !l->closing ? 0 : -ENOENT;
+}
+
+void rsk_listener_drop_id(uint64_t id)
+{
+	struct rsk_listener *l;
+	int last = 0;
+
+	pthread_mutex_lock(&rsk_lst_lock);
+	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
+		;
+	if (l != NULL && l->holds > 0 && --l->holds == 0 && l->closing) {
+		rsk_listener_unlink_locked(l);
+		last = 1;
+	}
+	pthread_mutex_unlock(&rsk_lst_lock);
+	if (last)
+		rsk_listener_destroy(l);
 }
 
 void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note)
 {
 	int i;
 
-	for (i = 0; i < l->n; i++)
+	for (i = 0; i < l->n; i++) {
 		if (l->t[i].cm->listen_note != NULL)
 			l->t[i].cm->listen_note(l->t[i].lh, note);
+		if (note != RSK_LISTEN_FORGET)
+			(void)rsk_listener_watch(&l->t[i]);
+	}
 }
 
 uint64_t rsk_listener_id(const struct rsk_listener *l)
@@ -172,8 +271,10 @@ void rsk_listener_note_id(uint64_t id, const struct rsk_cm_ops *cm, enum rsk_lis
 	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
 		;
 	for (i = 0; l != NULL && i < l->n; i++)
-		if (l->t[i].cm == cm && cm->listen_note != NULL)
+		if (l->t[i].cm == cm && cm->listen_note != NULL) {
 			cm->listen_note(l->t[i].lh, note);
+			(void)rsk_listener_watch(&l->t[i]);
+		}
 	pthread_mutex_unlock(&rsk_lst_lock);
 }
 
@@ -182,27 +283,53 @@ void rsk_listener_forget(struct rsk_listener *l)
 	int i, k = 0;
 
 	for (i = 0; i < l->n; i++) {
-		l->t[i].w = 0; /* the loop forgot the parent's watches (evloop.c) */
+		memset(l->t[i].ws, 0, sizeof(l->t[i].ws)); /* the loop forgot the parent's watches */
 		if (!l->t[i].cm->fork_share)
 			continue; /* its objects are the parent's: never used nor destroyed here */
 		l->t[k++] = l->t[i];
 	}
 	l->n = k;
+	for (i = 0; i < l->n; i++) { /* the watch arguments point into the array: rebuild */
+		memset(l->t[i].ws, 0, sizeof(l->t[i].ws));
+		l->t[i].ws[0].fd = l->t[i].ws[1].fd = -1;
+		(void)rsk_listener_watch(&l->t[i]);
+	}
 }
 
-int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
-		       struct rsk_claim *cl, const struct rsk_cm_ops **cm)
+static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr_storage *peer,
+				   struct rsk_claim *cl, const struct rsk_cm_ops **cm, int wait_ms)
 {
 	int i, rc;
 
 	for (i = 0; i < l->n; i++) {
 		memset(cl, 0, sizeof(*cl));
 		cl->peer = peer;
-		rc = l->t[i].cm->claim(l->t[i].lh, cl, RSK_CLAIM_WAIT_MS);
+		rc = l->t[i].cm->claim(l->t[i].lh, cl, wait_ms);
 		if (rc != 0 || cl->why != RDMASOCK_FB_NO_PEER) {
 			*cm = l->t[i].cm;
 			return rc; /* found, failed, or a definite "stay on TCP" */
 		}
 	}
 	return 0;
+}
+
+int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
+		       struct rsk_claim *cl, const struct rsk_cm_ops **cm)
+{
+	return rsk_listener_claim_wait(l, peer, cl, cm, RSK_CLAIM_WAIT_MS);
+}
+
+int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, struct rsk_claim *cl,
+			  const struct rsk_cm_ops **cm)
+{
+	struct rsk_listener *l;
+	int rc = 0;
+
+	pthread_mutex_lock(&rsk_lst_lock);
+	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
+		;
+	if (l != NULL)
+		rc = rsk_listener_claim_wait(l, peer, cl, cm, 0);
+	pthread_mutex_unlock(&rsk_lst_lock);
+	return rc;
 }

@@ -30,6 +30,11 @@ void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note);
 uint64_t rsk_listener_id(const struct rsk_listener *l);
 void rsk_listener_note_id(uint64_t id, const struct rsk_cm_ops *cm, enum rsk_listen_note note);
 
+/* An accepted connection that may move later keeps listener @id's companions open past the
+ * application's close (0, or -ENOENT when it is gone or closing); drop_id lets go. */
+int rsk_listener_hold_id(uint64_t id);
+void rsk_listener_drop_id(uint64_t id);
+
 /* A forked child: drop the listeners of transports whose objects cannot follow a fork. */
 void rsk_listener_forget(struct rsk_listener *l);
 
@@ -40,5 +45,10 @@ void rsk_listener_forget(struct rsk_listener *l);
  */
 int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
 		       struct rsk_claim *cl, const struct rsk_cm_ops **cm);
+
+/* The same without waiting, on the listener with id @id if it is still open (0 if not): an
+ * upgrade offer announced for a connection accepted earlier (calls/upgrade.c). */
+int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, struct rsk_claim *cl,
+			  const struct rsk_cm_ops **cm);
 
 #endif

@@ -40,3 +40,4 @@ int rsk_transport_listening(enum rsk_mode mode, const struct rsk_cm_ops *out[RSK
 	out[n++] = &rsk_shm_cm_ops;
 	return n;
 }
+

@@ -513,6 +513,11 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 		e->owe |= RSK_SHM_OWE_DRAIN;
 	if (rsk_unlikely(what & RSK_KICK_FIN))
 		e->owe |= RSK_SHM_OWE_EOF;
+	/* The server answers before it can show EMPTY (shm_cm.c), so a claim we won means its
+	 * answer is in our queue already: read it now. A kick from the event loop's tick (a
+	 * coalesced write posted there) has no later call of ours that would pay. */
+	if ((e->owe_tokens || e->owe) && e->peer_ctl < 0)
+		rsk_shm_resolve(e, 0);
 	if (e->owe_tokens || e->owe)
 		rsk_shm_pay(e); /* nothing to pay while the peer's ctl end is still unknown */
 }

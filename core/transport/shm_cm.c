@@ -20,12 +20,14 @@
 
 #include "base/addr.h"
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/sys.h"
 #include "shm.h"
 #include "shm_cm.h"
 #include "shm_rdv.h"
+#include "announce.h"
 
 /* How long a process waits for its offer while a sibling process holds some. */
 #define RSK_CLAIM_WAIT_MS 1000
@@ -98,6 +100,7 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 	o.version = RSK_RDV_VERSION;
 	o.nbuf = d->ep->nbuf;
 	o.buf_size = d->ep->buf_size;
+	o.upgrade = d->upgrade ? 1 : 0;
 	memcpy(&o.server, d->dest, rsk_sa_len(d->dest));
 	rc = rsk_rdv_offer(p->rdv, &o, fds);
 	if (rc < 0) {
@@ -141,6 +144,7 @@ struct rsk_offer {
 	int hidden;               /* its fds were moved out of the application's way */
 	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
 	int client_known;
+	int announced;            /* an upgrade offer we told the process about */
 };
 
 struct rsk_shm_listener {
@@ -354,6 +358,14 @@ static int rsk_offer_update(struct rsk_offer *e)
 	if (!e->client_known &&
 	    rsk_sys_getsockname(e->fds[RSK_RDV_TCP], (struct sockaddr *)&e->client, &len) == 0)
 		e->client_known = rsk_sa_port((struct sockaddr *)&e->client) != 0;
+	/* An upgrade's TCP connection is the application's and carries on: our reference to
+	 * its socket would keep it open after the client closes (no FIN). The address is all
+	 * we needed it for. */
+	if (e->client_known && e->o.upgrade)
+		rsk_offer_close_fd(e, &e->fds[RSK_RDV_TCP]);
+	/* A client that gave its upgrade up closed the offer's connection. */
+	if (e->o.upgrade && rsk_offer_dead(e))
+		return -1;
 	return e->client_known || !rsk_offer_dead(e) ? 0 : -1;
 }
 
@@ -498,8 +510,9 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 	struct rsk_offer *e;
 	int elsewhere;
 
-	(void)wait_ms; /* the wait is this transport's own: offers come before the SYN */
-	e = rsk_listen_find(lh, cl->peer, RSK_CLAIM_WAIT_MS, &elsewhere);
+	/* Offers come before the SYN: the wait is only for siblings holding some. */
+	e = rsk_listen_find(lh, cl->peer, wait_ms < RSK_CLAIM_WAIT_MS ? wait_ms : RSK_CLAIM_WAIT_MS,
+			    &elsewhere);
 	rsk_shm_claim_of(cl)->e = e;
 	if (e == NULL && !elsewhere) {
 		cl->why = RDMASOCK_FB_NO_PEER; /* a plain TCP client */
@@ -508,6 +521,7 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 	if (e == NULL)
 		return -ETIMEDOUT;
 	cl->nbuf = e->o.nbuf;
+	cl->upgrade = e->o.upgrade != 0;
 	return 1;
 }
 
@@ -549,10 +563,87 @@ static void rsk_shm_unclaim(struct rsk_claim *cl, int accepted)
 		return;
 	if (!accepted)
 		(void)rsk_rdv_answer(e->fds[RSK_RDV_REPLY], 0, -1); /* the client sees the reset */
-	if (accepted && e->fds[RSK_RDV_TCP] >= 0)
+	/* An upgraded connection ends its TCP part in order (calls/upgrade.c): no reset. */
+	if (accepted && !e->o.upgrade && e->fds[RSK_RDV_TCP] >= 0)
 		rsk_shm_reset_tcp(e->fds[RSK_RDV_TCP]);
 	rsk_offer_free(e); /* memfd mapped, ctl taken by the endpoint */
 	rsk_shm_claim_of(cl)->e = NULL;
+}
+
+/* ---- upgrade offers, seen from the event loop ---- */
+
+/*
+ * Watched only while no sibling shares the rendezvous: the loops of several processes would
+ * take each other's offers (a prefork server upgrades only what accept() finds). Asked again
+ * after every note (a pause closes the rendezvous, a fork shares it). Not watched at all
+ * when this process sets every connection up at connect (RDMASOCK_TCP_FIRST=off): reading
+ * an offer takes file descriptors, lowest numbers first, for a moment on the loop's thread,
+ * and a program that counts on the lowest free number must not see them.
+ */
+static int rsk_shm_listen_fd(void *lh, int i)
+{
+	struct rsk_shm_listener *l = lh;
+	int fd;
+
+	if (rsk_config.tcp_first == RSK_TCP_FIRST_OFF)
+		return -1;
+	pthread_mutex_lock(&l->lock);
+	fd = i < l->nrdv && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ? l->rdv[i] : -1;
+	pthread_mutex_unlock(&l->lock);
+	return fd;
+}
+
+/* Longest the loop waits for the offers of connections it just took (a few syscalls late;
+ * only a client that connects and never sends makes it wait this long). */
+#define RSK_ANNOUNCE_WAIT_MS 50
+#define RSK_ANNOUNCE_MAX 32
+
+/* Take what is queued and read the offers; collect upgrade offers not announced yet. */
+static int rsk_shm_collect(struct rsk_shm_listener *l,
+			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX])
+{
+	int64_t end = rsk_now_ms() + RSK_ANNOUNCE_WAIT_MS, left;
+	struct rsk_offer *e, **pp;
+	struct pollfd p;
+	int n = 0;
+
+	rsk_listen_take(l);
+	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
+		/* A client sends its offer right after it connects (a few syscalls later) */
+		while (!e->have && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {
+			p = (struct pollfd){.fd = e->conn, .events = POLLIN};
+			if (rsk_sys_poll(&p, 1, (int)left) <= 0 || rsk_offer_update(e) < 0)
+				break;
+		}
+		if (rsk_offer_update(e) < 0) { /* malformed, or given up: its fds go now */
+			rsk_offer_free(rsk_offer_unlink(l, pp));
+			continue;
+		}
+		pp = &e->next;
+		if (!e->have || !e->client_known || !e->o.upgrade || e->announced)
+			continue;
+		e->announced = 1;
+		peers[n++] = e->client;
+	}
+	for (e = l->pending; e != NULL; e = e->next)
+		rsk_offer_hide(e);
+	return n;
+}
+
+static void rsk_shm_listen_event(void *lh, int i)
+{
+	struct rsk_shm_listener *l = lh;
+	struct sockaddr_storage peers[RSK_ANNOUNCE_MAX];
+	int n, k;
+
+	(void)i;
+	pthread_mutex_lock(&l->lock);
+	n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ? 0 : rsk_shm_collect(l, peers);
+	pthread_mutex_unlock(&l->lock);
+	/* Outside the lock: the connection that wants it claims it from its own call (one not
+	 * accepted yet claims it at accept). */
+	for (k = 0; k < n; k++)
+		(void)rsk_transport_upgrade_offer(&peers[k]);
 }
 
 const struct rsk_cm_ops rsk_shm_cm_ops = {
@@ -563,6 +654,8 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.dialed = rsk_shm_dialed,
 	.undial = rsk_shm_undial,
 	.listen = rsk_shm_listen,
+	.listen_fd = rsk_shm_listen_fd,
+	.listen_event = rsk_shm_listen_event,
 	.listen_note = rsk_shm_listen_note,
 	.unlisten = rsk_shm_unlisten,
 	.claim = rsk_shm_claim,

@@ -252,7 +252,7 @@ static int rsk_rdv_offer_valid(const struct rsk_rdv_offer *o, int nfds)
 
 	return o->magic == RSK_RDV_MAGIC && o->version == RSK_RDV_VERSION &&
 	       rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
-	       (o->forwarded == 0 || o->forwarded == 1) &&
+	       (o->forwarded == 0 || o->forwarded == 1) && o->upgrade <= RSK_RDV_UPGRADE_HOPS + 1 &&
 	       nfds == (o->forwarded ? RSK_RDV_NFDS : RSK_RDV_NFDS - 1);
 }
 
@@ -283,6 +283,8 @@ int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS])
 	if (fd < 0)
 		return fd;
 	f.forwarded = 1;
+	if (f.upgrade > 0 && f.upgrade <= RSK_RDV_UPGRADE_HOPS)
+		f.upgrade++;
 	rc = rsk_rdv_connect_rdv(fd, (const struct sockaddr *)&o->server);
 	if (rc == 0)
 		rc = rsk_rdv_send(fd, &f, sizeof(f), fds, RSK_RDV_NFDS);

@@ -25,7 +25,12 @@ struct rsk_rdv_offer {
 	uint32_t buf_size;
 	struct sockaddr_storage server; /* where the client connects (the rendezvous' name) */
 	uint32_t forwarded;             /* a sibling passed it on: a 4th fd is the reply fd */
+	/* 0: the client's TCP connect follows the offer; else an upgrade of its existing TCP
+	 * connection (calls/upgrade.c), 1 + the times siblings passed it on */
+	uint32_t upgrade;
 };
+
+#define RSK_RDV_UPGRADE_HOPS 8
 
 /* The fds of an offer, in message order (the reply fd only in a forwarded one). */
 enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS };

@@ -187,6 +187,8 @@ struct rsk_dial {
 	void *ep_mem;                /* cm->ep_size bytes for the endpoint (in the connection) */
 	struct rsk_ep *ep;           /* out */
 	enum rdmasock_fallback why;  /* out, when a step fails */
+	/* in: the TCP connection exists (it moves later, in band: see calls/upgrade.c) */
+	int upgrade;
 	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
 };
 
@@ -197,8 +199,11 @@ struct rsk_claim {
 	void *ep_mem;                /* in (claim_open): cm->ep_size bytes for the endpoint */
 	struct rsk_ep *ep;           /* out */
 	enum rdmasock_fallback why;  /* out, when claim finds nothing usable */
+	int upgrade;                 /* out: the client's TCP connection carries on until it moves */
 	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
 };
+
+#define RSK_LISTEN_MAX_FDS 2
 
 /* What a listener learns about the process that owns it (cm->listen_note). */
 enum rsk_listen_note {
@@ -222,6 +227,10 @@ struct rsk_cm_ops {
 	 * keeps_tcp: the TCP connection stays as a hidden placeholder (its close tells us the
 	 * peer died); else it is reset once the connection is set up. */
 	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1, keeps_ctl : 1, keeps_tcp : 1;
+	/* sends_sync: sends_done() tells when a message reached the peer (verbs); without it a
+	 * posted message is in the peer's memory at once (shm). slow_setup: a dial costs far
+	 * more than a TCP handshake (rdma_cm round trips, QP and memory registration). */
+	unsigned int sends_sync : 1, slow_setup : 1;
 
 	/* Client. dial: 0 or -errno (d->why set). offer: after the local parts exist (@ctl is
 	 * our readiness ctl end). dialed: the kernel connect is under way. undial: give up
@@ -234,14 +243,16 @@ struct rsk_cm_ops {
 	void (*dial_failed)(struct rsk_dial *d);
 
 	/* Server. listen: a listener beside the kernel's, bound like it (*lh); listen_fd: its
-	 * event fd for the event loop (-1: none), listen_event: handle what it reported.
+	 * event fd @i (0..RSK_LISTEN_MAX_FDS-1) for the event loop (-1: none; it may change
+	 * after a note), listen_event: handle what fd @i reported (an upgrade offer is announced
+	 * with rsk_transport_upgrade_offer).
 	 * claim: 1 found, 0 nothing for this client (cl->why), -errno the client is committed
 	 * and cannot be served (drop the TCP connection). claim_open: the endpoint into
 	 * cl->ep_mem. answer: after the local parts exist. unclaim: free the claim (@accepted
 	 * 0: tell the client no). */
 	int (*listen)(const struct sockaddr *bound, int v6only, void **lh);
-	int (*listen_fd)(void *lh);
-	void (*listen_event)(void *lh);
+	int (*listen_fd)(void *lh, int i);
+	void (*listen_event)(void *lh, int i);
 	void (*listen_note)(void *lh, enum rsk_listen_note note);
 	void (*unlisten)(void *lh);
 	int (*claim)(void *lh, struct rsk_claim *cl, int wait_ms);

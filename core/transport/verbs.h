@@ -31,7 +31,11 @@ struct rsk_verbs_hello {
 	uint16_t tcp_port; /* client: the port its TCP placeholder is bound to */
 	uint32_t nbuf;
 	uint32_t buf_size;
+	uint16_t flags;    /* RSK_VERBS_HELLO_* */
 } __attribute__((packed));
+
+/* The client's TCP connection exists and carries on until it moves (calls/upgrade.c). */
+#define RSK_VERBS_HELLO_UPGRADE 1u
 
 /* Usable now? 0, -ENODEV (no device, or none named RDMASOCK_DEVICE), -ENOSYS (no verbs). */
 int rsk_verbs_probe(void);

@@ -23,6 +23,7 @@
 #include "base/sys.h"
 #include "verbs.h"
 #include "verbs_cm.h"
+#include "announce.h"
 
 #define RSK_VERBS_OFFER_TTL_MS 10000
 /* Unclaimed accepted QPs a listener keeps at most (each holds registered buffers). */
@@ -31,8 +32,10 @@
 #define RSK_VERBS_MIN_BSIZE 1024
 #define RSK_VERBS_MAX_BSIZE (4u << 20)
 
-static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nbuf, uint32_t bsize)
+static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nbuf, uint32_t bsize,
+			   unsigned int flags)
 {
+	h->flags = htons((uint16_t)flags);
 	h->magic = htonl(RSK_VERBS_MAGIC);
 	h->version = htons(RSK_VERBS_VERSION);
 	h->tcp_port = htons(port);
@@ -50,7 +53,9 @@ static int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello
 	memcpy(h, data, sizeof(*h));
 	nbuf = ntohl(h->nbuf);
 	bsize = ntohl(h->buf_size);
+	h->flags = ntohs(h->flags);
 	if (ntohl(h->magic) != RSK_VERBS_MAGIC || ntohs(h->version) != RSK_VERBS_VERSION ||
+	    (h->flags & ~RSK_VERBS_HELLO_UPGRADE) != 0 ||
 	    nbuf < RSK_EP_MIN_NBUF || nbuf > RSK_VERBS_MAX_NBUF ||
 	    bsize < RSK_VERBS_MIN_BSIZE || bsize > RSK_VERBS_MAX_BSIZE)
 		return -EPROTO;
@@ -148,7 +153,7 @@ static int rsk_cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id **idp
 }
 
 int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_ms,
-		      struct sockaddr_storage *src,
+		      unsigned int hello_flags, struct sockaddr_storage *src,
 		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
 		      struct rsk_ep **out)
 {
@@ -186,7 +191,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 	if (rc == 0)
 		rc = rsk_verbs_ep_create(id, NULL, rsk_config.buf_count, rsk_config.buf_size, &ep);
 	if (rc == 0) {
-		rsk_hello_fill(&hello, (uint16_t)port, ep->nbuf, ep->buf_size);
+		rsk_hello_fill(&hello, (uint16_t)port, ep->nbuf, ep->buf_size, hello_flags);
 		memset(&cp, 0, sizeof(cp));
 		cp.private_data = &hello;
 		cp.private_data_len = sizeof(hello);
@@ -219,6 +224,7 @@ struct rsk_verbs_offer {
 	struct rdma_cm_id *id;
 	struct sockaddr_storage tcp; /* the client's TCP address: its IP, the hello's port */
 	int ready;                   /* ESTABLISHED seen */
+	int upgrade;                 /* for an existing TCP connection (RSK_VERBS_HELLO_UPGRADE) */
 	int64_t born;
 };
 
@@ -335,7 +341,8 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 	o->ep = ep;
 	o->id = id;
 	o->born = rsk_now_ms();
-	rsk_hello_fill(&reply, 0, h.nbuf, h.buf_size);
+	o->upgrade = (h.flags & RSK_VERBS_HELLO_UPGRADE) != 0;
+	rsk_hello_fill(&reply, 0, h.nbuf, h.buf_size, 0);
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = &reply;
 	cp.private_data_len = sizeof(reply);
@@ -389,6 +396,8 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
 	enum rdma_cm_event_type type;
+	struct sockaddr_storage up;
+	int announce;
 
 	while (rdma_get_cm_event(l->ch, &ev) == 0) {
 		type = ev->event;
@@ -402,16 +411,25 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
 			continue;
 		}
 		rdma_ack_cm_event(ev);
+		announce = 0;
 		pthread_mutex_lock(&l->lock);
 		if (type == RDMA_CM_EVENT_ESTABLISHED) {
 			for (o = l->offers; o != NULL; o = o->next)
-				if (o->id == id)
+				if (o->id == id) {
 					o->ready = 1;
+					if (o->upgrade) {
+						up = o->tcp;
+						announce = 1;
+					}
+				}
 			pthread_cond_broadcast(&l->cond);
 		} else if (id != l->id) { /* an offer failed or its client left */
 			rsk_verbs_expire(l, id, &dead);
 		}
 		pthread_mutex_unlock(&l->lock);
+		/* Claimable now: the connection it is for takes it at its next call. */
+		if (announce)
+			(void)rsk_transport_upgrade_offer(&up);
 	}
 	pthread_mutex_lock(&l->lock);
 	rsk_verbs_expire(l, NULL, &dead);
@@ -424,7 +442,7 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
 }
 
 struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
-					const struct sockaddr *peer, int wait_ms)
+					const struct sockaddr *peer, int wait_ms, int *upgrade)
 {
 	int64_t deadline = rsk_now_ms() + wait_ms;
 	struct rsk_verbs_offer *o;
@@ -452,6 +470,7 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 	pthread_mutex_unlock(&l->lock);
 	if (o == NULL)
 		return NULL;
+	*upgrade = o->upgrade;
 	ep = o->ep;
 	/* The connection's later events must not reach the listener (it may close first). */
 	ch = rdma_create_event_channel();
@@ -584,8 +603,9 @@ static int rsk_verbs_dial(struct rsk_dial *d)
 		d->why = RDMASOCK_FB_NEGATIVE_CACHE;
 		return -EHOSTUNREACH;
 	}
-	rc = rsk_verbs_connect(d->dest, d->dest_len, (int)rsk_config.connect_timeout_ms, &src,
-			       rsk_verbs_bind_tcp, &d->fd, &d->ep);
+	rc = rsk_verbs_connect(d->dest, d->dest_len, (int)rsk_config.connect_timeout_ms,
+			       d->upgrade ? RSK_VERBS_HELLO_UPGRADE : 0, &src, rsk_verbs_bind_tcp,
+			       &d->fd, &d->ep);
 	if (rc < 0) {
 		d->why = rsk_verbs_reason(rc);
 		if (d->why == RDMASOCK_FB_NO_ROUTE || d->why == RDMASOCK_FB_REFUSED ||
@@ -609,13 +629,14 @@ static int rsk_verbs_listen_op(const struct sockaddr *bound, int v6only, void **
 				(struct rsk_verbs_listener **)lh);
 }
 
-static int rsk_verbs_listen_fd(void *lh)
+static int rsk_verbs_listen_fd(void *lh, int i)
 {
-	return rsk_verbs_listener_fd(lh);
+	return i == 0 ? rsk_verbs_listener_fd(lh) : -1;
 }
 
-static void rsk_verbs_listen_event(void *lh)
+static void rsk_verbs_listen_event(void *lh, int i)
 {
+	(void)i;
 	rsk_verbs_listener_event(lh);
 }
 
@@ -641,7 +662,7 @@ static void rsk_verbs_unlisten(void *lh)
 static int rsk_verbs_claim_op(void *lh, struct rsk_claim *cl, int wait_ms)
 {
 	struct rsk_ep *ep = rsk_verbs_listener_claim(lh, (const struct sockaddr *)cl->peer,
-						     wait_ms);
+						     wait_ms, &cl->upgrade);
 
 	if (ep == NULL) {
 		cl->why = RDMASOCK_FB_NO_PEER;
@@ -674,6 +695,8 @@ const struct rsk_cm_ops rsk_verbs_cm_ops = {
 	.accept_hello = 1,
 	.keeps_ctl = 1,
 	.keeps_tcp = 1,
+	.sends_sync = 1,
+	.slow_setup = 1,
 	.dial = rsk_verbs_dial,
 	.dial_failed = rsk_verbs_dial_failed,
 	.listen = rsk_verbs_listen_op,

@@ -19,7 +19,7 @@
  * -ETIMEDOUT, -EDQUOT (memlock), -ENOMEM/-EAGAIN (resources), -EPROTO.
  */
 int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_ms,
-		      struct sockaddr_storage *src,
+		      unsigned int hello_flags, struct sockaddr_storage *src,
 		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
 		      struct rsk_ep **out);
 
@@ -46,11 +46,12 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l);
 /*
  * Is there an accelerated connection for the client whose TCP address is @peer? Returns its
  * endpoint (now the caller's), NULL if none (a plain client), or RSK_VERBS_CLAIM_FAILED if
- * there was one we cannot use (its QP is gone: the client stays on TCP).
+ * there was one we cannot use (its QP is gone: the client stays on TCP). *@upgrade: the
+ * client asked for an upgrade of its existing TCP connection.
  */
 #define RSK_VERBS_CLAIM_FAILED ((struct rsk_ep *)(uintptr_t)8)
 struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
-					const struct sockaddr *peer, int wait_ms);
+					const struct sockaddr *peer, int wait_ms, int *upgrade);
 void rsk_verbs_listener_close(struct rsk_verbs_listener *l);
 
 extern const struct rsk_cm_ops rsk_verbs_cm_ops;

@@ -82,14 +82,16 @@ static void vp_open(struct vpair *p)
 {
 	struct sockaddr_storage src;
 	int64_t end = ms_now() + 5000;
+	int upgrade = -1;
 
 	memset(p, 0, sizeof(*p));
-	assert_int_equal(rsk_verbs_connect((struct sockaddr *)&g_addr, sizeof(g_addr), 10000, &src,
-					   bind_tcp, &p->tcp, &p->ea),
+	assert_int_equal(rsk_verbs_connect((struct sockaddr *)&g_addr, sizeof(g_addr), 10000, 0,
+					   &src, bind_tcp, &p->tcp, &p->ea),
 			 0);
 	do
-		p->eb = rsk_verbs_listener_claim(g_l, (struct sockaddr *)&src, 1000);
+		p->eb = rsk_verbs_listener_claim(g_l, (struct sockaddr *)&src, 1000, &upgrade);
 	while (p->eb == NULL && ms_now() < end);
+	assert_int_equal(upgrade, 0); /* a direct connection's hello says so */
 	assert_non_null(p->eb);
 	assert_true(p->eb != RSK_VERBS_CLAIM_FAILED);
 	assert_int_equal(rsk_stream_init(&p->a, p->ea, NULL), 0);
