@@ -43,6 +43,7 @@ static void rsk_init_body(void)
 	if (rc < 0)
 		rsk_err("cannot open RDMASOCK_LOG_FILE \"%s\": %s; logging to stderr",
 			rsk_config.log_file, strerror(-rc));
+	rsk_life_init();
 	rc = rsk_ready_sweep_stale();
 	if (rc > 0)
 		rsk_info("%d accelerated socket(s) inherited across exec: they now read EOF", rc);

@@ -48,7 +48,7 @@ static inline int rsk_rc(long rc)
  */
 #define RSK_PASS_UNLESS_ACCEL(fd, name, ...)                                                       \
 	do {                                                                                       \
-		if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))                           \
+		if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd))))                            \
 			return RSK_REAL(name)(__VA_ARGS__);                                        \
 	} while (0)
 

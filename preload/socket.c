@@ -107,7 +107,7 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 RSK_EXPORT int shutdown(int fd, int how)
 {
-	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
+	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd))))
 		return RSK_REAL(shutdown)(fd, how);
 	return (int)rsk_ret(rsk_io_shutdown(fd, how));
 }

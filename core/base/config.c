@@ -22,6 +22,7 @@ struct rsk_config_ctx {
 
 static const char *const rsk_mode_names[] = {"auto", "kernel", "shm", "verbs"};
 static const char *const rsk_level_names[] = {"error", "warn", "info", "debug"};
+static const char *const rsk_tcp_first_names[] = {"auto", "on", "off"};
 
 void rsk_config_defaults(struct rsk_config *c)
 {
@@ -33,6 +34,18 @@ void rsk_config_defaults(struct rsk_config *c)
 	c->buf_count = RSK_DEFAULT_BUF_COUNT;
 	c->inline_size = RSK_DEFAULT_INLINE;
 	c->connect_timeout_ms = RSK_DEFAULT_CONNECT_TIMEOUT_MS;
+	c->tcp_first = RSK_TCP_FIRST_AUTO;
+	c->upgrade_bytes = RSK_DEFAULT_UPGRADE_BYTES;
+	c->upgrade_ms = RSK_DEFAULT_UPGRADE_MS;
+}
+
+enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)
+{
+	if (c->tcp_first == RSK_TCP_FIRST_ON)
+		return RSK_START_TCP;
+	if (c->tcp_first == RSK_TCP_FIRST_OFF)
+		return RSK_START_DIRECT;
+	return slow_setup ? RSK_START_TCP : RSK_START_LEARN; /* benchmarked: docs/design.md */
 }
 
 const char *rsk_mode_name(enum rsk_mode mode)
@@ -207,6 +220,11 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_uint(&ctx, RDMASOCK_ENV_CONNECT_TIMEOUT_MS, 1, 60000, 0,
 			&c->connect_timeout_ms);
 	rsk_config_device(&ctx, c);
+	v = (int)c->tcp_first;
+	rsk_config_enum(&ctx, RDMASOCK_ENV_TCP_FIRST, rsk_tcp_first_names, 3, "auto, on or off", &v);
+	c->tcp_first = (enum rsk_tcp_first)v;
+	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_BYTES, 0, 1u << 30, 0, &c->upgrade_bytes);
+	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_MS, 0, 3600000, 0, &c->upgrade_ms);
 	return ctx.bad;
 }
 

@@ -22,6 +22,12 @@ enum rsk_log_level {
 	RSK_LOG_DEBUG,
 };
 
+enum rsk_tcp_first {
+	RSK_TCP_FIRST_AUTO = 0, /* each transport's default (rsk_config_start) */
+	RSK_TCP_FIRST_ON,
+	RSK_TCP_FIRST_OFF,
+};
+
 #define RSK_CONFIG_MAX_RULES 32
 
 struct rsk_port_range {
@@ -43,6 +49,9 @@ struct rsk_config {
 	unsigned int inline_size;
 	unsigned int connect_timeout_ms;
 	char device[64];
+	enum rsk_tcp_first tcp_first;
+	unsigned int upgrade_bytes;
+	unsigned int upgrade_ms;
 };
 
 /* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */
@@ -51,6 +60,11 @@ struct rsk_config {
 #define RSK_DEFAULT_BUF_COUNT 8
 #define RSK_DEFAULT_INLINE 64
 #define RSK_DEFAULT_CONNECT_TIMEOUT_MS 1000
+/* A TCP-first connection moves once it carried this much, or at its first call this old: a
+ * short request/response connection (the kind connect-per-request clients make) never pays
+ * for a setup it cannot earn back (see docs/design.md, "TCP first"). */
+#define RSK_DEFAULT_UPGRADE_BYTES 65536
+#define RSK_DEFAULT_UPGRADE_MS 5
 
 extern struct rsk_config rsk_config;
 
@@ -69,5 +83,15 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 int rsk_config_port_allowed(const struct rsk_config *c, uint16_t port);
 
 const char *rsk_mode_name(enum rsk_mode mode);
+
+/* How a client connection over a transport starts (RDMASOCK_TCP_FIRST). */
+enum rsk_start {
+	RSK_START_DIRECT = 0, /* the transport's setup at connect */
+	RSK_START_TCP,        /* on TCP; it moves once it proves busy or long-lived */
+	RSK_START_LEARN,      /* TCP first where this destination's connections end short */
+};
+
+/* auto: TCP first for a transport whose setup is costly (@slow_setup: verbs), else learn. */
+enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup);
 
 #endif

@@ -21,6 +21,10 @@
 #define RSK_FDTAB_MAX (RSK_FDTAB_DIR * RSK_FDTAB_CHUNK) /* 2^30 */
 
 #define RSK_FDTAB_TAG_KERNEL ((uintptr_t)1)
+/* With TAG_KERNEL: a kernel socket whose data path we still see (a TCP-first connection
+ * that may move, calls/upgrade.c). Its control calls stay the kernel's. */
+#define RSK_FDTAB_TAG_DIVERT ((uintptr_t)2)
+#define RSK_FDTAB_TAGS (RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT)
 
 extern uintptr_t *rsk_fdtab_dir[RSK_FDTAB_DIR];
 
@@ -43,9 +47,15 @@ static inline int rsk_fdtab_is_accel(uintptr_t v)
 	return v != 0 && !(v & RSK_FDTAB_TAG_KERNEL);
 }
 
+/* True when the data-path wrappers divert @v's calls (accelerated, or a TCP-first socket). */
+static inline int rsk_fdtab_is_data(uintptr_t v)
+{
+	return v != 0 && (v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAG_KERNEL;
+}
+
 static inline void *rsk_fdtab_ptr(uintptr_t v)
 {
-	return (void *)(v & ~RSK_FDTAB_TAG_KERNEL);
+	return (void *)(v & ~RSK_FDTAB_TAGS);
 }
 
 /*

@@ -33,6 +33,20 @@ static inline void rsk_stats_received(enum rdmasock_transport t, size_t bytes)
 
 void rsk_stats_fallback(enum rdmasock_fallback why);
 
+/* A kernel connection counted with reason @was moved onto a transport (calls/upgrade.c):
+ * it is no longer counted as the kernel's (the transport counts it as it switches). */
+static inline void rsk_stats_moved(enum rdmasock_fallback was)
+{
+	rsk_counter_add(&rsk_stats.connections[RDMASOCK_TRANSPORT_KERNEL], (uint64_t)-1);
+	rsk_counter_add(&rsk_stats.fallbacks[was], (uint64_t)-1);
+}
+
+static inline void rsk_stats_unmoved(enum rdmasock_fallback was)
+{
+	rsk_counter_add(&rsk_stats.connections[RDMASOCK_TRANSPORT_KERNEL], 1);
+	rsk_counter_add(&rsk_stats.fallbacks[was], 1);
+}
+
 const char *rsk_transport_name(enum rdmasock_transport t);
 const char *rsk_fallback_name(enum rdmasock_fallback why);
 

@@ -19,6 +19,7 @@
 #include "sock/listener.h"
 #include "sock/sock.h"
 #include "transport/registry.h"
+#include "upgrade.h"
 
 void rsk_accept_listen_done(int fd, int backlog)
 {
@@ -74,10 +75,13 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	c->ep = cl->ep;
 	if (rc == 0)
 		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
-	if (rc == 0)
-		rsk_conn_show_initial(c, app, ctl); /* the client may have sent already */
+	/* The answer first: a client that finds us EMPTY then always has our ctl end to wake
+	 * us with (its claims before our initial look find the placeholder SHOWN, and the look
+	 * itself catches what they announced). */
 	if (rc == 0 && cm->answer != NULL)
 		rc = cm->answer(cl, ctl);
+	if (rc == 0)
+		rsk_conn_show_initial(c, app, ctl); /* the client may have sent already */
 	if (rc == 0 && !cm->keeps_ctl) { /* the answer handed it to the client, our waker */
 		(void)rsk_sys_close(ctl);
 		ctl = -1;
@@ -140,7 +144,19 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 	cl.why = RDMASOCK_FB_NO_PEER;
 	rc = rsk_listener_claim(ls->lst, &peer, &cl, &cm);
 	if (rc == 0) {
-		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP */
+		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP for now */
+		/* A TCP-first client offers later: its offer finds us through the address map. */
+		if (rsk_config.tcp_first != RSK_TCP_FIRST_OFF)
+			(void)rsk_upg_server(s, fd, rsk_listener_id(ls->lst), NULL, NULL);
+		return fd;
+	}
+	if (rc > 0 && cl.upgrade) { /* it offered before we accepted: it moves at its first call */
+		s->fb_reason = RDMASOCK_FB_TCP_FIRST;
+		if (rsk_upg_server(s, fd, rsk_listener_id(ls->lst), &cl, cm) < 0) {
+			cm->unclaim(&cl, 0);
+			if (cl.ep != NULL)
+				rsk_ep_destroy(cl.ep);
+		}
 		return fd;
 	}
 	if (rc > 0)

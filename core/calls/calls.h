@@ -44,6 +44,9 @@ void rsk_life_fork_prepare(void);
 void rsk_life_fork_failed(void);
 void rsk_life_fork_child(void);
 
+/* Library start: the hooks the lower layers call (after the configuration is read). */
+void rsk_life_init(void);
+
 /* Process exit: end every accelerated stream this process is the last holder of. */
 void rsk_life_exit(void);
 

@@ -20,6 +20,8 @@
 #include "conn/conn.h"
 #include "sock/sock.h"
 #include "transport/registry.h"
+#include "history.h"
+#include "upgrade.h"
 
 /*
  * Least time a dial_sync client waits for the server's first message: it is sent when the
@@ -45,6 +47,14 @@ static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr 
 		return RDMASOCK_FB_FD_LIMIT; /* the application's own fds come first */
 	*cm = rsk_transport_route(rsk_config.mode, addr, &why);
 	return *cm != NULL ? -1 : (int)why;
+}
+
+/* Start on TCP (and move later) rather than set the transport up now? */
+static int rsk_connect_tcp_first(const struct rsk_cm_ops *cm, const struct sockaddr *dest)
+{
+	enum rsk_start st = rsk_config_start(&rsk_config, cm->slow_setup);
+
+	return st == RSK_START_TCP || (st == RSK_START_LEARN && rsk_hist_short(dest));
 }
 
 struct rsk_client {
@@ -191,6 +201,9 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	if (s == NULL)
 		return 0;
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
+	if (why < 0 && s->upg == NULL && rsk_connect_tcp_first(u.cm, addr) &&
+	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
+		why = RDMASOCK_FB_TCP_FIRST; /* the kernel connect; it may move later */
 	if (why < 0)
 		why = rsk_client_setup(&u, fd, addr, len);
 	if (why >= 0) {

@@ -25,6 +25,7 @@
 #include "conn/conn.h"
 #include "io.h"
 #include "sock/sock.h"
+#include "upgrade.h"
 
 /*
  * A blocking call interrupted by a signal: TCP restarts it when every handler was installed
@@ -50,7 +51,8 @@ static int rsk_io_restartable(void)
  * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
  * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
  */
-static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us)
+static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us,
+			 int pending)
 {
 	struct pollfd p = {.fd = fd, .events = events};
 	int64_t left;
@@ -62,6 +64,10 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 			return -EAGAIN;
 		ms = (int)((left + 999) / 1000);
 	}
+	/* A moving connection's app end may have no waker yet (verbs: its loop watches the
+	 * connection once the move ends): look again every millisecond. */
+	if (pending && (ms < 0 || ms > 1))
+		ms = 1;
 	rc = rsk_sys_poll(&p, 1, ms);
 	if (rc == -EINTR && !rsk_io_restartable())
 		return -EINTR;
@@ -73,6 +79,8 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 struct rsk_io_ctx {
 	struct rsk_sock *s;
 	struct rsk_conn *c;
+	int app_fd;  /* the app end whose readiness the call keeps (the fd, until a move ends) */
+	int pending; /* a moving connection's app end is still aside (calls/upgrade.c) */
 	int nonblock;
 	int64_t deadline, spin_end;
 	unsigned int spins;
@@ -86,9 +94,10 @@ struct rsk_io_ctx {
  */
 #define RSK_IO_HUP_CHECK_US 1000
 
-static int rsk_io_nothing(struct rsk_io_ctx *x, int fd)
+static int rsk_io_nothing(struct rsk_io_ctx *x)
 {
-	struct pollfd p = {.fd = fd, .events = 0};
+	/* the app end: while a move is under way the fd still names the TCP socket */
+	struct pollfd p = {.fd = x->app_fd, .events = 0};
 	int64_t now = rsk_now_us();
 
 	if (now - x->s->hup_checked_us < RSK_IO_HUP_CHECK_US || x->c->peer_hup)
@@ -96,14 +105,19 @@ static int rsk_io_nothing(struct rsk_io_ctx *x, int fd)
 	x->s->hup_checked_us = now;
 	if (rsk_sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLHUP | POLLERR)))
 		return -EAGAIN;
-	rsk_conn_saw_events(x->c, fd, p.revents);
+	rsk_conn_saw_events(x->c, x->app_fd, p.revents);
 	return x->c->peer_hup ? 0 : -EAGAIN; /* the peer went: try again, the stream knows */
 }
 
 
+/* 0 with an accelerated connection in @x, 1 for an upgradable TCP socket, or -errno. */
 static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *x)
 {
 	x->s = rsk_sock_get(fd);
+	x->app_fd = fd;
+	x->pending = 0;
+	if (x->s != NULL && x->s->conn == NULL && x->s->upg != NULL)
+		return 1;
 	if (x->s == NULL || x->s->conn == NULL) {
 		int rc = x->s != NULL && x->s->detached ? -ENOTCONN : -EBADF;
 
@@ -144,12 +158,12 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 }
 
 /* Nothing to do yet: spin a little, then sleep. Returns 0 to retry, or -errno. */
-static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
+static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 {
 	int64_t now;
 
 	if (x->nonblock)
-		return rsk_io_nothing(x, fd);
+		return rsk_io_nothing(x);
 	now = rsk_now_us();
 	if (x->spin_end == 0)
 		x->spin_end = now + rsk_config.spin_us;
@@ -160,7 +174,7 @@ static int rsk_io_wait(struct rsk_io_ctx *x, int fd, short events)
 			rsk_cpu_relax();
 		return 0;
 	}
-	return rsk_io_sleep(x->c, fd, events, x->deadline);
+	return rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
 }
 
 /* Advance a private copy of an iovec past @n bytes. */
@@ -189,7 +203,7 @@ static size_t rsk_iov_len(const struct iovec *iov, int cnt)
 
 #define RSK_IOV_STACK 64
 
-static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt,
+static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt,
 				int flags)
 {
 	size_t want = rsk_iov_len(iov, cnt), total = 0;
@@ -201,7 +215,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 	for (;;) {
 		rsk_conn_lock(x->c);
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
-		rsk_conn_sync(x->c, fd);
+		rsk_conn_sync(x->c, x->app_fd);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
 			if (!(flags & MSG_PEEK))
@@ -216,13 +230,13 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 			return (ssize_t)total;
 		if (n != -EAGAIN)
 			return n;
-		rc = rsk_io_wait(x, fd, POLLIN);
+		rc = rsk_io_wait(x, POLLIN);
 		if (rc < 0)
 			return total > 0 ? (ssize_t)total : rc;
 	}
 }
 
-static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov, int cnt,
+static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt,
 				int flags)
 {
 	size_t want = rsk_iov_len(iov, cnt), total = 0;
@@ -239,7 +253,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 			rsk_conn_staged();
 		if (n == -EAGAIN)
 			rsk_counter_add(&rsk_stats.credit_stalls, 1);
-		rsk_conn_sync(x->c, fd);
+		rsk_conn_sync(x->c, x->app_fd);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
 			rsk_counter_add(&rsk_stats.bytes_sent[x->c->transport], n);
@@ -260,40 +274,142 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, int fd, struct iovec *iov,
 			}
 			return (ssize_t)total;
 		}
-		rc = rsk_io_wait(x, fd, POLLOUT);
+		rc = rsk_io_wait(x, POLLOUT);
 		if (rc < 0)
 			return total > 0 ? (ssize_t)total : rc;
 	}
 }
 
-/*
- * Common frame of recvmsg/sendmsg: a private copy of the iovec (the loops advance it), the
- * socket reference, and the deadline from SO_RCVTIMEO/SO_SNDTIMEO.
- */
-static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
+/* The loops on x->c over a private copy of @msg's iovec (they advance it). */
+static ssize_t rsk_io_conn_msg(struct rsk_io_ctx *x, const struct msghdr *msg, int flags, int rx)
 {
 	struct iovec stack[RSK_IOV_STACK], *iov = stack;
-	struct rsk_io_ctx x;
 	int cnt = (int)msg->msg_iovlen;
-	int64_t timeo;
 	ssize_t n;
 
-	if (cnt < 0 || cnt > IOV_MAX)
-		return -EINVAL;
-	n = rsk_io_begin(fd, flags, 0, &x);
-	if (n < 0)
-		return n;
-	timeo = rx ? x.c->rcvtimeo_us : x.c->sndtimeo_us;
-	x.deadline = timeo ? rsk_now_us() + timeo : 0;
-	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL) {
-		rsk_sock_put(x.s);
+	if (cnt > RSK_IOV_STACK && (iov = malloc(sizeof(*iov) * (size_t)cnt)) == NULL)
 		return -ENOMEM;
-	}
 	memcpy(iov, msg->msg_iov, sizeof(*iov) * (size_t)cnt);
-	n = rx ? rsk_io_recv_loop(&x, fd, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL))
-	       : rsk_io_send_loop(&x, fd, iov, cnt, flags);
+	n = rx ? rsk_io_recv_loop(x, iov, cnt, flags & (MSG_PEEK | MSG_WAITALL))
+	       : rsk_io_send_loop(x, iov, cnt, flags);
 	if (iov != stack)
 		free(iov);
+	return n;
+}
+
+/* An accelerated connection's call, with the deadline from SO_RCVTIMEO/SO_SNDTIMEO. */
+static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, int flags,
+				int rx)
+{
+	int64_t timeo = rx ? x->c->rcvtimeo_us : x->c->sndtimeo_us;
+
+	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
+	x->deadline = timeo ? rsk_now_us() + timeo : 0;
+	return rsk_io_conn_msg(x, msg, flags, rx);
+}
+
+/* A send of a moving connection: into the stream, its app end still aside. */
+static ssize_t rsk_io_upg_send(struct rsk_io_ctx *x, int fd, const struct msghdr *msg,
+			       int flags, const struct rsk_upg_route *r)
+{
+	int fl = rsk_sys_fcntl(fd, F_GETFL, 0);
+	ssize_t n;
+
+	x->c = r->c;
+	x->app_fd = r->app_fd;
+	x->pending = r->pending;
+	x->nonblock = (fl >= 0 && (fl & O_NONBLOCK)) || (flags & MSG_DONTWAIT);
+	x->deadline = 0;
+	n = rsk_io_conn_msg(x, msg, flags, 0);
+	/* Not on the event loop yet, whose tick posts coalesced writes: post them now. */
+	rsk_conn_lock(x->c);
+	(void)rsk_stream_push(&x->c->st);
+	rsk_conn_unlock(x->c);
+	return n;
+}
+
+/* One kernel call of a TCP-first socket, counted; 1 in *moved when a read's EOF was the
+ * peer's move (the caller reads on from the stream). */
+static ssize_t rsk_io_upg_kernel(struct rsk_io_ctx *x, int fd, struct msghdr *m, int flags,
+				 int rx, int *moved)
+{
+	/* SIGPIPE is raised once, by rsk_io_sendmsg, as for the accelerated path */
+	ssize_t n = rx ? rsk_sys_recvmsg(fd, m, flags) : rsk_sys_sendmsg(fd, m, flags | MSG_NOSIGNAL);
+	int rc = rsk_upg_after(x->s, fd, rx, n);
+
+	*moved = rc == 1;
+	return rc < 0 ? rc : n;
+}
+
+/*
+ * A TCP-first socket (calls/upgrade.c): the kernel call, or the stream once a move made it
+ * so. A read that reaches the FIN of a move goes on with the stream; under MSG_WAITALL the
+ * rest of the request comes from there too (that FIN is no end of the data).
+ */
+static ssize_t rsk_io_upg_msg(struct rsk_io_ctx *x, int fd, const struct msghdr *msg,
+			      int flags, int rx)
+{
+	struct iovec stack[RSK_IOV_STACK], *base = stack, *iov;
+	struct msghdr m = *msg;
+	struct rsk_upg_route r;
+	int cnt = (int)msg->msg_iovlen, rc, moved, probe = 0;
+	ssize_t n, total = 0;
+
+	if (cnt > RSK_IOV_STACK && (base = malloc(sizeof(*base) * (size_t)cnt)) == NULL)
+		return -ENOMEM;
+	memcpy(base, msg->msg_iov, sizeof(*base) * (size_t)cnt);
+	iov = base;
+	for (;;) {
+		m.msg_iov = iov;
+		m.msg_iovlen = (size_t)cnt;
+		rc = rsk_upg_route(x->s, fd, rx, &r);
+		if (rc == RSK_UPG_MOVED) {
+			x->c = x->s->conn;
+			n = rsk_io_accel_msg(x, &m, flags, rx);
+		} else if (rc == RSK_UPG_STREAM) {
+			n = rsk_io_upg_send(x, fd, &m, flags, &r);
+			if (n == -EAGAIN && rsk_upg_try_finish(x->s, fd))
+				continue; /* moved: the stream is at the fd now */
+		} else if (rc < 0) {
+			n = rc;
+		} else {
+			/* after a short MSG_WAITALL read: only to learn whether a FIN is next */
+			n = rsk_io_upg_kernel(x, fd, &m, probe ? flags | MSG_DONTWAIT : flags, rx,
+					      &moved);
+			if (moved)
+				continue; /* the FIN was a move's: read on from the stream */
+			if (n > 0 && rx && (flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
+			    (size_t)n < rsk_iov_len(iov, cnt)) {
+				total += n; /* short: a FIN (perhaps a move's), a signal or an error */
+				rsk_iov_advance(&iov, &cnt, (size_t)n);
+				probe = !probe; /* a probe that found more data: wait again */
+				continue;
+			}
+			if (probe && n == -EAGAIN)
+				n = 0; /* a signal cut the wait short: what we have, as TCP */
+		}
+		break;
+	}
+	if (base != stack)
+		free(base);
+	if (total > 0)
+		n = n > 0 ? total + n : total;
+	return n;
+}
+
+/* The application's call on a socket of ours: its iovec checked, then the right path. */
+static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
+{
+	struct rsk_io_ctx x;
+	ssize_t n;
+	int rc;
+
+	if ((int)msg->msg_iovlen < 0 || (int)msg->msg_iovlen > IOV_MAX)
+		return -EINVAL;
+	rc = rsk_io_begin(fd, flags, 0, &x);
+	if (rc < 0)
+		return rc;
+	n = rc == 1 ? rsk_io_upg_msg(&x, fd, msg, flags, rx) : rsk_io_accel_msg(&x, msg, flags, rx);
 	rsk_sock_put(x.s);
 	return n;
 }
@@ -396,13 +512,30 @@ ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n)
 		rsk_sock_put(s_);                                                                  \
 	} while (0)
 
+/* A TCP-first socket still on (or leaving) TCP: its own shutdown (calls/upgrade.c). */
+static int rsk_io_shutdown_upg(int fd, int how, int *done)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int rc = 0;
+
+	*done = s != NULL && s->conn == NULL && s->upg != NULL;
+	if (*done)
+		rc = rsk_upg_shutdown(s, fd, how);
+	if (s != NULL)
+		rsk_sock_put(s);
+	return rc;
+}
+
 int rsk_io_shutdown(int fd, int how)
 {
 	struct rsk_conn *c;
-	int rc = 0;
+	int rc = 0, done;
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
+	rc = rsk_io_shutdown_upg(fd, how, &done);
+	if (done)
+		return rc;
 	RSK_WITH_CONN(fd, c, {
 		if (how != SHUT_WR)
 			c->st.shut_rd = 1;

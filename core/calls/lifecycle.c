@@ -6,10 +6,14 @@
  */
 #include <sys/epoll.h>
 
+#include "base/clock.h"
+#include "base/config.h"
 #include "base/evloop.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "calls.h"
+#include "history.h"
+#include "upgrade.h"
 #include "conn/conn.h"
 #include "conn/relay.h"
 #include "sock/listener.h"
@@ -125,4 +129,27 @@ static void rsk_life_exit_one(struct rsk_sock *s, int fd)
 void rsk_life_exit(void)
 {
 	rsk_sock_walk_accel(rsk_life_exit_one);
+}
+
+/* The last fd of a tracked socket closes: its TCP-first state goes, and a client's
+ * connection tells the destination history how long it lived. */
+static void rsk_life_closed(struct rsk_sock *s, int fd)
+{
+	struct rsk_conn *c = s->conn;
+
+	if (s->upg != NULL) {
+		rsk_upg_release(s, fd);
+		return;
+	}
+	if (c == NULL || s->from_lst != 0 || c->peer_len == 0)
+		return;
+	rsk_hist_note((const struct sockaddr *)&c->peer,
+		      rsk_now_ms() - c->born_ms < (int64_t)rsk_config.upgrade_ms &&
+			      c->st.bytes_sent + c->st.bytes_rcvd < rsk_config.upgrade_bytes);
+}
+
+void rsk_life_init(void)
+{
+	rsk_upg_init();
+	rsk_sock_set_close_hook(rsk_life_closed);
 }

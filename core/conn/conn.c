@@ -48,6 +48,7 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 	pthread_mutexattr_destroy(&a);
 	c->holders = 1;
 	c->ctl_fd = c->tcp_fd = -1;
+	c->born_ms = rsk_now_ms();
 	return c;
 }
 
@@ -67,7 +68,8 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
 
 	if (rc == 0)
 		rc = rsk_ready_pair(app, ctl);
-	if (rc == 0 && rsk_transport_cm(c->ep)->keeps_tcp && (*tcp = rsk_fd_hide_dup(fd)) < 0)
+	if (rc == 0 && tcp != NULL && rsk_transport_cm(c->ep)->keeps_tcp &&
+	    (*tcp = rsk_fd_hide_dup(fd)) < 0)
 		rc = *tcp;
 	return rc;
 }
@@ -401,6 +403,8 @@ void rsk_conn_take_tcp(struct rsk_conn *c, int fd, const struct sockaddr *dest)
 	socklen_t len = sizeof(int);
 	int v = 0;
 
+	if (c->local_len != 0)
+		return; /* taken while the TCP connection was still up (an upgrade) */
 	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
 		c->st.nodelay = v != 0;
 	len = sizeof(int);
@@ -524,6 +528,27 @@ int rsk_conn_await_first(struct rsk_conn *c, int64_t deadline_ms)
 			(void)rsk_stream_progress(&c->st); /* a hello just before the disconnect */
 			return c->st.msgs_rcvd > 0 ? 0 : -ECONNREFUSED;
 		}
+	}
+}
+
+int rsk_conn_flush_sends(struct rsk_conn *c, int ms)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+	int64_t end = rsk_now_ms() + ms;
+	int done;
+
+	if (!cm->sends_sync || cm->sends_done == NULL)
+		return 0; /* a posted message is in the peer's memory already */
+	for (;;) {
+		rsk_conn_lock(c);
+		(void)rsk_stream_progress(&c->st);
+		done = cm->sends_done(c->ep) || c->st.err;
+		rsk_conn_unlock(c);
+		if (done)
+			return c->st.err;
+		if (rsk_now_ms() >= end)
+			return -ETIMEDOUT;
+		(void)rsk_conn_wait_ep(c, 1);
 	}
 }
 

@@ -43,6 +43,7 @@ struct rsk_conn {
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
+	int64_t born_ms; /* set up at (the destination history asks how long it lived) */
 	struct rsk_conn_opt opts[RSK_CONN_OPTS];
 	int nopts;
 	struct rsk_stream st;
@@ -66,7 +67,8 @@ struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
 /*
  * The local parts of a new connection on endpoint c->ep for TCP socket @fd: the stream and
  * the readiness pair (*app for the application, *ctl its partner), plus the hidden TCP
- * placeholder (*tcp) where the transport keeps one (else -1). 0 or -errno; on error the
+ * placeholder (*tcp) where the transport keeps one (else -1; @tcp NULL: none wanted, an
+ * upgrade ends its TCP connection in order). 0 or -errno; on error the
  * caller undoes with rsk_conn_discard (fds < 0 skipped).
  */
 int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
@@ -122,6 +124,10 @@ void rsk_conn_remote_wake(struct rsk_conn *c);
  * (the server dropped the endpoint instead), -ETIMEDOUT, or the stream's error.
  */
 int rsk_conn_await_first(struct rsk_conn *c, int64_t deadline_ms);
+
+/* Wait (up to @ms) until everything posted reached the peer, where the transport can say
+ * (cm->sends_sync); at once otherwise. 0, the stream's error, or -ETIMEDOUT. */
+int rsk_conn_flush_sends(struct rsk_conn *c, int ms);
 
 /* Server of such a transport: tell the client we took it (an empty message). 0/-errno. */
 int rsk_conn_hello(struct rsk_conn *c, int app_fd);

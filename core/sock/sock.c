@@ -59,6 +59,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->lst = NULL;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;
+	s->upg = NULL;
 	return s;
 }
 
@@ -78,7 +79,25 @@ int rsk_sock_wanted(int domain, int type)
 
 static uintptr_t rsk_sock_slot(struct rsk_sock *s)
 {
-	return (uintptr_t)s | (s->transport == RDMASOCK_TRANSPORT_KERNEL ? RSK_FDTAB_TAG_KERNEL : 0);
+	if (s->transport != RDMASOCK_TRANSPORT_KERNEL)
+		return (uintptr_t)s;
+	return (uintptr_t)s | RSK_FDTAB_TAG_KERNEL | (s->upg != NULL ? RSK_FDTAB_TAG_DIVERT : 0);
+}
+
+void rsk_sock_divert(struct rsk_sock *s, int fd, int on)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	if (rsk_fdtab_ptr(v) != s || rsk_fdtab_is_accel(v))
+		return;
+	(void)rsk_fdtab_replace(fd, v, on ? v | RSK_FDTAB_TAG_DIVERT : v & ~RSK_FDTAB_TAG_DIVERT);
+}
+
+static void (*rsk_sock_close_hook)(struct rsk_sock *s, int fd);
+
+void rsk_sock_set_close_hook(void (*fn)(struct rsk_sock *s, int fd))
+{
+	rsk_sock_close_hook = fn;
 }
 
 int rsk_sock_track(int fd, int domain, int state)
@@ -229,6 +248,8 @@ int rsk_sock_release_fd(int fd)
 		return 0;
 	s = rsk_fdtab_ptr(v);
 	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (rsk_sock_close_hook != NULL)
+			rsk_sock_close_hook(s, fd);
 		rsk_sock_fpc_check(s);
 		rsk_sock_account(s, fd);
 		if (s->conn != NULL)
@@ -240,6 +261,11 @@ int rsk_sock_release_fd(int fd)
 	}
 	rsk_sock_put(s); /* the slot's reference */
 	return 1;
+}
+
+void rsk_sock_account_tcp(struct rsk_sock *s, int fd)
+{
+	rsk_sock_account(s, fd);
 }
 
 static int rsk_sock_account_one(int fd, uintptr_t v, void *arg)

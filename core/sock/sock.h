@@ -59,6 +59,9 @@ struct rsk_sock {
 	unsigned int walk_gen;
 	int64_t hup_checked_us; /* when a call that found nothing last asked (calls/io.c) */
 	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
+	/* TCP first: the state of a kernel connection that may still move (calls/upgrade.c,
+	 * which owns it; its data path is diverted while set) */
+	void *upg;
 	struct rsk_sock *next_free;
 };
 
@@ -111,6 +114,15 @@ void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));
 
 /* The fds naming @s stop being served by us: their slots become kernel-watched. */
 void rsk_sock_retag_kernel(struct rsk_sock *s);
+
+/* TCP first (calls/upgrade.c): @fd's data-path calls come to the library (@on) or go to the
+ * kernel again. */
+void rsk_sock_divert(struct rsk_sock *s, int fd, int on);
+/* The hook run when the last fd naming @s closes, before its connection is released and
+ * accounted (the calls layer: TCP-first state, destination history). */
+void rsk_sock_set_close_hook(void (*fn)(struct rsk_sock *s, int fd));
+/* Its TCP part's byte counts into the stats now (the TCP socket is about to go). */
+void rsk_sock_account_tcp(struct rsk_sock *s, int fd);
 
 /* A forked child's view of @s when its connection stays the parent's. */
 void rsk_sock_detach(struct rsk_sock *s);

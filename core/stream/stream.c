@@ -99,8 +99,10 @@ static void rsk_stream_posted(struct rsk_stream *st, uint32_t owed)
 	rsk_counter_add(&rsk_stats.messages_sent[st->ep->ops->id], 1);
 }
 
-/* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only). */
-static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
+/* Send a message without payload carrying what we owe and @flags (FIN/RST/credit-only);
+ * @signaled asks for its completion also without flags (a hello whose delivery a move
+ * waits for). */
+static int rsk_stream_control_sig(struct rsk_stream *st, uint32_t flags, int signaled)
 {
 	uint32_t owed;
 	int rc;
@@ -113,7 +115,7 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 		return -EAGAIN;
 	/* FIN and RST ask for a completion: it tells a lingering close that all went. */
 	rc = rsk_ep_post_send(st->ep, NULL, 0, rsk_imm_make(owed, flags),
-			      RSK_SEND_INLINE | (flags ? RSK_SEND_SIGNALED : 0));
+			      RSK_SEND_INLINE | (flags || signaled ? RSK_SEND_SIGNALED : 0));
 	if (rc < 0)
 		return rc;
 	rsk_stream_posted(st, owed);
@@ -122,6 +124,11 @@ static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
 	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0) |
 				    ((flags & RSK_IMM_FIN) ? RSK_KICK_FIN : 0));
 	return 0;
+}
+
+static int rsk_stream_control(struct rsk_stream *st, uint32_t flags)
+{
+	return rsk_stream_control_sig(st, flags, 0);
 }
 
 /* Pending FIN first (it also returns credits), then a credit-only message if due. */
@@ -499,7 +506,7 @@ int rsk_stream_shutdown_wr(struct rsk_stream *st)
 
 int rsk_stream_hello(struct rsk_stream *st)
 {
-	return rsk_stream_control(st, 0);
+	return rsk_stream_control_sig(st, 0, 1); /* its completion says it arrived */
 }
 
 void rsk_stream_reset(struct rsk_stream *st)

@@ -1,0 +1,21 @@
+/*
+ * What connections to a destination have been like lately, so connect() can choose how to
+ * set the next one up: a destination whose connections end before they would have paid for
+ * a transport's setup gets TCP first (calls/upgrade.c), one whose connections live on gets
+ * the transport at once (docs/design.md, "TCP first"). Per process, by address and port.
+ */
+#ifndef RSK_CALLS_HISTORY_H
+#define RSK_CALLS_HISTORY_H
+
+#include <sys/socket.h>
+
+/* Connections to @dest ended short recently (most of the last few)? 0 without history. */
+int rsk_hist_short(const struct sockaddr *dest);
+
+/* A client connection to @dest ended; @short_lived: before it would have moved. */
+void rsk_hist_note(const struct sockaddr *dest, int short_lived);
+
+/* Forget everything (tests; a forked child keeps its parent's, which is still true). */
+void rsk_hist_clear(void);
+
+#endif

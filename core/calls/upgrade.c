@@ -1,0 +1,697 @@
+/*
+ * TCP first (see upgrade.h): the per-socket state of a kernel connection that may move onto a
+ * transport, the process's map from client addresses to its upgradable server sockets (for
+ * the offers listeners announce), and the move itself on both sides.
+ *
+ * Why byte-exact: every byte the application sent before its side moved went into TCP and
+ * comes before that side's FIN; every later byte goes into the stream. A reader takes TCP up
+ * to the peer's FIN, then the stream. Both sides move at a call of their own (never from
+ * another thread behind the application's back), and only a socket that one fd in one
+ * process names, so nothing else can be using the TCP side in the middle.
+ */
+#include <errno.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "base/addr.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/stats.h"
+#include "base/sys.h"
+#include "conn/conn.h"
+#include "sock/listener.h"
+#include "transport/announce.h"
+#include "history.h"
+#include "upgrade.h"
+
+enum rsk_upg_state {
+	RSK_UPGS_TCP = 0,  /* on TCP: the client dials at its threshold, the server waits */
+	RSK_UPGS_DIALED,   /* client: offer out, waiting for the server's first message */
+	RSK_UPGS_SWITCHED, /* sends go to the stream; reads take TCP until the peer's FIN */
+	RSK_UPGS_NEVER,    /* stays TCP */
+};
+
+/* The key of the address map: IPv4-mapped IPv6 folded to IPv4, so both spellings meet. */
+struct rsk_upg_key {
+	uint16_t family, port;
+	uint8_t addr[16];
+};
+
+struct rsk_upg {
+	int server;
+	int state; /* enum rsk_upg_state, under the socket's lock */
+	const struct rsk_cm_ops *cm;
+	int64_t born_ms;
+	uint64_t bytes;     /* moved over TCP (approximate under concurrent calls: a threshold) */
+	unsigned int forks; /* rsk_proc_forks() when it became ours: a fork shares the TCP side */
+	int fd;             /* the application's fd (the only one naming the socket) */
+	int shut_wr;        /* the application shut its writing side: no move from then on */
+	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
+	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
+	/* client */
+	struct rsk_dial d;
+	struct sockaddr_storage dest;
+	/* server */
+	uint64_t lst_id;
+	int held;           /* we keep the listener's companions open (rsk_listener_hold_id) */
+	int offer;          /* an offer was announced for us (atomic) */
+	struct rsk_claim cl; /* one accept() found already */
+	const struct rsk_cm_ops *cl_cm;
+	int have_claim;
+	struct sockaddr_storage peer;
+	struct rsk_upg_key key;
+	int in_map;
+	struct rsk_sock *s;
+	UT_hash_handle hh;
+	/* the stream being set up or used */
+	struct rsk_conn *c;
+	int app, ctl;
+};
+
+/* A move that cannot finish within this long is given up (the offer expires). */
+#define RSK_UPG_DIAL_TTL_MS 10000
+/* Longest a side waits for its first stream message to reach the peer before its FIN. */
+#define RSK_UPG_FLUSH_MS 2000
+
+static pthread_mutex_t rsk_upg_map_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_upg *rsk_upg_map;
+
+static void rsk_upg_key_of(const struct sockaddr_storage *ss, struct rsk_upg_key *k)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+	static const uint8_t v4m[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	memset(k, 0, sizeof(*k));
+	if (ss->ss_family == AF_INET6 && memcmp(s6->sin6_addr.s6_addr, v4m, 12) == 0) {
+		k->family = AF_INET;
+		k->port = s6->sin6_port;
+		memcpy(k->addr, s6->sin6_addr.s6_addr + 12, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		k->family = AF_INET6;
+		k->port = s6->sin6_port;
+		memcpy(k->addr, s6->sin6_addr.s6_addr, 16);
+	} else {
+		k->family = AF_INET;
+		k->port = s4->sin_port;
+		memcpy(k->addr, &s4->sin_addr, 4);
+	}
+}
+
+/* A listener's event loop: an offer for the client at @peer arrived. */
+static int rsk_upg_announced(const struct sockaddr_storage *peer)
+{
+	struct rsk_upg_key k;
+	struct rsk_upg *u;
+
+	rsk_upg_key_of(peer, &k);
+	pthread_mutex_lock(&rsk_upg_map_lock);
+	HASH_FIND(hh, rsk_upg_map, &k, sizeof(k), u);
+	if (u != NULL) {
+		__atomic_store_n(&u->offer, 1, __ATOMIC_RELEASE);
+		/* Its next data-path call comes to us and takes the offer. */
+		rsk_sock_divert(u->s, u->fd, 1);
+	}
+	pthread_mutex_unlock(&rsk_upg_map_lock);
+	rsk_dbg("an offer for a connection %s", u != NULL ? "of ours: it moves at its next call"
+							  : "not (yet) accepted here");
+	return u != NULL;
+}
+
+static void rsk_upg_unmap(struct rsk_upg *u)
+{
+	if (u->held)
+		rsk_listener_drop_id(u->lst_id); /* no offer can be for us any more */
+	u->held = 0;
+	if (!u->in_map)
+		return;
+	pthread_mutex_lock(&rsk_upg_map_lock);
+	HASH_DELETE(hh, rsk_upg_map, u);
+	pthread_mutex_unlock(&rsk_upg_map_lock);
+	u->in_map = 0;
+}
+
+static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
+{
+	struct rsk_upg *u = calloc(1, sizeof(*u));
+
+	if (u == NULL)
+		return NULL;
+	u->server = server;
+	u->born_ms = rsk_now_ms();
+	u->forks = rsk_proc_forks();
+	u->fd = fd;
+	u->s = s;
+	u->app = u->ctl = -1;
+	return u;
+}
+
+int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, socklen_t len,
+		   const struct rsk_cm_ops *cm)
+{
+	struct rsk_upg *u = rsk_upg_new(s, fd, 0);
+
+	if (u == NULL)
+		return -ENOMEM;
+	u->cm = cm;
+	memcpy(&u->dest, dest, len < sizeof(u->dest) ? len : sizeof(u->dest));
+	u->d.dest = (const struct sockaddr *)&u->dest;
+	u->d.dest_len = len;
+	s->upg = u;
+	rsk_sock_divert(s, fd, 1); /* it counts its bytes until it moves */
+	return 0;
+}
+
+int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim *cl,
+		   const struct rsk_cm_ops *cm)
+{
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct rsk_upg *u, *dup;
+	int rc;
+
+	memset(&peer, 0, sizeof(peer));
+	if ((rc = rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len)) < 0)
+		return rc;
+	if (rsk_listener_hold_id(lst_id) < 0)
+		return -ENOENT;
+	if ((u = rsk_upg_new(s, fd, 1)) == NULL) {
+		rsk_listener_drop_id(lst_id);
+		return -ENOMEM;
+	}
+	u->lst_id = lst_id;
+	u->held = 1;
+	u->peer = peer;
+	rsk_upg_key_of(&peer, &u->key);
+	if (cl != NULL) { /* offered before we accepted: move at the first call */
+		u->cl = *cl;
+		u->cl_cm = cm;
+		u->have_claim = 1;
+		u->offer = 1;
+	}
+	s->upg = u;
+	pthread_mutex_lock(&rsk_upg_map_lock);
+	HASH_FIND(hh, rsk_upg_map, &u->key, sizeof(u->key), dup);
+	if (dup == NULL) { /* (an address is one connection's while it is open) */
+		HASH_ADD(hh, rsk_upg_map, key, sizeof(u->key), u);
+		u->in_map = 1;
+	}
+	pthread_mutex_unlock(&rsk_upg_map_lock);
+	if (u->offer)
+		rsk_sock_divert(s, fd, 1);
+	return 0;
+}
+
+/* ---- building and ending the stream ---- */
+
+static void rsk_upg_drop_conn(struct rsk_upg *u)
+{
+	if (u->c != NULL)
+		rsk_conn_discard(u->c, u->app, u->ctl, -1);
+	u->c = NULL;
+	u->app = u->ctl = -1;
+}
+
+/* It stays TCP: free what a move had built, and give its data path back to the kernel. */
+static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *why)
+{
+	rsk_dbg("fd %d: stays on TCP (%s)", u->fd, why);
+	rsk_upg_drop_conn(u);
+	if (u->have_claim) {
+		u->cl_cm->unclaim(&u->cl, 0);
+		if (u->cl.ep != NULL)
+			rsk_ep_destroy(u->cl.ep);
+		u->have_claim = 0;
+	}
+	u->state = RSK_UPGS_NEVER;
+	rsk_upg_unmap(u);
+	rsk_sock_divert(s, u->fd, 0);
+}
+
+/* tcpi_state values (include/net/tcp_states.h) */
+#define RSK_TCP_ESTABLISHED 1
+#define RSK_TCP_CLOSE_WAIT 8
+
+/* Our sending side still open on TCP (a shutdown may have bypassed us: the server's data
+ * path is the kernel's until an offer comes); the peer's too unless @peer_fin_ok (a client
+ * following the server's move, whose FIN came with it). */
+static int rsk_upg_open(int fd, int peer_fin_ok)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return 0;
+	return ti.tcpi_state == RSK_TCP_ESTABLISHED ||
+	       (peer_fin_ok && ti.tcpi_state == RSK_TCP_CLOSE_WAIT);
+}
+
+/* May this socket move now? One fd, no fork since, the TCP directions still open. */
+static int rsk_upg_movable(struct rsk_sock *s, struct rsk_upg *u, int fd, int peer_fin_ok)
+{
+	return s->nfds == 1 && fd == u->fd && u->forks == rsk_proc_forks() && !u->shut_wr &&
+	       rsk_upg_open(fd, peer_fin_ok);
+}
+
+/* The first stream message of a side that moves, delivered before its FIN goes into TCP. */
+static int rsk_upg_move_tx(struct rsk_upg *u, int fd)
+{
+	int rc = rsk_conn_hello(u->c, u->app);
+
+	if (rc == 0)
+		rc = rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
+	if (rc == 0)
+		rc = rsk_sys_shutdown(fd, SHUT_WR);
+	if (rc == 0)
+		u->state = RSK_UPGS_SWITCHED;
+	return rc;
+}
+
+/* Client: the threshold is met; dial and offer. Failures leave it on TCP for good. */
+static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	const struct rsk_cm_ops *cm = u->cm;
+	struct rsk_dial *d = &u->d;
+	int rc;
+
+	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
+	if (u->c == NULL)
+		return rsk_upg_give_up(s, u, "no memory");
+	d->fd = fd;
+	d->nbuf = rsk_config.buf_count;
+	d->buf_size = rsk_config.buf_size;
+	d->ep_mem = rsk_conn_ep_mem(u->c);
+	d->upgrade = 1;
+	if ((rc = cm->dial(d)) < 0) {
+		rsk_conn_discard(u->c, -1, -1, -1);
+		u->c = NULL;
+		s->fb_reason = d->why;
+		return rsk_upg_give_up(s, u, rsk_fallback_name(d->why));
+	}
+	u->c->ep = d->ep;
+	rc = rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, NULL);
+	if (rc == 0 && cm->offer != NULL)
+		rc = cm->offer(d, u->ctl);
+	if (rc < 0) {
+		if (cm->undial != NULL)
+			cm->undial(d);
+		return rsk_upg_give_up(s, u, "offer failed");
+	}
+	if (!cm->keeps_ctl) { /* the offer handed it to the server, our waker */
+		(void)rsk_sys_close(u->ctl);
+		u->ctl = -1;
+	}
+	if (cm->dialed != NULL)
+		cm->dialed(d); /* what the dial holds belongs to the endpoint now */
+	rsk_conn_take_tcp(u->c, fd, u->d.dest);
+	u->state = RSK_UPGS_DIALED;
+	u->born_ms = rsk_now_ms(); /* the offer's age from here */
+	rsk_dbg("fd %d: offered a move to %s", fd, rsk_transport_name(d->ep->ops->id));
+}
+
+/* Client: follow the server's move. Our first message (or the FIN already posted when the
+ * application shut its writing side first) goes before our TCP FIN. */
+static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	if (s->nfds > 1 || fd != u->fd || u->forks != rsk_proc_forks())
+		return -EBUSY; /* (0 fds: the last close, which ends through the stream) */
+	if (!u->shut_wr)
+		return rsk_upg_move_tx(u, fd);
+	u->state = RSK_UPGS_SWITCHED;
+	return 0;
+}
+
+/* Client: has the server moved (its first message is there)? Then move too. */
+static void rsk_upg_client_look(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	int moved, err;
+
+	rsk_conn_lock(u->c);
+	(void)rsk_stream_progress(&u->c->st);
+	moved = u->c->st.msgs_rcvd > 0;
+	err = u->c->st.err;
+	rsk_conn_unlock(u->c);
+	if (err || (!moved && !u->shut_wr && rsk_now_ms() - u->born_ms > RSK_UPG_DIAL_TTL_MS))
+		return rsk_upg_give_up(s, u, "the server did not take the offer");
+	if (moved && rsk_upg_follow(s, u, fd) < 0) {
+		/* The server moved and we cannot follow: only a reset is honest now. */
+		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
+		rsk_upg_give_up(s, u, "cannot follow the server");
+	}
+}
+
+/* Client, offer out: the application ends its writing side before the server moved. The
+ * offer stays (the server may be moving right now): our FIN goes into the stream first, so
+ * whichever way the server goes, it sees the end of our data in order. */
+static void rsk_upg_end_offered(struct rsk_upg *u)
+{
+	rsk_conn_lock(u->c);
+	(void)rsk_stream_shutdown_wr(&u->c->st);
+	rsk_conn_unlock(u->c);
+	(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
+	u->shut_wr = 1;
+}
+
+/* Server: build the stream from the claim in u->cl. 0 or -errno (the claim is undone). */
+static int rsk_upg_server_build(struct rsk_upg *u, int fd)
+{
+	const struct rsk_cm_ops *cm = u->cl_cm;
+	struct rsk_claim *cl = &u->cl;
+	int rc;
+
+	u->c = rsk_conn_alloc(cl->nbuf, cm->ep_size != NULL ? cm->ep_size() : 0);
+	if (u->c == NULL)
+		return -ENOMEM;
+	cl->ep_mem = rsk_conn_ep_mem(u->c);
+	rc = cm->claim_open(cl);
+	u->c->ep = cl->ep;
+	if (rc == 0)
+		rc = rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, NULL);
+	if (rc == 0 && cm->answer != NULL) /* first, as in accept.c */
+		rc = cm->answer(cl, u->ctl);
+	if (rc == 0)
+		rsk_conn_show_initial(u->c, u->app, u->ctl);
+	if (rc == 0 && !cm->keeps_ctl) { /* the answer handed it to the client, our waker */
+		(void)rsk_sys_close(u->ctl);
+		u->ctl = -1;
+	}
+	cm->unclaim(cl, rc == 0);
+	u->have_claim = 0;
+	if (rc < 0) {
+		cl->ep = NULL; /* destroyed with the connection below */
+		return rc;
+	}
+	rsk_conn_take_tcp(u->c, fd, NULL);
+	return 0;
+}
+
+/* Server: take the offer announced for us (or found at accept), build the stream, move. */
+static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	int rc;
+
+	__atomic_store_n(&u->offer, 0, __ATOMIC_RELEASE);
+	if (!u->have_claim) {
+		memset(&u->cl, 0, sizeof(u->cl));
+		rc = rsk_listener_claim_id(u->lst_id, &u->peer, &u->cl, &u->cl_cm);
+		if (rc <= 0)
+			return; /* not (or no longer) there: another announcement may come */
+		u->have_claim = 1;
+	}
+	if (!u->cl.upgrade || !rsk_upg_movable(s, u, fd, 0))
+		return rsk_upg_give_up(s, u, "offer unusable here");
+	if ((rc = rsk_upg_server_build(u, fd)) < 0)
+		return rsk_upg_give_up(s, u, strerror(-rc));
+	if ((rc = rsk_upg_move_tx(u, fd)) < 0) {
+		/* Our first message may have reached the client, which then moves: the connection
+		 * cannot be kept consistent any more, so it ends visibly. */
+		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
+		return rsk_upg_give_up(s, u, strerror(-rc));
+	}
+	rsk_dbg("fd %d: moving to %s", fd, rsk_transport_name(u->c->ep->ops->id));
+}
+
+/* Moving now? The client's threshold: bytes moved, or its age at this call. */
+static int rsk_upg_due(const struct rsk_upg *u)
+{
+	return __atomic_load_n(&u->bytes, __ATOMIC_RELAXED) >= rsk_config.upgrade_bytes ||
+	       rsk_now_ms() - u->born_ms >= (int64_t)rsk_config.upgrade_ms;
+}
+
+/* Both directions ended on TCP: the application's fd becomes the stream's app end. */
+static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	struct rsk_conn *c = u->c;
+	int rc;
+
+	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
+	rsk_stats_moved(s->fb_reason);
+	rc = rsk_sock_become(s, fd, c, u->app, u->ctl, -1, u->server ? NULL : u->d.dest);
+	if (rc < 0) {
+		rsk_stats_unmoved(s->fb_reason);
+		return rc;
+	}
+	if (!u->server)
+		rsk_hist_note(u->d.dest, 0); /* it lived long enough to move */
+	u->c = NULL;
+	u->app = u->ctl = -1;
+	rsk_upg_unmap(u);
+	s->upg = NULL;
+	free(u);
+	return 0;
+}
+
+/* The peer's FIN came while switched: was it the peer's move? */
+static int rsk_upg_at_eof(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	int started, err, rc;
+
+	rsk_conn_lock(u->c);
+	(void)rsk_stream_progress(&u->c->st);
+	started = u->c->st.msgs_rcvd > 0;
+	err = u->c->st.err;
+	rsk_conn_unlock(u->c);
+	/* The client answers our move with its first message (or its FIN, or a reset, when
+	 * its application ended first), delivered before its TCP FIN. Without any it ended on
+	 * TCP for real (it never saw our move: it went away). */
+	if (u->server && !started && !err) {
+		rsk_upg_give_up(s, u, "the client ended on TCP");
+		return 0;
+	}
+	/* A call still in the kernel on the TCP side would read the stream's end once the fd
+	 * is swapped: the last one out finishes (it too finds the FIN). */
+	if (u->kcalls > 0)
+		return 0;
+	rc = rsk_upg_finish(s, u, fd);
+	if (rc < 0) {
+		/* The peer moved and we cannot: the connection ends visibly, never silently. */
+		rsk_warn("fd %d: the move did not finish (%s); resetting", fd, strerror(-rc));
+		rsk_upg_give_up(s, u, "move failed");
+		return -ECONNRESET;
+	}
+	return 1;
+}
+
+/* Switched, sending: is all that is left on TCP the peer's FIN? Then the move ends now. At
+ * most once a millisecond (a syscall), and only in the moment between the two moves. */
+#define RSK_UPG_PEEK_US 1000
+
+static int rsk_upg_peek_fin(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	int64_t now = rsk_now_us();
+	char b;
+
+	if (now - u->peeked_us < RSK_UPG_PEEK_US)
+		return 0;
+	u->peeked_us = now;
+	if (rsk_sys_recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+		return 0; /* data still to read (or not even the FIN yet) */
+	return rsk_upg_at_eof(s, u, fd);
+}
+
+/* ---- the data path ---- */
+
+int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
+{
+	struct rsk_upg *u;
+	int rc = RSK_UPG_TCP;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u == NULL) { /* moved meanwhile (another call finished it) */
+		pthread_mutex_unlock(&s->lock);
+		return s->conn != NULL ? RSK_UPG_MOVED : -EBADF;
+	}
+	switch (u->state) {
+	case RSK_UPGS_TCP:
+		if (u->server) {
+			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE))
+				rsk_upg_server_take(s, u, fd);
+		} else if (rsk_upg_due(u)) {
+			if (rsk_upg_movable(s, u, fd, 0))
+				rsk_upg_dial(s, u, fd);
+			else
+				rsk_upg_give_up(s, u, "shared, forked or shut");
+		}
+		break;
+	case RSK_UPGS_DIALED:
+		rsk_upg_client_look(s, u, fd);
+		break;
+	default:
+		break;
+	}
+	if (u->state == RSK_UPGS_SWITCHED && !rx && rsk_upg_peek_fin(s, u, fd) > 0) {
+		pthread_mutex_unlock(&s->lock);
+		return RSK_UPG_MOVED; /* a program that only writes never reads that FIN */
+	}
+	if (u->state == RSK_UPGS_SWITCHED && !rx) {
+		r->c = u->c;
+		r->app_fd = u->app;
+		r->pending = 1;
+		rc = RSK_UPG_STREAM;
+	}
+	if (rc == RSK_UPG_TCP)
+		u->kcalls++; /* until rsk_upg_after */
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* A read found the FIN while switched: wait (briefly: they find the FIN too, or were cut
+ * short by our shutdown) until no other call is in the kernel on the TCP side. Locked. */
+static void rsk_upg_wait_kcalls(struct rsk_sock *s)
+{
+	int64_t end = rsk_now_ms() + RSK_UPG_FLUSH_MS;
+	struct rsk_upg *u;
+
+	while ((u = s->upg) != NULL && u->kcalls > 0 && rsk_now_ms() < end) {
+		pthread_mutex_unlock(&s->lock);
+		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
+		pthread_mutex_lock(&s->lock);
+	}
+	if ((u = s->upg) != NULL && u->kcalls > 0) {
+		rsk_warn("a call stays in the kernel on a moving socket; the move ends anyway");
+		u->kcalls = 0;
+	}
+}
+
+int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
+{
+	struct rsk_upg *u;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if ((u = s->upg) != NULL && u->kcalls > 0)
+		u->kcalls--;
+	if (n > 0 && u != NULL)
+		__atomic_add_fetch(&u->bytes, (uint64_t)n, __ATOMIC_RELAXED);
+	if (rx ? n != 0 : n != -EPIPE) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (rx && u != NULL && u->state == RSK_UPGS_SWITCHED) {
+		rsk_upg_wait_kcalls(s);
+		u = s->upg; /* NULL: another call finished the move meanwhile */
+	}
+	/*
+	 * Another thread moved the socket while this call waited in the kernel on the TCP side
+	 * (which it still holds): the FIN it read, or the EPIPE of a send cut short by our own
+	 * shutdown, is the move's, and the call goes on with the stream.
+	 */
+	if (u == NULL || (!rx && u->state == RSK_UPGS_SWITCHED && !u->shut_wr)) {
+		rc = u != NULL || s->conn != NULL;
+		pthread_mutex_unlock(&s->lock);
+		return rc;
+	}
+	if (!rx) {
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (u->state == RSK_UPGS_DIALED) {
+		/* The server's FIN: if it moved, its first message came before it. */
+		rsk_upg_client_look(s, u, fd);
+	}
+	if (u->state == RSK_UPGS_SWITCHED)
+		rc = rsk_upg_at_eof(s, u, fd);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int rsk_upg_try_finish(struct rsk_sock *s, int fd)
+{
+	struct rsk_upg *u;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u != NULL && u->state == RSK_UPGS_SWITCHED) {
+		u->peeked_us = 0; /* the stream is full: look now */
+		rc = rsk_upg_peek_fin(s, u, fd) > 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int rsk_upg_shutdown(struct rsk_sock *s, int fd, int how)
+{
+	struct rsk_upg *u;
+	int rc = 0;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u != NULL && u->state == RSK_UPGS_DIALED)
+		rsk_upg_client_look(s, u, fd); /* the server may have moved: then we follow */
+	if (u != NULL && u->state == RSK_UPGS_DIALED && how != SHUT_RD && !u->shut_wr)
+		rsk_upg_end_offered(u);
+	if (u != NULL && u->state == RSK_UPGS_SWITCHED) {
+		/* Our TCP side ended with the move: the application's end goes into the stream. */
+		rsk_conn_lock(u->c);
+		if (how != SHUT_WR)
+			u->c->st.shut_rd = 1;
+		if (how != SHUT_RD && !u->shut_wr)
+			rc = rsk_stream_shutdown_wr(&u->c->st);
+		rsk_conn_unlock(u->c);
+		if (how != SHUT_RD)
+			u->shut_wr = 1;
+		if (how != SHUT_WR)
+			(void)rsk_sys_shutdown(fd, SHUT_RD);
+		pthread_mutex_unlock(&s->lock);
+		return rc;
+	}
+	if (u != NULL && how != SHUT_RD)
+		u->shut_wr = 1;
+	pthread_mutex_unlock(&s->lock);
+	return rsk_sys_shutdown(fd, how);
+}
+
+void rsk_upg_never(struct rsk_sock *s, int fd)
+{
+	struct rsk_upg *u;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u != NULL && u->state == RSK_UPGS_TCP)
+		rsk_upg_give_up(s, u, "used where the library cannot see");
+	(void)fd;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rsk_upg_release(struct rsk_sock *s, int fd)
+{
+	struct rsk_upg *u;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	s->upg = NULL;
+	/* A client that never reached its threshold was short: the next ones to there start on
+	 * TCP too (history.h). */
+	if (u != NULL && !u->server)
+		rsk_hist_note(u->d.dest, u->state == RSK_UPGS_TCP && !rsk_upg_due(u));
+	if (u != NULL && u->state == RSK_UPGS_DIALED)
+		rsk_upg_client_look(s, u, fd); /* the server moved: end through the stream */
+	if (u != NULL && (u->state == RSK_UPGS_DIALED || u->state == RSK_UPGS_SWITCHED)) {
+		/* End the stream as a close does: FIN after what we sent (the kernel resets the
+		 * TCP side if unread data is left there, as TCP's close would). */
+		rsk_conn_lock(u->c);
+		if (u->c->st.err == 0 && !u->shut_wr)
+			(void)rsk_stream_shutdown_wr(&u->c->st);
+		rsk_conn_unlock(u->c);
+		(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
+	}
+	if (u != NULL)
+		rsk_upg_give_up(s, u, "closed");
+	pthread_mutex_unlock(&s->lock);
+	free(u);
+}
+
+void rsk_upg_init(void)
+{
+	rsk_transport_set_upgrade_hook(rsk_upg_announced);
+}

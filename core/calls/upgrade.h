@@ -1,0 +1,67 @@
+/*
+ * TCP first: a connection starts as an ordinary kernel TCP connection and moves onto a
+ * transport (shm, verbs) once it proves busy or long-lived, in band and byte-exact for the
+ * application (docs/design.md, "TCP first"). A short connection never pays for a setup it
+ * cannot earn back, and never depends on it.
+ *
+ * The move: the client dials the transport and offers it for its existing connection; the
+ * server takes the offer at its next call on that socket, sends its first stream message,
+ * and ends its TCP sending side (its FIN marks where its TCP bytes end); the client sees
+ * that message, sends its own and ends its TCP side. Each side reads TCP until the peer's
+ * FIN, then the stream. All return >= 0 or -errno.
+ */
+#ifndef RSK_CALLS_UPGRADE_H
+#define RSK_CALLS_UPGRADE_H
+
+#include <sys/socket.h>
+
+#include "sock/sock.h"
+#include "transport/transport.h"
+
+/* Once, at start: the hook the transports call (offers announced). */
+void rsk_upg_init(void);
+
+/* Client: @s (at @fd) connects to @dest over TCP and may move to @cm later. */
+int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, socklen_t len,
+		   const struct rsk_cm_ops *cm);
+
+/* Server: @s (at @fd), accepted from listener @lst_id, may move when its client offers.
+ * @cl (may be NULL) is an upgrade offer accept() already found for it (taken over). */
+int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim *cl,
+		   const struct rsk_cm_ops *cm);
+
+/* Where a data-path call on an upgradable socket goes. */
+struct rsk_upg_route {
+	struct rsk_conn *c; /* the stream to use (RSK_UPG_STREAM) */
+	int app_fd;         /* its app end: @fd once the fd moved, else the one still aside */
+	int pending;        /* the app end is not at @fd yet: waits must not sleep on it */
+};
+
+#define RSK_UPG_TCP 0    /* do the kernel call on the fd itself */
+#define RSK_UPG_STREAM 1 /* serve it from r->c */
+#define RSK_UPG_MOVED 2  /* the fd names the stream now: the accelerated path serves it */
+
+/* Before a call of direction @rx: do what the state allows (dial, take an offer, switch,
+ * move the fd) and say where the call goes. Or -errno. */
+int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r);
+
+/*
+ * After a kernel call on the fd returned @n: count it, and learn from a read's EOF whether it
+ * was the peer's move (1: route the call again) or the real end (0: return it).
+ */
+int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n);
+
+/* The last fd naming @s (with s->upg) closes; its real close follows. */
+void rsk_upg_release(struct rsk_sock *s, int fd);
+
+/* shutdown() on an upgradable socket: 0/-errno (the kernel's, or the stream's). */
+int rsk_upg_shutdown(struct rsk_sock *s, int fd, int how);
+
+/* The socket is used where the library cannot see its calls (stdio, a fork): it stays TCP. */
+void rsk_upg_never(struct rsk_sock *s, int fd);
+
+/* A send found the stream full while switched: if all that is left on TCP is the peer's FIN,
+ * finish the move now (a program that only writes never reads it). 1 if it did. */
+int rsk_upg_try_finish(struct rsk_sock *s, int fd);
+
+#endif
