@@ -63,6 +63,8 @@ SCENARIO_TIMEOUT_integrity=${SCENARIO_TIMEOUT_integrity:-$((INTEGRITY_SECS + 30)
 SCENARIO_TIMEOUT_nbconnect=${SCENARIO_TIMEOUT_nbconnect:-40}
 SCENARIO_TIMEOUT_mixed_plain_client=${SCENARIO_TIMEOUT_mixed_plain_client:-45}
 SCENARIO_TIMEOUT_mixed_plain_server=${SCENARIO_TIMEOUT_mixed_plain_server:-45}
+SCENARIO_TIMEOUT_tcpfirst_redis=${SCENARIO_TIMEOUT_tcpfirst_redis:-90}
+SCENARIO_TIMEOUT_tcpfirst_integrity=${SCENARIO_TIMEOUT_tcpfirst_integrity:-$((INTEGRITY_SECS + 30))}
 for s in server_recv server_epoll client_recv client_send; do
 	eval "SCENARIO_TIMEOUT_peerdeath_$s=\${SCENARIO_TIMEOUT_peerdeath_$s:-30}"
 done
@@ -91,7 +93,11 @@ pre_env() {
 	[ -n "$PRELOAD" ] || return 0
 	PE=("LD_PRELOAD=$PRELOAD")
 	if [ "$MODE" = rdmasock ]; then
-		PE+=("RDMASOCK_TRANSPORT=${RSK_VM_TRANSPORT:-verbs}" "RDMASOCK_STATS=$STATS")
+		# The scenarios below test the verbs data path from the first byte (set up at
+		# connect); the tcpfirst_* ones set VM_TCP_FIRST to run the policy (auto) or a move.
+		PE+=("RDMASOCK_TRANSPORT=${RSK_VM_TRANSPORT:-verbs}" "RDMASOCK_STATS=$STATS"
+			"RDMASOCK_TCP_FIRST=${VM_TCP_FIRST:-off}")
+		[ -z "${VM_UPGRADE_BYTES:-}" ] || PE+=("RDMASOCK_UPGRADE_BYTES=$VM_UPGRADE_BYTES")
 	fi
 }
 
@@ -624,6 +630,75 @@ peerdeath() {
 	rxe_check pair
 }
 
+# 8. TCP first, the default policy for verbs: a redis-benchmark making a new connection per
+# request (-k 0) stays on TCP (each counted tcp_first: an rdma_cm setup per request would
+# cost more than it earns); one keeping its connections moves them onto verbs mid-use.
+sc_tcpfirst_redis() {
+	local port=6391 spid rc f out rps
+	STATS=/tmp/stats.tcpfirst-redis.jsonl
+	VM_TCP_FIRST=auto
+	pre_bg redis-server --bind "$SRV" --port $port --save '' --appendonly no \
+		--protected-mode no >/tmp/redis-server-tf.log 2>&1
+	spid=$BG_PID
+	wait_listen "$SRV" $port 20 "$spid" /tmp/redis-server-tf.log
+	for f in k0 keep; do
+		out=/tmp/redis-tf-$f.out
+		if [ $f = k0 ]; then
+			watched pre 40 "$spid" redis-benchmark -h "$SRV" -p $port -c 2 -n 200 -k 0 \
+				-t ping_inline -q >"$out" 2>&1
+		else
+			watched pre 40 "$spid" redis-benchmark -h "$SRV" -p $port -c 4 -n "$REDIS_N" \
+				-t set,get -q >"$out" 2>&1
+		fi
+		rc=$?
+		rps=$(tr '\r' '\n' <"$out" | sed -En 's/^ *([A-Z_]+): ([0-9.]+) requests per second.*/\1 \2/p' |
+			tr '\n' ' ')
+		[ $rc = 0 ] && [ -n "$rps" ] || die_sc "redis-benchmark $f: $(why_failed $rc); $(first_error "$out")"
+		note "$f: ${rps% } rps"
+		if [ "$MODE" = rdmasock ] && [ $f = k0 ]; then
+			stats_load redis-benchmark
+			note "-k 0: kernel $(st connections.kernel) conns, tcp_first $(st fallbacks.tcp_first), verbs $(st connections.verbs)"
+			[ "$(st connections.verbs)" = 0 ] && [ "$(st fallbacks.tcp_first)" -ge 200 ] ||
+				die_sc "short connections did not all stay on TCP"
+			: >"$STATS"
+		fi
+	done
+	VM_TCP_FIRST=
+	stop_bg "$spid" TERM 20 || die_sc "redis-server did not stop cleanly ($(status_str $?))"
+	[ "$MODE" = rdmasock ] || return 0
+	stats_load redis-benchmark
+	note "keep-alive: verbs $(st connections.verbs) conns, $(st bytes_sent.verbs) B on verbs, $(st bytes_sent.kernel) B on TCP first"
+	[ "$(st connections.verbs)" -ge 4 ] || die_sc "the keep-alive connections did not move to verbs"
+	[ "$(st bytes_sent.verbs)" -gt "$(st bytes_sent.kernel)" ] || die_sc "verbs carried less than TCP"
+}
+
+# 9. TCP first, moving after 1 MiB while 64 MiB go each way at once (integrity): byte-exact,
+# both ends end on verbs, and the bytes split between TCP and verbs.
+sc_tcpfirst_integrity() {
+	local port=7301 spid rc bytes=$((64 << 20))
+	STATS=/tmp/stats.tcpfirst-integrity.jsonl
+	VM_TCP_FIRST=on VM_UPGRADE_BYTES=1048576
+	export INTEGRITY_TIME_LIMIT=$INTEGRITY_SECS
+	pre_bg "$PROGS/integrity" server $port >/tmp/integrity-tf-s.out 2>&1
+	spid=$BG_PID
+	wait_listen "$SRV" $port 20 "$spid"
+	watched pre $((INTEGRITY_SECS + 5)) "" "$PROGS/integrity" client $port $bytes \
+		>/tmp/integrity-tf-c.out 2>&1
+	rc=$?
+	VM_TCP_FIRST= VM_UPGRADE_BYTES=
+	[ $rc = 0 ] || kill -TERM "$spid" 2>/dev/null
+	wait_bg "$spid" 20
+	[ $rc = 0 ] || die_sc "integrity client: $(why_failed $rc); $(first_error /tmp/integrity-tf-c.out /tmp/integrity-tf-s.out)"
+	grep -q '^integrity: client .*: ok$' /tmp/integrity-tf-c.out || die_sc "client did not verify"
+	grep -q '^integrity: server .*: ok$' /tmp/integrity-tf-s.out || die_sc "server did not verify"
+	[ "$MODE" = rdmasock ] || return 0
+	stats_load integrity
+	note "verbs $(st connections.verbs) conns; sent: TCP $(st bytes_sent.kernel) B, verbs $(st bytes_sent.verbs) B"
+	[ "$(st connections.verbs)" = 2 ] || die_sc "both ends should have moved to verbs"
+	[ "$(st bytes_sent.kernel)" -ge 1048576 ] && [ "$(st bytes_sent.verbs)" -ge $((bytes)) ] ||
+		die_sc "the bytes did not split at the move"
+}
+
 # run_sc NAME: scenario NAME (function sc_NAME or a command) and its RSK-VM-VERBS line.
 run_sc() {
 	local name=$1 p f t0 res secs lim var
@@ -671,6 +746,8 @@ run_sc mixed_plain_server sc_mixed_plain_server
 for s in server_recv server_epoll client_recv client_send; do
 	run_sc "peerdeath_$s" peerdeath "$s"
 done
+run_sc tcpfirst_redis sc_tcpfirst_redis
+run_sc tcpfirst_integrity sc_tcpfirst_integrity
 
 echo "=== vm_verbs summary (mode $LABEL)"
 printf '%s\n' "${LINES_OUT[@]}"
