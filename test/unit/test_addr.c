@@ -22,27 +22,23 @@
 #include "base/addr.h"
 #include "base/compiler.h"
 
-static struct sockaddr_storage v4(const char *ip, uint16_t port)
+/* @text as a sockaddr with @port: IPv6 when it has a colon, else IPv4. */
+static struct sockaddr_storage sa(const char *text, uint16_t port)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-	memset(&ss, 0, sizeof(ss));
-	s4->sin_family = AF_INET;
-	s4->sin_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET, ip, &s4->sin_addr), 1);
-	return ss;
-}
-
-static struct sockaddr_storage v6(const char *ip, uint16_t port)
-{
-	struct sockaddr_storage ss;
 	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 
 	memset(&ss, 0, sizeof(ss));
-	s6->sin6_family = AF_INET6;
-	s6->sin6_port = htons(port);
-	assert_int_equal(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+	if (strchr(text, ':') != NULL) {
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port); /* not rsk_sa_set_port: that is under test */
+		assert_int_equal(inet_pton(AF_INET6, text, &s6->sin6_addr), 1);
+	} else {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		assert_int_equal(inet_pton(AF_INET, text, &s4->sin_addr), 1);
+	}
 	return ss;
 }
 
@@ -52,7 +48,7 @@ static struct sockaddr_storage v6(const char *ip, uint16_t port)
 
 static void test_len_and_ports(void **state)
 {
-	struct sockaddr_storage a = v4("10.1.2.3", 80), b = v6("2001:db8::1", 443), u;
+	struct sockaddr_storage a = sa("10.1.2.3", 80), b = sa("2001:db8::1", 443), u;
 
 	(void)state;
 	assert_int_equal(rsk_sa_len(SA(a)), sizeof(struct sockaddr_in));
@@ -83,9 +79,9 @@ static void test_len_and_ports(void **state)
 
 static void test_addr_same(void **state)
 {
-	struct sockaddr_storage a = v4("127.0.0.1", 5000), b = v4("127.0.0.1", 5000);
-	struct sockaddr_storage a6 = v6("2001:db8::7", 5000), b6 = v6("2001:db8::7", 5000);
-	struct sockaddr_storage m = v6("::ffff:127.0.0.1", 5000);
+	struct sockaddr_storage a = sa("127.0.0.1", 5000), b = sa("127.0.0.1", 5000);
+	struct sockaddr_storage a6 = sa("2001:db8::7", 5000), b6 = sa("2001:db8::7", 5000);
+	struct sockaddr_storage m = sa("::ffff:127.0.0.1", 5000);
 
 	(void)state;
 	assert_true(rsk_addr_same(&a, &b));
@@ -96,53 +92,53 @@ static void test_addr_same(void **state)
 	assert_true(rsk_addr_same(&a, &b));
 	assert_true(rsk_addr_same(&a6, &b6));
 
-	b = v4("127.0.0.1", 5001);
+	b = sa("127.0.0.1", 5001);
 	assert_false(rsk_addr_same(&a, &b)); /* port */
-	b = v4("127.0.0.2", 5000);
+	b = sa("127.0.0.2", 5000);
 	assert_false(rsk_addr_same(&a, &b)); /* address */
-	b6 = v6("2001:db8::7", 5001);
+	b6 = sa("2001:db8::7", 5001);
 	assert_false(rsk_addr_same(&a6, &b6));
-	b6 = v6("2001:db8::8", 5000);
+	b6 = sa("2001:db8::8", 5000);
 	assert_false(rsk_addr_same(&a6, &b6));
-	b6 = v6("3001:db8::7", 5000); /* differs in the first byte only */
+	b6 = sa("3001:db8::7", 5000); /* differs in the first byte only */
 	assert_false(rsk_addr_same(&a6, &b6));
 	/* An IPv4 address and its v4-mapped form are different sockaddrs, also the wildcards
 	 * (whose bytes an IPv4 reading of the IPv6 sockaddr would find equal). */
 	assert_false(rsk_addr_same(&a, &m));
 	assert_false(rsk_addr_same(&m, &a));
-	a = v4("0.0.0.0", 5000);
-	m = v6("::ffff:0.0.0.0", 5000);
+	a = sa("0.0.0.0", 5000);
+	m = sa("::ffff:0.0.0.0", 5000);
 	assert_false(rsk_addr_same(&a, &m));
-	m = v6("::", 5000);
+	m = sa("::", 5000);
 	assert_false(rsk_addr_same(&a, &m));
 }
 
 static void test_addr_same_v4m(void **state)
 {
-	struct sockaddr_storage a = v4("192.0.2.9", 7000), m = v6("::ffff:192.0.2.9", 7000);
-	struct sockaddr_storage x, a6 = v6("2001:db8::9", 7000), b6 = v6("2001:db8::9", 7000);
+	struct sockaddr_storage a = sa("192.0.2.9", 7000), m = sa("::ffff:192.0.2.9", 7000);
+	struct sockaddr_storage x, a6 = sa("2001:db8::9", 7000), b6 = sa("2001:db8::9", 7000);
 
 	(void)state;
 	assert_true(rsk_addr_same_v4m(SA(a), SA(m)));
 	assert_true(rsk_addr_same_v4m(SA(m), SA(a)));
 	assert_true(rsk_addr_same_v4m(SA(a), SA(a)));
 	assert_true(rsk_addr_same_v4m(SA(m), SA(m)));
-	x = v6("::ffff:192.0.2.9", 7001);
+	x = sa("::ffff:192.0.2.9", 7001);
 	assert_false(rsk_addr_same_v4m(SA(a), SA(x))); /* port */
-	x = v6("::ffff:192.0.2.10", 7000);
+	x = sa("::ffff:192.0.2.10", 7000);
 	assert_false(rsk_addr_same_v4m(SA(a), SA(x))); /* address */
-	x = v4("192.0.2.9", 7001);
+	x = sa("192.0.2.9", 7001);
 	assert_false(rsk_addr_same_v4m(SA(a), SA(x)));
 	/* Not mapped: the same low 32 bits in an ordinary IPv6 address are another host. */
-	x = v6("::c000:209", 7000);
+	x = sa("::c000:209", 7000);
 	assert_false(rsk_addr_same_v4m(SA(a), SA(x)));
-	x = v6("2001:db8::c000:209", 7000);
+	x = sa("2001:db8::c000:209", 7000);
 	assert_false(rsk_addr_same_v4m(SA(a), SA(x)));
 	/* Plain IPv6 compares address and port. */
 	assert_true(rsk_addr_same_v4m(SA(a6), SA(b6)));
-	b6 = v6("2001:db8::9", 7001);
+	b6 = sa("2001:db8::9", 7001);
 	assert_false(rsk_addr_same_v4m(SA(a6), SA(b6)));
-	b6 = v6("2001:db8::a", 7000);
+	b6 = sa("2001:db8::a", 7000);
 	assert_false(rsk_addr_same_v4m(SA(a6), SA(b6)));
 	assert_false(rsk_addr_same_v4m(SA(a6), SA(a)));
 }
@@ -197,23 +193,23 @@ static void test_is_local_loopback(void **state)
 
 	(void)state;
 	for (i = 0; i < RSK_ARRAY_SIZE(local4); i++) {
-		ss = v4(local4[i], 0);
+		ss = sa(local4[i], 0);
 		assert_true(rsk_addr_is_local(SA(ss)));
 	}
 	for (i = 0; i < RSK_ARRAY_SIZE(local6); i++) {
-		ss = v6(local6[i], 0);
+		ss = sa(local6[i], 0);
 		assert_true(rsk_addr_is_local(SA(ss)));
 	}
 	/* Neighbours of 127/8 and ::1 are not loopback. */
-	ss = v4("128.0.0.1", 0);
+	ss = sa("128.0.0.1", 0);
 	assert_false(rsk_addr_is_local(SA(ss)));
-	ss = v4("126.255.255.255", 0);
+	ss = sa("126.255.255.255", 0);
 	assert_false(rsk_addr_is_local(SA(ss)));
-	ss = v6("::2", 0);
+	ss = sa("::2", 0);
 	assert_false(rsk_addr_is_local(SA(ss)));
-	ss = v6("::ffff:128.0.0.1", 0);
+	ss = sa("::ffff:128.0.0.1", 0);
 	assert_false(rsk_addr_is_local(SA(ss)));
-	ss = v6("::7f00:1", 0); /* 127.0.0.1's bits, not mapped */
+	ss = sa("::7f00:1", 0); /* 127.0.0.1's bits, not mapped */
 	assert_false(rsk_addr_is_local(SA(ss)));
 }
 
@@ -240,13 +236,13 @@ static void test_is_local_interfaces(void **state)
 	/* A documentation address that this host does not have (this one's eth0 may hold one of
 	 * the TEST-NETs: pick one it does not). */
 	for (i = 0; i < RSK_ARRAY_SIZE(doc); i++) {
-		ss = v4(doc[i], 0);
+		ss = sa(doc[i], 0);
 		if (!on_an_interface(&ss))
 			break;
 	}
 	assert_true(i < RSK_ARRAY_SIZE(doc));
 	assert_false(rsk_addr_is_local(SA(ss)));
-	ss = v6("2001:db8::dead:beef", 0);
+	ss = sa("2001:db8::dead:beef", 0);
 	assert_false(rsk_addr_is_local(SA(ss)));
 }
 
@@ -254,7 +250,7 @@ static void test_is_local_interfaces(void **state)
 
 static int have_ipv6_loopback(void)
 {
-	struct sockaddr_storage ss = v6("::1", 0);
+	struct sockaddr_storage ss = sa("::1", 0);
 	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0), ok;
 
 	if (fd < 0)
@@ -266,7 +262,7 @@ static int have_ipv6_loopback(void)
 
 static void test_route_src_v4(void **state)
 {
-	struct sockaddr_storage dst = v4("127.0.0.1", 9999), src, want = v4("127.0.0.1", 0), ifa;
+	struct sockaddr_storage dst = sa("127.0.0.1", 9999), src, want = sa("127.0.0.1", 0), ifa;
 
 	(void)state;
 	memset(&src, 0xa5, sizeof(src));
@@ -276,7 +272,7 @@ static void test_route_src_v4(void **state)
 	assert_int_equal(rsk_sa_port(SA(src)), 0);
 	assert_true(rsk_addr_same(&src, &want));
 	/* Towards another loopback address the source is that address's route (127/8 is lo). */
-	dst = v4("127.0.0.5", 1);
+	dst = sa("127.0.0.5", 1);
 	assert_int_equal(rsk_addr_route_src(SA(dst), &src), 0);
 	assert_true(rsk_addr_is_local(SA(src)));
 	assert_int_equal(rsk_sa_port(SA(src)), 0);
@@ -291,7 +287,7 @@ static void test_route_src_v4(void **state)
 
 static void test_route_src_v6(void **state)
 {
-	struct sockaddr_storage dst = v6("::1", 9999), src, want = v6("::1", 0);
+	struct sockaddr_storage dst = sa("::1", 9999), src, want = sa("::1", 0);
 
 	(void)state;
 	if (!have_ipv6_loopback())
@@ -307,7 +303,7 @@ static void test_route_src_v6(void **state)
 
 static void test_local_and_peer_ports(void **state)
 {
-	struct sockaddr_storage any = v4("127.0.0.1", 0), got;
+	struct sockaddr_storage any = sa("127.0.0.1", 0), got;
 	socklen_t len = sizeof(got);
 	uint16_t lport, cport;
 	int l, c, s, u;
