@@ -134,6 +134,8 @@ int rsk_fd_hide(int fd)
 	pthread_mutex_lock(&rsk_hide_lock);
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
+	if (nfd == -EBADF)
+		return nfd; /* not an open fd: nothing to keep, and its number is not ours */
 	if (nfd < 0) { /* No room up there: keep the original number rather than fail. */
 		nfd = fd;
 		(void)rsk_sys_fcntl(nfd, F_SETFD, FD_CLOEXEC);

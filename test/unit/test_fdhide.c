@@ -154,6 +154,9 @@ static void test_bad_fd(void **state)
 	assert_true(rsk_fd_hide(-1) < 0);
 	assert_true(rsk_fd_hide_dup(-1) < 0);
 	assert_int_equal(rsk_fd_hide_dup(low), -EBADF); /* not open */
+	/* a number that is not open is refused, not marked ours: the application's next open
+	 * gets it, and must be able to close it */
+	assert_int_equal(rsk_fd_hide(low), -EBADF);
 	assert_false(rsk_fd_is_internal(low));
 	assert_int_equal(unit_lowest_free_fd(), low);
 }
