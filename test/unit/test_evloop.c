@@ -3,7 +3,8 @@
  * callback, level/edge/one-shot registration, the guarantee that an unwatched watch's callback
  * never runs again (also for an event already harvested, and for a slot recycled with the
  * same fd and arg: a stale close event must not reset a new connection), unwatch waiting for
- * a running callback, deferred work, the tick, calls from callbacks, many watches, and fork.
+ * a running callback, deferred work, the tick, calls from callbacks, many watches, fork, and
+ * rsk_evloop_start() with nothing watched (the tick alone needs the thread).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -806,6 +807,47 @@ static void test_atfork_child(void **state)
 	assert_true(UNIT_WAIT(UNIT_LOAD(&parent->calls) == 2, WAIT_MS));
 }
 
+
+/* ---- start without a watch ---- */
+
+static int start_ticks;
+
+static void on_start_tick(void)
+{
+	if (rsk_evloop_take_tick() && rsk_evloop_on_thread())
+		UNIT_INC(&start_ticks);
+}
+
+/* In a child whose loop is gone (atfork): start alone runs the thread, so the tick works
+ * with nothing watched; a second start is a no-op, and no second thread ticks. */
+static int start_child(void *arg)
+{
+	(void)arg;
+	rsk_evloop_atfork_child();
+	rsk_evloop_set_tick(on_start_tick);
+	rsk_evloop_request_tick();
+	unit_sleep_ms(QUIET_MS);
+	if (UNIT_LOAD(&start_ticks) != 0)
+		return 10; /* no thread yet: nobody can have ticked */
+	if (rsk_evloop_start() != 0 || rsk_evloop_start() != 0)
+		return 11;
+	if (!UNIT_WAIT(UNIT_LOAD(&start_ticks) == 1, WAIT_MS))
+		return 12; /* the request made before the start is served */
+	rsk_evloop_request_tick();
+	if (!UNIT_WAIT(UNIT_LOAD(&start_ticks) == 2, WAIT_MS))
+		return 13;
+	unit_sleep_ms(QUIET_MS);
+	if (UNIT_LOAD(&start_ticks) != 2 || rsk_evloop_on_thread())
+		return 14;
+	return 0;
+}
+
+static void test_start_without_watch(void **state)
+{
+	(void)state;
+	assert_int_equal(unit_in_child(start_child, NULL, 5000), 0);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, arena_teardown)
 
 int main(void)
@@ -827,6 +869,7 @@ int main(void)
 		T(test_many_watches),
 		T(test_on_thread),
 		T(test_atfork_child),
+		T(test_start_without_watch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
