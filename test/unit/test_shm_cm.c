@@ -4,9 +4,10 @@
  * loopback TCP connect as core/calls/connect.c does; the server accepts and claims the offer
  * whose socket is the accepted connection's peer (getsockname of the passed socket) as
  * core/calls/accept.c does, answers on the client's kept rendezvous connection, and data
- * moves over the two endpoints. Also both address families, the fallbacks (no listener, a
- * plain client), hostile rendezvous peers, declines, the fd-budget pause and resume, and a
- * forked sibling claiming an offer handed back to it.
+ * moves over the two endpoints. Also both address families and their mixes (a dual-stack
+ * listener and IPv4 clients, an IPv6 socket towards a v4-mapped address), the fallbacks (no
+ * listener, a plain client), hostile rendezvous peers, declines, the fd-budget pause and
+ * resume, and a forked sibling claiming an offer handed back to it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -454,6 +455,37 @@ static void test_ipv6(void **state)
 	fix_close(&f);
 }
 
+/*
+ * A dual-stack listener on [::] (the default of many servers) accepting an IPv4 client: the
+ * accepted peer is ::ffff:127.0.0.1, the client's socket says 127.0.0.1. Still the same
+ * connection, and the claim must find it (else the client, committed to shm, is left with
+ * nobody on the other side).
+ */
+static void test_dual_stack_listener_ipv4_client(void **state)
+{
+	struct fix f;
+
+	(void)state;
+	if (!ucm_have_ipv6() || fix_open(&f, AF_INET6, "::", 0, "127.0.0.1") < 0)
+		skip();
+	assert_int_equal(fix_listen(&f, 0), 0);
+	dial_claim_data(&f);
+	fix_close(&f);
+}
+
+/* The other way round: an IPv6 socket connecting to ::ffff:127.0.0.1 of an IPv4 listener. */
+static void test_mapped_client_ipv4_listener(void **state)
+{
+	struct fix f;
+
+	(void)state;
+	if (!ucm_have_ipv6() || fix_open(&f, AF_INET, "127.0.0.1", 0, "::ffff:127.0.0.1") < 0)
+		skip();
+	assert_int_equal(fix_listen(&f, 0), 0);
+	dial_claim_data_family(&f, AF_INET6);
+	fix_close(&f);
+}
+
 /* ---- fallbacks ---- */
 
 /* No preloaded listener: no_peer, nothing left open, and the kernel connect still works. */
@@ -848,6 +880,8 @@ int main(void)
 		T4(test_dial_claim_data),
 		T4(test_wildcard_listener),
 		cmocka_unit_test(test_ipv6),
+		cmocka_unit_test(test_dual_stack_listener_ipv4_client),
+		cmocka_unit_test(test_mapped_client_ipv4_listener),
 		T4(test_dial_no_peer),
 		T4(test_undial),
 		T4(test_claim_plain_client),
