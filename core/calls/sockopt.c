@@ -270,8 +270,12 @@ static int rsk_opt_own(struct rsk_conn *c, int level, int name, void *val, sockl
 	int err;
 
 	if (level == SOL_SOCKET && name == SO_ERROR) {
-		err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0; /* reported once */
+		err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0;
+		/* TCP has one pending error, and SO_ERROR consumes it: then recv sees EOF and
+		 * send EPIPE, and the next SO_ERROR reads 0. */
 		*rc = rsk_opt_int(val, len, err);
+		if (*rc == 0 && err != 0)
+			c->st.err_seen_rx = c->st.err_seen_tx = 1;
 	} else if (level == SOL_SOCKET && name == SO_TYPE) {
 		*rc = rsk_opt_int(val, len, SOCK_STREAM);
 	} else if (level == SOL_SOCKET && name == SO_DOMAIN) {

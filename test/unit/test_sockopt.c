@@ -166,6 +166,29 @@ static void test_own_answers(void **state)
 	assert_int_equal(rsk_opt_get(A.fd, SOL_SOCKET, SO_TYPE, NULL, NULL), -EFAULT);
 }
 
+/*
+ * The stream was reset: SO_ERROR reports it once and consumes it, as TCP's does; a later
+ * recv then sees EOF and a send EPIPE (TCP: the pending error is reported by whichever
+ * asks first).
+ */
+static void test_so_error_once(void **state)
+{
+	struct iovec iov;
+	char b[8];
+	int v;
+
+	(void)state;
+	rsk_stream_set_error(&A.c->st, -ECONNRESET);
+	assert_int_equal(get_int(A.fd, SOL_SOCKET, SO_ERROR, &v), 0);
+	assert_int_equal(v, ECONNRESET);
+	assert_int_equal(get_int(A.fd, SOL_SOCKET, SO_ERROR, &v), 0);
+	assert_int_equal(v, 0);
+	iov.iov_base = b;
+	iov.iov_len = sizeof(b);
+	assert_int_equal(rsk_stream_recv(&A.c->st, &iov, 1, 0), 0);
+	assert_int_equal(rsk_stream_send(&A.c->st, &iov, 1, 0), -EPIPE);
+}
+
 /* Until something consumes it, the error stays pending for SO_ERROR. */
 static void test_so_error_after_recv(void **state)
 {
@@ -464,6 +487,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_not_accelerated),
 		T(test_own_answers),
+		T(test_so_error_once),
 		T(test_so_error_after_recv),
 		T(test_tcp_info),
 		T(test_set_get_like_kernel),
