@@ -211,22 +211,26 @@ int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len)
 	return rc;
 }
 
-/* The answer, truncated to the caller's buffer as getsockopt does. */
+/* The answer, truncated to the caller's buffer as getsockopt does (an int option too: the
+ * kernel copies min(len, sizeof(int)) bytes; only a negative length is invalid). */
 static int rsk_opt_out(void *val, socklen_t *len, const void *v, socklen_t n)
 {
-	if (val == NULL || len == NULL)
+	if (len == NULL)
 		return -EFAULT;
+	if ((int)*len < 0)
+		return -EINVAL;
 	if (*len < n)
 		n = *len;
-	memcpy(val, v, n);
+	if (val == NULL && n > 0)
+		return -EFAULT;
+	if (n > 0)
+		memcpy(val, v, n);
 	*len = n;
 	return 0;
 }
 
 static int rsk_opt_int(void *val, socklen_t *len, int v)
 {
-	if (len != NULL && *len < (socklen_t)sizeof(int))
-		return -EINVAL;
 	return rsk_opt_out(val, len, &v, sizeof(v));
 }
 

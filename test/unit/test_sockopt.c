@@ -166,6 +166,29 @@ static void test_own_answers(void **state)
 	assert_int_equal(rsk_opt_get(A.fd, SOL_SOCKET, SO_TYPE, NULL, NULL), -EFAULT);
 }
 
+/* A short buffer gets the value truncated, as the kernel does for int options. */
+static void test_short_length(void **state)
+{
+	unsigned char b[4] = {0xee, 0xee, 0xee, 0xee}, kb[4] = {0xee, 0xee, 0xee, 0xee};
+	socklen_t len = 1, klen = 1;
+
+	(void)state;
+	assert_int_equal(getsockopt(A.kfd, SOL_SOCKET, SO_TYPE, kb, &klen), 0);
+	assert_int_equal(rsk_opt_get(A.fd, SOL_SOCKET, SO_TYPE, b, &len), 0);
+	assert_int_equal(len, klen);
+	assert_memory_equal(b, kb, sizeof(b));
+	len = klen = 2;
+	assert_int_equal(getsockopt(A.kfd, IPPROTO_TCP, TCP_NODELAY, kb, &klen), 0);
+	assert_int_equal(rsk_opt_get(A.fd, IPPROTO_TCP, TCP_NODELAY, b, &len), 0);
+	assert_int_equal(len, klen);
+	assert_memory_equal(b, kb, sizeof(b));
+	/* a negative length is what the kernel refuses */
+	len = klen = (socklen_t)-1;
+	assert_int_equal(getsockopt(A.kfd, SOL_SOCKET, SO_TYPE, kb, &klen), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(rsk_opt_get(A.fd, SOL_SOCKET, SO_TYPE, b, &len), -EINVAL);
+}
+
 /*
  * The stream was reset: SO_ERROR reports it once and consumes it, as TCP's does; a later
  * recv then sees EOF and a send EPIPE (TCP: the pending error is reported by whichever
@@ -487,6 +510,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_not_accelerated),
 		T(test_own_answers),
+		T(test_short_length),
 		T(test_so_error_once),
 		T(test_so_error_after_recv),
 		T(test_tcp_info),
