@@ -30,6 +30,7 @@ static char rsk_internal_marker __attribute__((aligned(8)));
 #define RSK_HIDE_CEILING_MAX 65536
 
 static pthread_mutex_t rsk_hide_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t rsk_hide_once = PTHREAD_ONCE_INIT;
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
 static uint64_t rsk_hide_holes[RSK_HIDE_CEILING_MAX / 64]; /* one bit per number */
@@ -66,6 +67,33 @@ static int rsk_hole_take(void)
 	}
 	rsk_hide_nholes = 0; /* cannot happen: the count and the bits disagree */
 	return -1;
+}
+
+/*
+ * fork() while another thread is inside a hide: the child would inherit the lock held by a
+ * thread it does not have, and its first hide (the fork hooks close and open fds of ours)
+ * would wait for ever. The lock is taken around fork, so both sides get it released and the
+ * holes and the next number consistent.
+ */
+static void rsk_hide_lock_fork(void)
+{
+	pthread_mutex_lock(&rsk_hide_lock);
+}
+
+static void rsk_hide_unlock_fork(void)
+{
+	pthread_mutex_unlock(&rsk_hide_lock);
+}
+
+static void rsk_hide_register_fork(void)
+{
+	(void)pthread_atfork(rsk_hide_lock_fork, rsk_hide_unlock_fork, rsk_hide_unlock_fork);
+}
+
+static void rsk_hide_take(void)
+{
+	(void)pthread_once(&rsk_hide_once, rsk_hide_register_fork);
+	pthread_mutex_lock(&rsk_hide_lock);
 }
 
 static void rsk_hide_limits(void)
@@ -131,7 +159,7 @@ int rsk_fd_hide(int fd)
 {
 	int nfd;
 
-	pthread_mutex_lock(&rsk_hide_lock);
+	rsk_hide_take();
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
 	if (nfd == -EBADF)
@@ -153,7 +181,7 @@ int rsk_fd_hide_dup(int fd)
 {
 	int nfd;
 
-	pthread_mutex_lock(&rsk_hide_lock);
+	rsk_hide_take();
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
 	if (nfd < 0)
@@ -172,7 +200,7 @@ int rsk_fd_reserve(void)
 	int ceil = __atomic_load_n(&rsk_hide_ceiling, __ATOMIC_RELAXED);
 
 	if (ceil == 0) {
-		pthread_mutex_lock(&rsk_hide_lock);
+		rsk_hide_take();
 		rsk_hide_limits();
 		ceil = rsk_hide_ceiling;
 		pthread_mutex_unlock(&rsk_hide_lock);
@@ -195,7 +223,7 @@ void rsk_fd_unhide_close(int fd)
 {
 	rsk_fdtab_replace(fd, RSK_INTERNAL_SLOT, 0);
 	(void)rsk_sys_close(fd);
-	pthread_mutex_lock(&rsk_hide_lock);
+	rsk_hide_take();
 	if (fd > rsk_hide_next && fd < rsk_hide_ceiling && !rsk_hole_test(fd)) {
 		rsk_hole_flip(fd, 1);
 		/* Our lowest fd went: the region shrinks back over the holes above it. */

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -364,6 +365,52 @@ static void test_application_fd_in_region(void **state)
 	assert_int_equal(unit_in_child(child_app_above, NULL, 5000), 0);
 }
 
+/* ---- fork while another thread hides ---- */
+
+static int churn_stop;
+
+static void *churn_thread(void *arg)
+{
+	int h;
+
+	(void)arg;
+	while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+		h = hide_one();
+		if (h >= 0)
+			rsk_fd_unhide_close(h);
+	}
+	return NULL;
+}
+
+/* The child of a fork taken while the other thread was inside hide: it can still hide. */
+static int child_hides(void *arg)
+{
+	int h;
+
+	(void)arg;
+	h = hide_one();
+	if (h < 0 || !rsk_fd_is_internal(h))
+		return 2;
+	rsk_fd_unhide_close(h);
+	return 0;
+}
+
+static void test_fork_while_hiding(void **state)
+{
+	pthread_t t;
+	int i, rc = 0;
+
+	(void)state;
+	churn_stop = 0;
+	assert_int_equal(pthread_create(&t, NULL, churn_thread, NULL), 0);
+	for (i = 0; i < 200 && rc == 0; i++)
+		rc = unit_in_child(child_hides, NULL, 1000); /* -1: killed (it hung) */
+	__atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (rc != 0)
+		fail_msg("fork %d: the child could not hide (%d)", i, rc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -376,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_churn_reuses_numbers),
 		cmocka_unit_test(test_full_region_keeps_low_number),
 		cmocka_unit_test(test_application_fd_in_region),
+		cmocka_unit_test(test_fork_while_hiding),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
