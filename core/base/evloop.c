@@ -284,15 +284,29 @@ void rsk_evloop_unwatch(rsk_watch_t w)
 int rsk_evloop_defer(void (*fn)(void *arg), void *arg)
 {
 	struct rsk_ev_defer *d = malloc(sizeof(*d));
+	uint64_t one = 1;
+	int rc = 0;
 
 	if (d == NULL)
 		return -ENOMEM;
 	d->fn = fn;
 	d->arg = arg;
 	rsk_ev_lock_take();
-	d->next = rsk_ev_deferred;
-	rsk_ev_deferred = d;
+	if (!rsk_ev_started)
+		rc = rsk_ev_start();
+	if (rc == 0) {
+		d->next = rsk_ev_deferred;
+		rsk_ev_deferred = d;
+	}
 	rsk_ev_lock_drop();
+	if (rc < 0) {
+		free(d);
+		return rc;
+	}
+	/* Outside a callback (another thread, or a deferred or tick function) no round may be
+	 * coming: the loop can be in its untimed sleep. Wake it so the work runs now. */
+	if (!rsk_ev_in_dispatch)
+		(void)rsk_sys_write(rsk_ev_evfd, &one, sizeof(one));
 	return 0;
 }
 

@@ -34,8 +34,9 @@ int rsk_evloop_start(void);
 /* Remove a watch (0 and stale handles are ignored). May be called from a callback. */
 void rsk_evloop_unwatch(rsk_watch_t w);
 
-/* Run @fn(@arg) on the loop thread after the current round, without the loop's lock (for
- * work that takes locks a callback may not, such as releasing a connection). 0/-ENOMEM. */
+/* Run @fn(@arg) on the loop thread without the loop's lock (for work that takes locks a
+ * callback may not, such as releasing a connection): after the current round when called
+ * from a callback, else promptly (the loop is woken; started if needed). 0 or -errno. */
 int rsk_evloop_defer(void (*fn)(void *arg), void *arg);
 
 /*

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "fdhide.h"
@@ -18,15 +20,81 @@ static char rsk_internal_marker __attribute__((aligned(8)));
 
 /*
  * Where hidden fds go: downwards from a ceiling (the soft RLIMIT_NOFILE, at most 65536 so
- * the kernel's fd table stays small), so the application, which allocates from the bottom,
- * meets them only when the process is nearly out of fds. @next is the number tried next;
- * holes our closes leave above it are reused first (F_DUPFD gives the lowest free >= base).
+ * the kernel's fd table stays small) and never below half of it, so the application, which
+ * allocates from the bottom, meets them only when the process is nearly out of fds. @next is
+ * the number tried next: every number above it is ours, a hole, or the application's.
+ * Holes (numbers our closes freed above @next) are reused first, highest first, and the
+ * region shrinks back over them when its lowest fd closes: a process that opens and closes
+ * connections for ever must not creep down into the application's numbers.
  */
 #define RSK_HIDE_CEILING_MAX 65536
 
 static pthread_mutex_t rsk_hide_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t rsk_hide_once = PTHREAD_ONCE_INIT;
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
+static uint64_t rsk_hide_holes[RSK_HIDE_CEILING_MAX / 64]; /* one bit per number */
+static int rsk_hide_nholes;
+
+static int rsk_hole_test(int fd)
+{
+	return (rsk_hide_holes[fd >> 6] >> (fd & 63)) & 1;
+}
+
+static void rsk_hole_flip(int fd, int on)
+{
+	if (on)
+		rsk_hide_holes[fd >> 6] |= 1ull << (fd & 63);
+	else
+		rsk_hide_holes[fd >> 6] &= ~(1ull << (fd & 63));
+	rsk_hide_nholes += on ? 1 : -1;
+}
+
+/* The highest hole, taken out of the set; -1 if none. Holes lie in (next, ceiling). */
+static int rsk_hole_take(void)
+{
+	int w;
+
+	if (rsk_hide_nholes == 0)
+		return -1;
+	for (w = (rsk_hide_ceiling - 1) >> 6; w >= 0 && w >= (rsk_hide_next + 1) >> 6; w--) {
+		if (rsk_hide_holes[w] != 0) {
+			int fd = (w << 6) + 63 - __builtin_clzll(rsk_hide_holes[w]);
+
+			rsk_hole_flip(fd, 0);
+			return fd;
+		}
+	}
+	rsk_hide_nholes = 0; /* cannot happen: the count and the bits disagree */
+	return -1;
+}
+
+/*
+ * fork() while another thread is inside a hide: the child would inherit the lock held by a
+ * thread it does not have, and its first hide (the fork hooks close and open fds of ours)
+ * would wait for ever. The lock is taken around fork, so both sides get it released and the
+ * holes and the next number consistent.
+ */
+static void rsk_hide_lock_fork(void)
+{
+	pthread_mutex_lock(&rsk_hide_lock);
+}
+
+static void rsk_hide_unlock_fork(void)
+{
+	pthread_mutex_unlock(&rsk_hide_lock);
+}
+
+static void rsk_hide_register_fork(void)
+{
+	(void)pthread_atfork(rsk_hide_lock_fork, rsk_hide_unlock_fork, rsk_hide_unlock_fork);
+}
+
+static void rsk_hide_take(void)
+{
+	(void)pthread_once(&rsk_hide_once, rsk_hide_register_fork);
+	pthread_mutex_lock(&rsk_hide_lock);
+}
 
 static void rsk_hide_limits(void)
 {
@@ -40,7 +108,35 @@ static void rsk_hide_limits(void)
 	if (ceil != rsk_hide_ceiling) { /* first use, or the limit changed since */
 		rsk_hide_ceiling = ceil;
 		rsk_hide_next = ceil - 1;
+		memset(rsk_hide_holes, 0, sizeof(rsk_hide_holes));
+		rsk_hide_nholes = 0;
 	}
+}
+
+/* A hole, or the region's next number (going around the application's fds up there), or
+ * -errno (-EMFILE: the region is full). Lock held. */
+static int rsk_hide_try(int fd)
+{
+	int nfd, h;
+
+	while ((h = rsk_hole_take()) >= 0) {
+		nfd = rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, h);
+		if (nfd >= 0 || (nfd != -EMFILE && nfd != -EINVAL))
+			return nfd; /* the hole (or a free number above it), or a bad @fd */
+		/* the application took it since, or the limit went below it */
+	}
+	while (rsk_hide_next >= rsk_hide_ceiling / 2) {
+		nfd = rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, rsk_hide_next);
+		if (nfd >= 0) {
+			if (nfd == rsk_hide_next)
+				rsk_hide_next--; /* took the slot: the next one goes below */
+			return nfd;
+		}
+		if (nfd != -EMFILE)
+			return nfd; /* -EINVAL: the limit went below us; or a bad @fd */
+		rsk_hide_next--; /* it and all above are taken (the application's): go below */
+	}
+	return -EMFILE;
 }
 
 /* Move @fd to a hidden number (a new fd, close-on-exec), or -errno. Lock held. */
@@ -51,14 +147,9 @@ static int rsk_hide_place(int fd)
 	if (rsk_hide_ceiling == 0)
 		rsk_hide_limits();
 	for (i = 0; i < 2; i++) {
-		nfd = rsk_hide_next >= rsk_hide_ceiling / 2
-			      ? rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, rsk_hide_next)
-			      : -EMFILE;
-		if (nfd >= 0) {
-			if (nfd == rsk_hide_next)
-				rsk_hide_next--; /* took the slot: the next one goes below */
+		nfd = rsk_hide_try(fd);
+		if (nfd >= 0 || nfd == -EBADF)
 			return nfd;
-		}
 		rsk_hide_limits(); /* the application may have changed its limit */
 	}
 	return nfd;
@@ -68,9 +159,11 @@ int rsk_fd_hide(int fd)
 {
 	int nfd;
 
-	pthread_mutex_lock(&rsk_hide_lock);
+	rsk_hide_take();
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
+	if (nfd == -EBADF)
+		return nfd; /* not an open fd: nothing to keep, and its number is not ours */
 	if (nfd < 0) { /* No room up there: keep the original number rather than fail. */
 		nfd = fd;
 		(void)rsk_sys_fcntl(nfd, F_SETFD, FD_CLOEXEC);
@@ -88,7 +181,7 @@ int rsk_fd_hide_dup(int fd)
 {
 	int nfd;
 
-	pthread_mutex_lock(&rsk_hide_lock);
+	rsk_hide_take();
 	nfd = rsk_hide_place(fd);
 	pthread_mutex_unlock(&rsk_hide_lock);
 	if (nfd < 0)
@@ -107,7 +200,7 @@ int rsk_fd_reserve(void)
 	int ceil = __atomic_load_n(&rsk_hide_ceiling, __ATOMIC_RELAXED);
 
 	if (ceil == 0) {
-		pthread_mutex_lock(&rsk_hide_lock);
+		rsk_hide_take();
 		rsk_hide_limits();
 		ceil = rsk_hide_ceiling;
 		pthread_mutex_unlock(&rsk_hide_lock);
@@ -130,6 +223,14 @@ void rsk_fd_unhide_close(int fd)
 {
 	rsk_fdtab_replace(fd, RSK_INTERNAL_SLOT, 0);
 	(void)rsk_sys_close(fd);
+	rsk_hide_take();
+	if (fd > rsk_hide_next && fd < rsk_hide_ceiling && !rsk_hole_test(fd)) {
+		rsk_hole_flip(fd, 1);
+		/* Our lowest fd went: the region shrinks back over the holes above it. */
+		while (rsk_hide_next + 1 < rsk_hide_ceiling && rsk_hole_test(rsk_hide_next + 1))
+			rsk_hole_flip(++rsk_hide_next, 0);
+	}
+	pthread_mutex_unlock(&rsk_hide_lock);
 }
 
 int rsk_fd_is_internal(int fd)

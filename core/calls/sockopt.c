@@ -211,22 +211,26 @@ int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len)
 	return rc;
 }
 
-/* The answer, truncated to the caller's buffer as getsockopt does. */
+/* The answer, truncated to the caller's buffer as getsockopt does (an int option too: the
+ * kernel copies min(len, sizeof(int)) bytes; only a negative length is invalid). */
 static int rsk_opt_out(void *val, socklen_t *len, const void *v, socklen_t n)
 {
-	if (val == NULL || len == NULL)
+	if (len == NULL)
 		return -EFAULT;
+	if ((int)*len < 0)
+		return -EINVAL;
 	if (*len < n)
 		n = *len;
-	memcpy(val, v, n);
+	if (val == NULL && n > 0)
+		return -EFAULT;
+	if (n > 0)
+		memcpy(val, v, n);
 	*len = n;
 	return 0;
 }
 
 static int rsk_opt_int(void *val, socklen_t *len, int v)
 {
-	if (len != NULL && *len < (socklen_t)sizeof(int))
-		return -EINVAL;
 	return rsk_opt_out(val, len, &v, sizeof(v));
 }
 
@@ -270,8 +274,12 @@ static int rsk_opt_own(struct rsk_conn *c, int level, int name, void *val, sockl
 	int err;
 
 	if (level == SOL_SOCKET && name == SO_ERROR) {
-		err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0; /* reported once */
+		err = c->st.err && !c->st.err_seen_rx ? -c->st.err : 0;
+		/* TCP has one pending error, and SO_ERROR consumes it: then recv sees EOF and
+		 * send EPIPE, and the next SO_ERROR reads 0. */
 		*rc = rsk_opt_int(val, len, err);
+		if (*rc == 0 && err != 0)
+			c->st.err_seen_rx = c->st.err_seen_tx = 1;
 	} else if (level == SOL_SOCKET && name == SO_TYPE) {
 		*rc = rsk_opt_int(val, len, SOCK_STREAM);
 	} else if (level == SOL_SOCKET && name == SO_DOMAIN) {

@@ -400,7 +400,10 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l,
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
 		}
-		if (mine == NULL && e->client_known && rsk_addr_same(&e->client, peer)) {
+		/* v4m: a dual-stack listener reports an IPv4 client as ::ffff:a.b.c.d, and an
+		 * IPv6 socket connected to ::ffff:a.b.c.d reaches an IPv4 listener as a.b.c.d */
+		if (mine == NULL && e->client_known &&
+		    rsk_addr_same_v4m((struct sockaddr *)&e->client, (const struct sockaddr *)peer)) {
 			mine = rsk_offer_unlink(l, pp);
 			continue;
 		}

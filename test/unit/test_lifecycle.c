@@ -1,0 +1,306 @@
+/*
+ * Unit tests for core/calls/lifecycle, the process's life-cycle hooks: epoll registrations
+ * remembered while a socket may still change its file (added, modified, removed, bounded,
+ * per epoll set); fork: the fork is counted, a shareable connection (shm) is held for the
+ * child before it exists and let go again if the fork failed, and in the child it stays
+ * shared while kernel sockets start a fresh account; exit: every accelerated stream this
+ * process holds is ended in order (the peer reads EOF). The relay of a connection that
+ * cannot follow a fork needs verbs (a device) and is left to the Soft-RoCE guest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/config.h"
+#include "base/proc.h"
+#include "base/stats.h"
+#include "calls/calls.h"
+#include "conn/conn.h"
+#include "sock/listener.h"
+#include "sock/sock.h"
+#include "stream/stream.h"
+#include "transport/shm.h"
+#include "unit.h"
+#include "unit_cm.h"
+
+#define NBUF 8
+#define BSIZE 4096
+
+static int setup(void **state)
+{
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	rsk_stats_reset();
+	return 0;
+}
+
+/* ---- epoll registrations ---- */
+
+static struct rsk_sock *sock_of(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	assert_non_null(s);
+	rsk_sock_put(s); /* the slot's reference keeps it */
+	return s;
+}
+
+static void test_epoll_notes(void **state)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ep[RSK_SOCK_EPREGS + 1], i;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
+	struct rsk_sock *s;
+
+	(void)state;
+	/* an untracked fd: nothing to remember, nothing breaks */
+	rsk_life_epoll_note(3, EPOLL_CTL_ADD, fd, &ev);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	s = sock_of(fd);
+	for (i = 0; i <= RSK_SOCK_EPREGS; i++)
+		ep[i] = 100 + i; /* the epoll fds are only remembered, never used here */
+	rsk_life_epoll_note(ep[0], EPOLL_CTL_ADD, fd, &ev);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].epfd, ep[0]);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLIN);
+	/* MOD replaces the same set's entry */
+	ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+	ev.data.u64 = 2;
+	rsk_life_epoll_note(ep[0], EPOLL_CTL_MOD, fd, &ev);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLIN | EPOLLOUT | EPOLLET);
+	assert_int_equal(s->epregs[0].ev.data.u64, 2);
+	/* one per epoll set, up to the bound; more are not remembered */
+	for (i = 1; i <= RSK_SOCK_EPREGS; i++) {
+		ev.data.u64 = 10 + (uint64_t)i;
+		rsk_life_epoll_note(ep[i], EPOLL_CTL_ADD, fd, &ev);
+	}
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS);
+	for (i = 0; i < s->nepregs; i++)
+		assert_true(s->epregs[i].epfd != ep[RSK_SOCK_EPREGS]);
+	/* DEL of a set forgets it (the others stay); DEL of an unknown set changes nothing */
+	rsk_life_epoll_note(ep[1], EPOLL_CTL_DEL, fd, NULL);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
+	for (i = 0; i < s->nepregs; i++)
+		assert_true(s->epregs[i].epfd != ep[1]);
+	rsk_life_epoll_note(999, EPOLL_CTL_DEL, fd, NULL);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
+	/* an ADD without an event (a caller bug) is not remembered */
+	rsk_life_epoll_note(ep[1], EPOLL_CTL_ADD, fd, NULL);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
+	/* there is room again: the next set is remembered */
+	ev.data.u64 = 77;
+	rsk_life_epoll_note(ep[RSK_SOCK_EPREGS], EPOLL_CTL_ADD, fd, &ev);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS);
+	assert_int_equal(s->epregs[RSK_SOCK_EPREGS - 1].epfd, ep[RSK_SOCK_EPREGS]);
+	assert_int_equal(s->epregs[RSK_SOCK_EPREGS - 1].ev.data.u64, 77);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+}
+
+/* A listening socket registered in an epoll set: its listeners learn that we accept. */
+static void test_epoll_note_listener_interest(void **state)
+{
+	enum rdmasock_fallback why;
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct rsk_sock *s;
+	uint16_t port;
+	int fd;
+
+	(void)state;
+	rsk_config.mode = RSK_MODE_SHM;
+	fd = ucm_tcp_bound(1, &port);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_LISTENING), 0);
+	s = sock_of(fd);
+	assert_int_equal(rsk_listener_open(fd, &s->lst, &why), 0);
+	rsk_life_epoll_note(100, EPOLL_CTL_ADD, fd, &ev); /* shm takes the note (a no-op) */
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(rsk_sock_release_fd(fd), 1); /* closes the listener */
+	close(fd);
+}
+
+/* ---- an accelerated connection, as rsk_sock_become leaves it (see test_sockopt) ---- */
+
+struct accel {
+	int fd, other;
+	struct rsk_conn *c;
+	struct rsk_sock *s;
+	int memfd;
+	struct rsk_ep *peer;
+	struct rsk_stream pst;
+};
+
+static void accel_open(struct accel *a)
+{
+	int sv[2];
+
+	memset(a, 0, sizeof(*a));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	a->fd = sv[0];
+	a->other = sv[1];
+	a->c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(a->c);
+	a->memfd = rsk_shm_create_open(NBUF, BSIZE, rsk_conn_ep_mem(a->c), &a->c->ep);
+	assert_true(a->memfd >= 0);
+	assert_int_equal(rsk_shm_open(a->memfd, RSK_SHM_SERVER, -1, NULL, &a->peer), 0);
+	assert_int_equal(rsk_stream_init(&a->c->st, a->c->ep, rsk_conn_rxq(a->c)), 0);
+	assert_int_equal(rsk_stream_init(&a->pst, a->peer, NULL), 0);
+	a->c->transport = RDMASOCK_TRANSPORT_SHM;
+	a->c->domain = AF_INET;
+	assert_int_equal(rsk_sock_track(a->fd, AF_INET, RSK_SOCK_CONNECTED), 0);
+	a->s = sock_of(a->fd);
+	a->s->conn = a->c;
+	a->s->transport = RDMASOCK_TRANSPORT_SHM;
+	assert_int_equal(rsk_fdtab_store(a->fd, (uintptr_t)a->s), 0);
+}
+
+/* @released: rsk_life_exit already ended and freed the connection. */
+static void accel_close(struct accel *a, int released)
+{
+	a->s->conn = NULL;
+	(void)rsk_sock_release_fd(a->fd);
+	if (!released) {
+		rsk_stream_fini(&a->c->st);
+		rsk_conn_discard(a->c, -1, -1, -1);
+	}
+	rsk_stream_fini(&a->pst);
+	rsk_ep_destroy(a->peer);
+	close(a->memfd);
+	close(a->fd);
+	close(a->other);
+}
+
+static void test_fork_prepare_and_failed(void **state)
+{
+	unsigned int forks = rsk_proc_forks();
+	struct accel a;
+
+	(void)state;
+	accel_open(&a);
+	assert_int_equal(a.c->holders, 1);
+	rsk_life_fork_prepare();
+	assert_int_equal(rsk_proc_forks(), forks + 1);
+	assert_int_equal(a.c->holders, 2); /* the child holds it too, before it exists */
+	rsk_life_fork_failed();
+	assert_int_equal(a.c->holders, 1);
+	/* a kernel socket is not held (the kernel shares it) */
+	accel_close(&a, 0);
+}
+
+/* In the child: the shm connection stays shared and usable; kernel sockets start afresh. */
+struct child_arg {
+	struct accel *a;
+	int kcli, ksrv;
+};
+
+static int child_after_fork(void *arg)
+{
+	struct child_arg *k = arg;
+	struct rsk_sock *s;
+	char buf[16] = "child";
+	struct iovec iov = {buf, 5};
+
+	rsk_life_fork_child();
+	if (rsk_proc_pid() != getpid())
+		return 10;
+	s = rsk_sock_get(k->a->fd);
+	if (s == NULL || s->conn != k->a->c || s->detached)
+		return 11;
+	rsk_sock_put(s);
+	/* the child sends on the shared stream */
+	if (rsk_stream_send(&k->a->c->st, &iov, 1, 0) != 5)
+		return 12;
+	/* what the kernel socket carried before the fork is the parent's to report */
+	if (send(k->kcli, "xyz", 3, MSG_NOSIGNAL) != 3)
+		return 13;
+	if (rsk_sock_release_fd(k->kcli) != 1)
+		return 14;
+	if (rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL] != 3)
+		return 15;
+	return 0;
+}
+
+static void test_fork_child(void **state)
+{
+	struct child_arg k;
+	struct accel a;
+	char buf[64];
+	struct iovec iov = {buf, sizeof(buf)};
+	uint16_t port;
+	int l, i;
+
+	(void)state;
+	accel_open(&a);
+	k.a = &a;
+	l = ucm_tcp_bound(1, &port);
+	{
+		struct sockaddr_in to = ucm_lo4(port);
+
+		k.kcli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(connect(k.kcli, (struct sockaddr *)&to, sizeof(to)), 0);
+		k.ksrv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	}
+	assert_int_equal(rsk_sock_track(k.kcli, AF_INET, RSK_SOCK_CONNECTED), 0);
+	assert_int_equal(send(k.kcli, "before-fork", 11, MSG_NOSIGNAL), 11);
+	rsk_life_fork_prepare();
+	assert_int_equal(unit_in_child(child_after_fork, &k, 5000), 0);
+	/* the child's message arrived on the connection both share */
+	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 5);
+	assert_memory_equal(buf, "child", 5);
+	/* the child held it and exited without closing it (_exit): still counted here */
+	assert_int_equal(a.c->holders, 2);
+	a.c->holders = 1;
+	assert_int_equal(rsk_sock_release_fd(k.kcli), 1);
+	close(k.kcli);
+	close(k.ksrv);
+	close(l);
+	accel_close(&a, 0);
+}
+
+/* At exit: each accelerated stream we hold ends in order, as the kernel ends TCP's. */
+static void test_exit_ends_streams(void **state)
+{
+	struct accel a;
+	char buf[8];
+	struct iovec iov = {buf, sizeof(buf)};
+	int i;
+
+	(void)state;
+	accel_open(&a);
+	rsk_life_exit();
+	assert_null(a.s->conn);
+	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 0); /* EOF: a FIN, not a reset */
+	assert_true(a.peer->ops->peer_closed(a.peer));
+	/* a second exit hook finds nothing left to end */
+	rsk_life_exit();
+	accel_close(&a, 1);
+}
+
+#define T(f) cmocka_unit_test_setup(f, setup)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_epoll_notes),
+		T(test_epoll_note_listener_interest),
+		T(test_fork_prepare_and_failed),
+		T(test_fork_child),
+		T(test_exit_ends_streams),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

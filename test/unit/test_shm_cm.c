@@ -1,0 +1,898 @@
+/*
+ * Unit tests for core/transport/shm_cm (rsk_shm_cm_ops) end to end without the socket
+ * layer: a client dials, offers (memfd, its ctl end, its TCP socket) and makes a real
+ * loopback TCP connect as core/calls/connect.c does; the server accepts and claims the offer
+ * whose socket is the accepted connection's peer (getsockname of the passed socket) as
+ * core/calls/accept.c does, answers on the client's kept rendezvous connection, and data
+ * moves over the two endpoints. Also both address families and their mixes (a dual-stack
+ * listener and IPv4 clients, an IPv6 socket towards a v4-mapped address), the fallbacks (no
+ * listener, a plain client), hostile rendezvous peers, declines, the fd-budget pause and
+ * resume, and a forked sibling claiming an offer handed back to it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/addr.h"
+#include "base/config.h"
+#include "base/ready.h"
+#include "stream/stream.h"
+#include "transport/shm.h"
+#include "transport/shm_cm.h"
+#include "transport/shm_rdv.h"
+#include "unit_cm.h"
+
+static const struct rsk_cm_ops *cm = &rsk_shm_cm_ops;
+
+/* ---- the server: a kernel listener and the shm listener beside it ---- */
+
+struct fix {
+	int kfd;
+	struct sockaddr_storage addr;  /* what the kernel listener is bound to */
+	struct sockaddr_storage dest;  /* where clients connect */
+	void *lh;
+};
+
+/* A kernel listener of @family on @bind_txt (port 0), clients going to @dest_txt. */
+static int fix_open(struct fix *f, int family, const char *bind_txt, int v6only,
+		    const char *dest_txt)
+{
+	socklen_t len;
+	uint16_t port;
+
+	memset(f, 0, sizeof(*f));
+	f->kfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->kfd < 0)
+		return -errno;
+	if (family == AF_INET6) {
+		struct sockaddr_in6 a = ucm_in6(bind_txt, 0);
+
+		assert_int_equal(setsockopt(f->kfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only,
+					    sizeof(v6only)), 0);
+		memcpy(&f->addr, &a, sizeof(a));
+	} else {
+		struct sockaddr_in a = ucm_in4(bind_txt, 0);
+
+		memcpy(&f->addr, &a, sizeof(a));
+	}
+	if (bind(f->kfd, (struct sockaddr *)&f->addr, ucm_sa_len((struct sockaddr *)&f->addr))) {
+		close(f->kfd); /* no IPv6 here */
+		return -errno;
+	}
+	assert_int_equal(listen(f->kfd, 64), 0);
+	len = sizeof(f->addr);
+	assert_int_equal(getsockname(f->kfd, (struct sockaddr *)&f->addr, &len), 0);
+	port = ucm_port_of(f->kfd);
+	if (strchr(dest_txt, ':') != NULL) {
+		struct sockaddr_in6 d = ucm_in6(dest_txt, port);
+
+		memcpy(&f->dest, &d, sizeof(d));
+	} else {
+		struct sockaddr_in d = ucm_in4(dest_txt, port);
+
+		memcpy(&f->dest, &d, sizeof(d));
+	}
+	return 0;
+}
+
+static int fix_listen(struct fix *f, int v6only)
+{
+	return cm->listen((struct sockaddr *)&f->addr, v6only, &f->lh);
+}
+
+static void fix_close(struct fix *f)
+{
+	if (f->lh != NULL)
+		cm->unlisten(f->lh);
+	f->lh = NULL;
+	close(f->kfd);
+}
+
+static int setup4(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(fix_open(f, AF_INET, "127.0.0.1", 0, "127.0.0.1"), 0);
+	assert_int_equal(fix_listen(f, 0), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	fix_close(f);
+	free(f);
+	return 0;
+}
+
+/* ---- the client, step by step as core/calls/connect.c drives a cm ---- */
+
+struct cli {
+	int fd;
+	struct sockaddr_storage dest;
+	struct rsk_dial d;
+	void *mem;   /* the endpoint's bytes, as the connection's shared region gives them */
+	int app;     /* our app end; its ctl end went to the server with the offer */
+	int undial;  /* dial succeeded and dialed() has not taken its resources yet */
+};
+
+static int cli_dial_family(struct cli *c, const struct sockaddr_storage *dest, int family)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->app = -1;
+	c->dest = *dest;
+	c->fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c->fd >= 0);
+	c->mem = calloc(1, cm->ep_size());
+	assert_non_null(c->mem);
+	c->d.fd = c->fd;
+	c->d.dest = (const struct sockaddr *)&c->dest;
+	c->d.dest_len = ucm_sa_len((struct sockaddr *)&c->dest);
+	c->d.nbuf = RSK_DEFAULT_BUF_COUNT;
+	c->d.buf_size = RSK_DEFAULT_BUF_SIZE;
+	c->d.ep_mem = c->mem;
+	c->d.why = RDMASOCK_FB_COUNT; /* no reason yet */
+	rc = cm->dial(&c->d);
+	c->undial = rc == 0;
+	return rc;
+}
+
+static int cli_dial(struct cli *c, const struct sockaddr_storage *dest)
+{
+	return cli_dial_family(c, dest, dest->ss_family);
+}
+
+/* The local parts and the offer; the ctl end is the server's from now on (!keeps_ctl). */
+static void cli_offer(struct cli *c)
+{
+	int ctl;
+
+	assert_int_equal(rsk_ready_pair(&c->app, &ctl), 0);
+	assert_int_equal(cm->offer(&c->d, ctl), 0);
+	assert_false(cm->keeps_ctl);
+	close(ctl);
+}
+
+/* The kernel connect, then dialed(). */
+static void cli_connect(struct cli *c)
+{
+	assert_int_equal(connect(c->fd, (struct sockaddr *)&c->dest,
+				 ucm_sa_len((struct sockaddr *)&c->dest)), 0);
+	cm->dialed(&c->d);
+	c->undial = 0;
+}
+
+static void cli_full_family(struct cli *c, const struct fix *f, int family)
+{
+	assert_int_equal(cli_dial_family(c, &f->dest, family), 0);
+	assert_non_null(c->d.ep);
+	cli_offer(c);
+	cli_connect(c);
+}
+
+static void cli_full(struct cli *c, const struct fix *f)
+{
+	cli_full_family(c, f, f->dest.ss_family);
+}
+
+/* What a fork or a wake owed would do: read the server's answer now (bounded). */
+static void cli_resolve(struct cli *c)
+{
+	cm->prefork(c->d.ep, c->app);
+}
+
+static void cli_close(struct cli *c)
+{
+	if (c->undial)
+		cm->undial(&c->d);
+	if (c->d.ep != NULL)
+		rsk_ep_destroy(c->d.ep); /* the server's ctl end and the answer connection too */
+	c->d.ep = NULL;
+	free(c->mem);
+	c->mem = NULL;
+	if (c->app >= 0)
+		close(c->app);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = c->app = -1;
+}
+
+/* ---- the server, as core/calls/accept.c drives a cm ---- */
+
+struct srv {
+	int fd;
+	struct sockaddr_storage peer;
+	struct rsk_claim cl;
+	void *mem;
+	int app;
+};
+
+static void srv_accept(struct srv *s, int kfd)
+{
+	struct pollfd p = {.fd = kfd, .events = POLLIN};
+	socklen_t len = sizeof(s->peer);
+
+	memset(s, 0, sizeof(*s));
+	s->app = -1;
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	s->fd = accept4(kfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(s->fd >= 0);
+	assert_int_equal(getpeername(s->fd, (struct sockaddr *)&s->peer, &len), 0);
+	s->cl.peer = &s->peer;
+	s->cl.why = RDMASOCK_FB_COUNT;
+}
+
+/* claim with its duration in *ms */
+static int srv_claim(struct srv *s, void *lh, int64_t *ms)
+{
+	int64_t t0 = ucm_now_ms();
+	int rc = cm->claim(lh, &s->cl, 1000);
+
+	if (ms != NULL)
+		*ms = ucm_now_ms() - t0;
+	return rc;
+}
+
+/* claim_open, the local parts, answer, unclaim(accepted): the server's half is up. */
+static void srv_open(struct srv *s)
+{
+	int ctl;
+
+	s->mem = calloc(1, cm->ep_size());
+	assert_non_null(s->mem);
+	s->cl.ep_mem = s->mem;
+	assert_int_equal(cm->claim_open(&s->cl), 0);
+	assert_non_null(s->cl.ep);
+	assert_int_equal(rsk_ready_pair(&s->app, &ctl), 0);
+	assert_int_equal(cm->answer(&s->cl, ctl), 0);
+	close(ctl); /* the answer handed it to the client, our waker */
+	cm->unclaim(&s->cl, 1);
+}
+
+static void srv_close(struct srv *s)
+{
+	if (s->cl.ep != NULL)
+		rsk_ep_destroy(s->cl.ep);
+	s->cl.ep = NULL;
+	free(s->mem);
+	s->mem = NULL;
+	if (s->app >= 0)
+		close(s->app);
+	close(s->fd);
+}
+
+/* ---- checks on endpoints ---- */
+
+static int readable(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* A byte into @ctl shows in @app: @ctl is the partner of @app. */
+static void assert_wakes(int ctl, int app)
+{
+	char b;
+
+	assert_false(readable(app, 0));
+	assert_int_equal(send(ctl, "t", 1, MSG_NOSIGNAL | MSG_DONTWAIT), 1);
+	assert_true(readable(app, 1000));
+	assert_int_equal(recv(app, &b, 1, MSG_DONTWAIT), 1);
+}
+
+/* One message from @tx reaches @rx (and @rx's buffer goes back): they share a memfd. */
+static void assert_paired(struct rsk_ep *tx, struct rsk_ep *rx, uint32_t imm)
+{
+	struct rsk_wc wc[4];
+
+	assert_int_equal(rsk_ep_post_send(tx, &imm, sizeof(imm), imm, RSK_SEND_INLINE), 0);
+	assert_int_equal(rsk_ep_poll(rx, wc, 4), 1);
+	assert_int_equal(wc[0].op, RSK_WC_RECV);
+	assert_int_equal(wc[0].imm, imm);
+	assert_int_equal(wc[0].len, sizeof(imm));
+	assert_memory_equal(rsk_ep_recv_buf(rx, wc[0].slot), &imm, sizeof(imm));
+	assert_int_equal(rsk_ep_post_recv(rx, wc[0].slot), 0);
+}
+
+static void assert_quiet(struct rsk_ep *ep)
+{
+	struct rsk_wc wc[4];
+
+	assert_int_equal(rsk_ep_poll(ep, wc, 4), 0);
+}
+
+static uint8_t pat(uint32_t seed, size_t i)
+{
+	return (uint8_t)(seed * 131u + i * 7u + (i >> 9));
+}
+
+/* @total bytes from @tx to @rx through the stream engine, bounded in steps and time. */
+static void xfer(struct rsk_stream *tx, struct rsk_stream *rx, size_t total, uint32_t seed)
+{
+	uint8_t out[6000], in[5000];
+	size_t sent = 0, got = 0, n, i;
+	int64_t deadline = ucm_now_ms() + 5000;
+	struct iovec iov;
+	ssize_t r;
+
+	while (got < total) {
+		assert_true(ucm_now_ms() < deadline);
+		if (sent < total) {
+			n = total - sent < sizeof(out) ? total - sent : sizeof(out);
+			for (i = 0; i < n; i++)
+				out[i] = pat(seed, sent + i);
+			iov.iov_base = out;
+			iov.iov_len = n;
+			r = rsk_stream_send(tx, &iov, 1, 0);
+			assert_true(r > 0 || r == -EAGAIN);
+			if (r > 0)
+				sent += (size_t)r;
+		}
+		iov.iov_base = in;
+		iov.iov_len = sizeof(in);
+		r = rsk_stream_recv(rx, &iov, 1, 0);
+		assert_true(r > 0 || r == -EAGAIN);
+		for (i = 0; r > 0 && i < (size_t)r; i++)
+			if (in[i] != pat(seed, got + i))
+				fail_msg("byte %zu differs", got + i);
+		if (r > 0)
+			got += (size_t)r;
+	}
+	assert_int_equal(sent, total);
+}
+
+/* ---- the whole setup, and data ---- */
+
+static void dial_claim_data_family(struct fix *f, int family)
+{
+	struct rsk_stream a, b;
+	struct cli c;
+	struct srv s;
+	int64_t ms;
+	int before = ucm_fd_count(), app_fds;
+
+	assert_int_equal(cli_dial_family(&c, &f->dest, family), 0);
+	assert_int_equal(c.d.ep->nbuf, RSK_DEFAULT_BUF_COUNT);
+	assert_int_equal(c.d.ep->buf_size, RSK_DEFAULT_BUF_SIZE);
+	assert_ptr_equal(c.d.ep, c.mem); /* built in the memory it was given */
+	app_fds = 1; /* the application's socket */
+	/* the rendezvous connection and the memfd */
+	assert_int_equal(ucm_fd_count(), before + app_fds + 2);
+	cli_offer(&c);
+	app_fds++; /* the app end */
+	/* the server has its copy of the memfd now: ours is closed, the mapping stays */
+	assert_int_equal(ucm_fd_count(), before + app_fds + 1);
+	cli_connect(&c);
+	assert_false(rsk_shm_has_peer_ctl(c.d.ep)); /* the server has not answered */
+
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, &ms), 1);
+	assert_true(ms < 500); /* the offer came before the SYN: nothing to wait for */
+	assert_int_equal(s.cl.nbuf, RSK_DEFAULT_BUF_COUNT);
+	/* not answered yet: asking times out, and the answer connection is kept */
+	cli_resolve(&c);
+	assert_false(rsk_shm_has_peer_ctl(c.d.ep));
+	srv_open(&s);
+	assert_int_equal(s.cl.ep->nbuf, RSK_DEFAULT_BUF_COUNT);
+	assert_int_equal(s.cl.ep->buf_size, RSK_DEFAULT_BUF_SIZE);
+	assert_ptr_equal(s.cl.ep, s.mem);
+
+	/* the offer carried the client's ctl end: the server's waker reaches the client's app end */
+	assert_true(rsk_shm_has_peer_ctl(s.cl.ep));
+	assert_wakes(rsk_shm_peer_ctl(s.cl.ep), c.app);
+	/* the answer carries the server's: read once, and the client wakes the server */
+	cli_resolve(&c);
+	assert_true(rsk_shm_has_peer_ctl(c.d.ep));
+	assert_wakes(rsk_shm_peer_ctl(c.d.ep), s.app);
+
+	/* one shared memfd: messages both ways, then streams beyond a window each way */
+	assert_paired(c.d.ep, s.cl.ep, 0xc1);
+	assert_paired(s.cl.ep, c.d.ep, 0x5e);
+	assert_int_equal(rsk_stream_init(&a, c.d.ep, NULL), 0);
+	assert_int_equal(rsk_stream_init(&b, s.cl.ep, NULL), 0);
+	a.nodelay = b.nodelay = 1;
+	xfer(&a, &b, 3 * RSK_DEFAULT_BUF_COUNT * RSK_DEFAULT_BUF_SIZE + 123, 1);
+	xfer(&b, &a, 3 * RSK_DEFAULT_BUF_COUNT * RSK_DEFAULT_BUF_SIZE + 321, 2);
+	rsk_stream_fini(&a);
+	rsk_stream_fini(&b);
+
+	cli_close(&c);
+	srv_close(&s);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+static void dial_claim_data(struct fix *f)
+{
+	dial_claim_data_family(f, f->dest.ss_family);
+}
+
+static void test_dial_claim_data(void **state)
+{
+	dial_claim_data(*state);
+}
+
+/* A listener on the IPv4 wildcard serves 127.0.0.1 (the kernel listener stays on loopback). */
+static void test_wildcard_listener(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_in any = ucm_in4("0.0.0.0", ucm_port_of(f->kfd));
+
+	cm->unlisten(f->lh);
+	assert_int_equal(cm->listen((struct sockaddr *)&any, 0, &f->lh), 0);
+	dial_claim_data(f);
+}
+
+static void test_ipv6(void **state)
+{
+	struct fix f;
+
+	(void)state;
+	if (!ucm_have_ipv6() || fix_open(&f, AF_INET6, "::1", 1, "::1") < 0)
+		skip(); /* no ::1 on this machine */
+	assert_int_equal(fix_listen(&f, 1), 0);
+	dial_claim_data(&f);
+	fix_close(&f);
+}
+
+/*
+ * A dual-stack listener on [::] (the default of many servers) accepting an IPv4 client: the
+ * accepted peer is ::ffff:127.0.0.1, the client's socket says 127.0.0.1. Still the same
+ * connection, and the claim must find it (else the client, committed to shm, is left with
+ * nobody on the other side).
+ */
+static void test_dual_stack_listener_ipv4_client(void **state)
+{
+	struct fix f;
+
+	(void)state;
+	if (!ucm_have_ipv6() || fix_open(&f, AF_INET6, "::", 0, "127.0.0.1") < 0)
+		skip();
+	assert_int_equal(fix_listen(&f, 0), 0);
+	dial_claim_data(&f);
+	fix_close(&f);
+}
+
+/* The other way round: an IPv6 socket connecting to ::ffff:127.0.0.1 of an IPv4 listener. */
+static void test_mapped_client_ipv4_listener(void **state)
+{
+	struct fix f;
+
+	(void)state;
+	if (!ucm_have_ipv6() || fix_open(&f, AF_INET, "127.0.0.1", 0, "::ffff:127.0.0.1") < 0)
+		skip();
+	assert_int_equal(fix_listen(&f, 0), 0);
+	dial_claim_data_family(&f, AF_INET6);
+	fix_close(&f);
+}
+
+/* ---- fallbacks ---- */
+
+/* No preloaded listener: no_peer, nothing left open, and the kernel connect still works. */
+static void test_dial_no_peer(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	int before;
+
+	cm->unlisten(f->lh); /* the kernel listener stays */
+	f->lh = NULL;
+	before = ucm_fd_count();
+	assert_int_equal(cli_dial(&c, &f->dest), -ENOENT);
+	assert_int_equal(c.d.why, RDMASOCK_FB_NO_PEER);
+	c.undial = 0; /* a failed dial owes nothing back */
+	assert_int_equal(ucm_fd_count(), before + 1); /* the application's socket alone */
+	assert_int_equal(connect(c.fd, (struct sockaddr *)&c.dest,
+				 ucm_sa_len((struct sockaddr *)&c.dest)), 0);
+	c.d.ep = NULL;
+	cli_close(&c);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* undial after dial (a later local step failed): everything the dial took goes back. */
+static void test_undial(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	struct srv s;
+	int before = ucm_fd_count();
+
+	assert_int_equal(cli_dial(&c, &f->dest), 0);
+	cm->undial(&c.d); /* the endpoint stays the caller's to destroy (cli_close) */
+	c.undial = 0;
+	assert_int_equal(ucm_fd_count(), before + 1);
+	/* its rendezvous connection went without an offer: a plain client to the server */
+	assert_int_equal(connect(c.fd, (struct sockaddr *)&c.dest,
+				 ucm_sa_len((struct sockaddr *)&c.dest)), 0);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 0);
+	assert_int_equal(s.cl.why, RDMASOCK_FB_NO_PEER);
+	srv_close(&s);
+	cli_close(&c);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* A plain TCP client (no offer): no_peer at once, not after the claim wait. */
+static void test_claim_plain_client(void **state)
+{
+	struct fix *f = *state;
+	struct srv s;
+	int64_t ms;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), before = ucm_fd_count();
+
+	assert_int_equal(connect(fd, (struct sockaddr *)&f->dest, sizeof(struct sockaddr_in)), 0);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, &ms), 0);
+	assert_int_equal(s.cl.why, RDMASOCK_FB_NO_PEER);
+	assert_true(ms < 200);
+	/* the TCP connection is untouched: bytes still flow on it */
+	assert_int_equal(send(fd, "x", 1, MSG_NOSIGNAL), 1);
+	assert_true(readable(s.fd, 1000));
+	srv_close(&s);
+	close(fd);
+	assert_int_equal(ucm_fd_count(), before - 1);
+}
+
+/*
+ * The client process went (killed) after it offered and connected: the server holds its TCP
+ * socket, so the claim still finds the offer, and the answer fails (nobody reads it). Every
+ * fd of the offer is released; the accepted connection is the caller's to drop.
+ */
+static void test_dead_client(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	struct srv s;
+	int ctl, before = ucm_fd_count();
+
+	cli_full(&c, f);
+	cli_close(&c); /* answer connection, memfd mapping, TCP socket: all gone here */
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	s.mem = calloc(1, cm->ep_size());
+	s.cl.ep_mem = s.mem;
+	assert_int_equal(cm->claim_open(&s.cl), 0);
+	assert_int_equal(rsk_ready_pair(&s.app, &ctl), 0);
+	assert_true(cm->answer(&s.cl, ctl) < 0);
+	close(ctl);
+	cm->unclaim(&s.cl, 0);
+	srv_close(&s);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* unclaim(cl, 0): the client hears no; its endpoint reports the reset. */
+static void test_unclaim_declines(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_wc wc[2];
+	struct cli c;
+	struct srv s;
+	int before = ucm_fd_count();
+
+	cli_full(&c, f);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	cm->unclaim(&s.cl, 0);
+	cli_resolve(&c); /* the client reads the decline */
+	assert_false(rsk_shm_has_peer_ctl(c.d.ep));
+	assert_int_equal(rsk_ep_poll(c.d.ep, wc, 2), -ECONNRESET); /* the stream resets */
+	cli_close(&c);
+	srv_close(&s);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/*
+ * Claims are keyed by address and port: three clients of 127.0.0.1, each claim made while
+ * another client's offer is in the list (before and after it there), each gets its own.
+ */
+static void test_claim_by_port(void **state)
+{
+	struct fix *f = *state;
+	struct cli c[3];
+	struct srv s[3];
+	int i, before = ucm_fd_count();
+
+	cli_full(&c[0], f);
+	cli_full(&c[1], f);
+	srv_accept(&s[0], f->kfd);
+	assert_int_equal(srv_claim(&s[0], f->lh, NULL), 1); /* 1 stays pending */
+	cli_full(&c[2], f);
+	srv_accept(&s[1], f->kfd);
+	assert_int_equal(srv_claim(&s[1], f->lh, NULL), 1);
+	srv_accept(&s[2], f->kfd);
+	assert_int_equal(srv_claim(&s[2], f->lh, NULL), 1);
+	for (i = 0; i < 3; i++)
+		srv_open(&s[i]);
+	for (i = 0; i < 3; i++) {
+		assert_paired(s[i].cl.ep, c[i].d.ep, 0x100u + (uint32_t)i);
+		assert_quiet(c[(i + 1) % 3].d.ep);
+		assert_quiet(c[(i + 2) % 3].d.ep);
+		assert_paired(c[i].d.ep, s[i].cl.ep, 0x200u + (uint32_t)i);
+	}
+	for (i = 0; i < 3; i++) {
+		cli_close(&c[i]);
+		srv_close(&s[i]);
+	}
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* ---- hostile rendezvous peers ---- */
+
+/* A bare connection to the listener's rendezvous (design.md's name). */
+static int rdv_raw(const struct fix *f)
+{
+	int fd = rsk_rdv_find((const struct sockaddr *)&f->dest);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+enum { H_GARBAGE, H_SHORT, H_ONE_FD, H_TWO_FDS, H_MAGIC, H_SILENT, H_OTHER, H_N };
+
+static void test_hostile_rendezvous(void **state)
+{
+	struct fix *f = *state;
+	uint8_t garbage[64];
+	struct rsk_rdv_offer o;
+	struct sockaddr_storage other_ss;
+	struct cli c;
+	struct srv s, so;
+	int h[H_N], fds[3], sp[2], i, before = ucm_fd_count();
+	uint16_t other_port;
+	int64_t ms;
+
+	/* what hostile peers attach: a real connection memfd, a socket end, and a TCP socket
+	 * bound to an address nobody else uses */
+	fds[0] = rsk_shm_create(RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE);
+	assert_true(fds[0] >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	fds[1] = sp[0];
+	fds[2] = ucm_tcp_bound(0, &other_port);
+	for (i = 0; i < H_N; i++)
+		h[i] = rdv_raw(f);
+	memset(garbage, 0xa5, sizeof(garbage));
+	assert_int_equal(ucm_send_fds(h[H_GARBAGE], garbage, sizeof(garbage), NULL, 0), 64);
+	o = ucm_offer((struct sockaddr *)&f->dest, RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE);
+	assert_int_equal(ucm_send_fds(h[H_SHORT], &o, sizeof(o) / 2, fds, 3),
+			 (ssize_t)sizeof(o) / 2);
+	assert_int_equal(ucm_send_fds(h[H_ONE_FD], &o, sizeof(o), fds, 1), (ssize_t)sizeof(o));
+	assert_int_equal(ucm_send_fds(h[H_TWO_FDS], &o, sizeof(o), fds, 2), (ssize_t)sizeof(o));
+	o.magic = ~RSK_RDV_MAGIC;
+	assert_int_equal(ucm_send_fds(h[H_MAGIC], &o, sizeof(o), fds, 3), (ssize_t)sizeof(o));
+	o.magic = RSK_RDV_MAGIC; /* well formed, for a connection that is not this one */
+	assert_int_equal(ucm_send_fds(h[H_OTHER], &o, sizeof(o), fds, 3), (ssize_t)sizeof(o));
+
+	/* the genuine client, behind all of them in the rendezvous queue */
+	cli_full(&c, f);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, &ms), 1);
+	assert_true(ms < 500); /* the silent one costs nothing (no sibling to wait for) */
+	srv_open(&s);
+	cli_resolve(&c);
+	assert_true(rsk_shm_has_peer_ctl(c.d.ep));
+	assert_paired(c.d.ep, s.cl.ep, 1);
+	assert_paired(s.cl.ep, c.d.ep, 2);
+
+	/* the malformed ones were dropped: their connections are closed (EOF) */
+	for (i = 0; i < H_N; i++) {
+		if (i == H_OTHER || i == H_SILENT)
+			continue;
+		assert_true(readable(h[i], 1000));
+		assert_int_equal(recv(h[i], garbage, 1, MSG_DONTWAIT), 0);
+	}
+	/* the silent one and the foreign one wait for their connections */
+	assert_false(readable(h[H_SILENT], 0));
+	assert_false(readable(h[H_OTHER], 0));
+	/* the well-formed foreign offer was kept: its own claim finds it */
+	memset(&so, 0, sizeof(so));
+	{
+		struct sockaddr_in other = ucm_lo4(other_port);
+
+		memset(&other_ss, 0, sizeof(other_ss));
+		memcpy(&other_ss, &other, sizeof(other));
+	}
+	so.cl.peer = &other_ss;
+	assert_int_equal(cm->claim(f->lh, &so.cl, 1000), 1);
+	cm->unclaim(&so.cl, 0);
+	assert_int_equal(rsk_rdv_read_answer(h[H_OTHER], 1000), -ECONNREFUSED);
+	/* a silent client that goes away is dropped at the next look */
+	close(h[H_SILENT]);
+	h[H_SILENT] = -1;
+	assert_int_equal(cm->claim(f->lh, &so.cl, 1000), 0);
+
+	cli_close(&c);
+	srv_close(&s);
+	for (i = 0; i < H_N; i++)
+		if (h[i] >= 0)
+			close(h[i]);
+	close(fds[0]);
+	close(fds[2]);
+	close(sp[0]);
+	close(sp[1]);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* ---- one owner per name; the fd budget's pause ---- */
+
+/* A second listener on the same address and port is refused: the name has one owner. */
+static void test_second_listen_refused(void **state)
+{
+	struct fix *f = *state;
+	void *lh2 = NULL;
+	int before = ucm_fd_count();
+
+	assert_int_equal(cm->listen((struct sockaddr *)&f->addr, 0, &lh2), -EADDRINUSE);
+	assert_null(lh2);
+	assert_int_equal(ucm_fd_count(), before);
+	dial_claim_data(f); /* the first one is unharmed */
+}
+
+/*
+ * Short of fds, the listener pauses: new clients find no rendezvous (they stay on TCP,
+ * decided before they commit), a client that offered before the pause is still served, and
+ * after resume new clients are accelerated again.
+ */
+static void test_pause_resume(void **state)
+{
+	struct fix *f = *state;
+	struct cli c, late;
+	struct srv s;
+	int before = ucm_fd_count();
+
+	cli_full(&c, f);
+	cm->listen_note(f->lh, RSK_LISTEN_PAUSE);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	assert_int_equal(cli_dial(&late, &f->dest), -ENOENT);
+	assert_int_equal(late.d.why, RDMASOCK_FB_NO_PEER);
+	late.undial = 0;
+	late.d.ep = NULL;
+	cli_close(&late);
+	cm->listen_note(f->lh, RSK_LISTEN_PAUSE); /* twice: no change */
+	/* the offer queued before the pause */
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	srv_open(&s);
+	cli_resolve(&c);
+	assert_paired(c.d.ep, s.cl.ep, 0x77);
+	cli_close(&c);
+	srv_close(&s);
+	cm->listen_note(f->lh, RSK_LISTEN_RESUME);
+	assert_true(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	/* the probe of exists left a connection without an offer: it costs nothing */
+	dial_claim_data(f);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* ---- two processes on one rendezvous (prefork) ---- */
+
+/* The forked sibling: accept the next TCP connection, claim it, answer, post a message. */
+static int child_claims(const struct fix *f, int go)
+{
+	struct srv s;
+	struct pollfd p = {.fd = go, .events = POLLIN};
+	socklen_t len = sizeof(s.peer);
+	uint32_t imm = 0xc417d;
+	int ctl;
+
+	memset(&s, 0, sizeof(s));
+	if (poll(&p, 1, 5000) != 1)
+		return 10;
+	p.fd = f->kfd;
+	if (poll(&p, 1, 2000) != 1 || (s.fd = accept4(f->kfd, NULL, NULL, 0)) < 0)
+		return 11;
+	if (getpeername(s.fd, (struct sockaddr *)&s.peer, &len) < 0)
+		return 12;
+	s.cl.peer = &s.peer;
+	if (cm->claim(f->lh, &s.cl, 1000) != 1)
+		return 13;
+	s.mem = calloc(1, cm->ep_size());
+	s.cl.ep_mem = s.mem;
+	if (s.mem == NULL || cm->claim_open(&s.cl) != 0 || rsk_ready_pair(&s.app, &ctl) != 0)
+		return 14;
+	if (cm->answer(&s.cl, ctl) != 0)
+		return 15;
+	cm->unclaim(&s.cl, 1);
+	if (rsk_ep_post_send(s.cl.ep, &imm, sizeof(imm), imm, RSK_SEND_INLINE) != 0)
+		return 16;
+	return 0;
+}
+
+/*
+ * Prefork: parent and child share the listener (the same rendezvous fds, the held count in
+ * shared memory). The parent's claim takes both queued offers, keeps its own and hands the
+ * other back; the child, which accepted that client's TCP connection, claims the handed-back
+ * offer (forwarded: reply fd attached) and answers on the client's own connection.
+ */
+static void test_prefork_sibling_claims(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_wc wc[2];
+	struct cli c1, c2;
+	struct srv s1;
+	int go[2], status = -1, i, before = ucm_fd_count();
+	pid_t pid, w = 0;
+
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED); /* what the fork hook tells it */
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(go[1]);
+		_exit(child_claims(f, go[0]));
+	}
+	close(go[0]);
+	cli_full(&c1, f);
+	cli_full(&c2, f);
+	srv_accept(&s1, f->kfd);
+	assert_int_equal(srv_claim(&s1, f->lh, NULL), 1);
+	srv_open(&s1);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	for (i = 0; i < 500 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &status, 0);
+		fail_msg("the child did not finish in 5 s");
+	}
+	close(go[1]);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	cli_resolve(&c1);
+	assert_true(rsk_shm_has_peer_ctl(c1.d.ep));
+	assert_paired(s1.cl.ep, c1.d.ep, 7);
+	/* the child answered client 2 (on its own rendezvous connection) and sent one message */
+	cli_resolve(&c2);
+	assert_true(rsk_shm_has_peer_ctl(c2.d.ep));
+	assert_int_equal(rsk_ep_poll(c2.d.ep, wc, 2), 1);
+	assert_int_equal(wc[0].imm, 0xc417d);
+	cli_close(&c1);
+	cli_close(&c2);
+	srv_close(&s1);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+#define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T4(test_dial_claim_data),
+		T4(test_wildcard_listener),
+		cmocka_unit_test(test_ipv6),
+		cmocka_unit_test(test_dual_stack_listener_ipv4_client),
+		cmocka_unit_test(test_mapped_client_ipv4_listener),
+		T4(test_dial_no_peer),
+		T4(test_undial),
+		T4(test_claim_plain_client),
+		T4(test_dead_client),
+		T4(test_unclaim_declines),
+		T4(test_claim_by_port),
+		T4(test_hostile_rendezvous),
+		T4(test_second_listen_refused),
+		T4(test_pause_resume),
+		T4(test_prefork_sibling_claims),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

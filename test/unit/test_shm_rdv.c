@@ -1,0 +1,621 @@
+/*
+ * Unit tests for core/transport/shm_rdv, the same-host rendezvous wire: listener names (one
+ * per address and port, wildcards, dual stack), finding a listener and asking whether one
+ * exists, the offer with its three fds (memfd, the client's ctl end, the client's TCP
+ * socket), forwarding to a sibling (a fourth fd: where to answer), the answer on the
+ * client's kept rendezvous connection, and a hostile peer's malformed offers and answers:
+ * each is refused (-EPROTO, or -ECONNRESET at EOF) without leaking one fd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "transport/shm.h"
+#include "transport/shm_rdv.h"
+#include "unit_cm.h"
+
+#define NBUF 8
+#define BSIZE 4096
+
+/* Per test: a port P for the listener, held for the test (no other binary meets it). */
+struct fix {
+	int hold_p;
+	uint16_t p;
+	struct sockaddr_in dest;
+};
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->hold_p = ucm_tcp_bound(0, &f->p);
+	f->dest = ucm_lo4(f->p);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	close(f->hold_p);
+	free(f);
+	return 0;
+}
+
+static void close_all(int *fds, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* Accept the rendezvous connection a find just made (it is queued already: no wait). */
+static int rdv_accept(int lfd)
+{
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+	int fd;
+
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static struct rsk_rdv_offer good_offer(const struct fix *f)
+{
+	return ucm_offer((const struct sockaddr *)&f->dest, NBUF, BSIZE);
+}
+
+/* A byte written into @wr comes out of @rd: the two are ends of one working socket pair. */
+static void assert_linked(int wr, int rd)
+{
+	struct pollfd p = {.fd = rd, .events = POLLIN};
+	char b = 0;
+
+	assert_int_equal(send(wr, "k", 1, MSG_NOSIGNAL), 1);
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_int_equal(recv(rd, &b, 1, MSG_DONTWAIT), 1);
+	assert_int_equal(b, 'k');
+}
+
+static ino_t ino(int fd)
+{
+	struct stat st;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	return st.st_ino;
+}
+
+/* ---- names ---- */
+
+static void test_listen_names(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_in any4 = ucm_in4("0.0.0.0", f->p);
+	struct sockaddr_in6 any6 = ucm_in6("::", f->p), mapped = ucm_in6("::ffff:127.0.0.1", f->p);
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	int a[2], b[2], c[2], before = ucm_fd_count();
+
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, a), 1);
+	assert_true(fcntl(a[0], F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(a[0], F_GETFD) & FD_CLOEXEC);
+	/* one owner per name: a second listener on the same address and port is refused */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, b), -EADDRINUSE);
+	/* a v4-mapped address is named as IPv4: the same name */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&mapped, 0, 16, b), -EADDRINUSE);
+	/* the wildcard has a name of its own */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any4, 0, 16, b), 1);
+	/* a dual-stack wildcard also takes any4, which is owned: it fails whole, leaking none */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 0, 16, c), -EADDRINUSE);
+	assert_int_equal(ucm_fd_count(), before + 2);
+	/* v6only answers IPv6 clients only: any6 alone */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 1, 16, c), 1);
+	close_all(c, 1);
+	close_all(b, 1);
+	/* with any4 free again, the dual-stack wildcard registers both names */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 0, 16, c), 2);
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any4, 0, 16, b), -EADDRINUSE);
+	close_all(c, 2);
+	close_all(a, 1);
+	/* closing frees the names */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, a), 1);
+	close_all(a, 1);
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&un, 0, 16, a), -EAFNOSUPPORT);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+static void test_find(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_in other = ucm_in4("127.0.0.2", f->p), any4 = ucm_in4("0.0.0.0", f->p);
+	struct sockaddr_in6 any6 = ucm_in6("::", f->p), lo6 = ucm_in6("::1", f->p);
+	struct sockaddr_in6 mapped = ucm_in6("::ffff:127.0.0.1", f->p);
+	int l[2], fd, a, before = ucm_fd_count();
+
+	/* nobody listens: -ENOENT, nothing left open */
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest), -ENOENT);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	assert_int_equal(ucm_fd_count(), before);
+
+	/* a listener on another address of the same port is not ours */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&other, 0, 16, l), 1);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest), -ENOENT);
+	close_all(l, 1);
+
+	/* the exact address: a connection both ways, non-blocking, close-on-exec */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	assert_true(fd >= 0);
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	a = rdv_accept(l[0]);
+	assert_linked(fd, a);
+	assert_linked(a, fd);
+	close(a);
+	close(fd);
+	/* a v4-mapped destination finds the IPv4 name */
+	fd = rsk_rdv_find((struct sockaddr *)&mapped);
+	assert_true(fd >= 0);
+	close(rdv_accept(l[0]));
+	close(fd);
+	/* exists: yes while it listens (its probe connection closes again at once) */
+	assert_true(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	close(rdv_accept(l[0]));
+	close_all(l, 1);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+
+	/* the IPv4 wildcard answers for 127.0.0.1 */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any4, 0, 16, l), 1);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	assert_true(fd >= 0);
+	close(rdv_accept(l[0]));
+	close(fd);
+	/* ... but not for IPv6 clients */
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&lo6), -ENOENT);
+	close_all(l, 1);
+
+	/* a dual-stack wildcard answers both families, each on its own name */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 0, 16, l), 2);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	assert_true(fd >= 0);
+	close(rdv_accept(l[1])); /* any4 */
+	close(fd);
+	fd = rsk_rdv_find((struct sockaddr *)&lo6);
+	assert_true(fd >= 0);
+	close(rdv_accept(l[0])); /* any6 */
+	close(fd);
+	close_all(l, 2);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
+/* ---- offer, forward, answer ---- */
+
+struct conn {
+	int l, cli, srv;            /* rendezvous listener, client's find, server's accepted end */
+	int fds[RSK_RDV_NFDS];      /* what the client offers: memfd, ctl end, TCP socket */
+	int peer_ctl;               /* the other end of the offered ctl */
+};
+
+static void conn_open(struct fix *f, struct conn *k)
+{
+	int l[2], sp[2];
+
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
+	k->l = l[0];
+	k->cli = rsk_rdv_find((struct sockaddr *)&f->dest);
+	assert_true(k->cli >= 0);
+	k->srv = rdv_accept(k->l);
+	k->fds[RSK_RDV_MEMFD] = rsk_shm_create(NBUF, BSIZE);
+	assert_true(k->fds[RSK_RDV_MEMFD] >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	k->fds[RSK_RDV_CTL] = sp[0];
+	k->peer_ctl = sp[1];
+	k->fds[RSK_RDV_TCP] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(k->fds[RSK_RDV_TCP] >= 0);
+	k->fds[RSK_RDV_REPLY] = -1;
+}
+
+static void conn_close(struct conn *k)
+{
+	close(k->cli);
+	close(k->srv);
+	close(k->l);
+	close_all(k->fds, RSK_RDV_NFDS);
+	close(k->peer_ctl);
+}
+
+/* The memfd that arrived is the connection's: it maps, with the client's geometry. */
+static void assert_memfd_usable(int memfd)
+{
+	struct rsk_ep *ep = NULL;
+	struct stat st;
+
+	assert_int_equal(fstat(memfd, &st), 0);
+	assert_int_equal((size_t)st.st_size, rsk_shm_size(NBUF, BSIZE));
+	assert_int_equal(rsk_shm_open(memfd, RSK_SHM_SERVER, -1, NULL, &ep), 0);
+	assert_int_equal(ep->nbuf, NBUF);
+	assert_int_equal(ep->buf_size, BSIZE);
+	rsk_ep_destroy(ep);
+}
+
+/* What arrived is what was sent: the same files, close-on-exec, new numbers. */
+static void assert_same_files(const int *got, const int *sent, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		assert_true(got[i] >= 0 && got[i] != sent[i]);
+		assert_int_equal(ino(got[i]), ino(sent[i]));
+		assert_true(fcntl(got[i], F_GETFD) & FD_CLOEXEC);
+	}
+}
+
+static void test_offer_round_trip(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o = good_offer(f), got;
+	int fds[RSK_RDV_NFDS], before;
+	struct conn k;
+
+	conn_open(f, &k);
+	before = ucm_fd_count();
+	assert_int_equal(rsk_rdv_offer(k.cli, &o, k.fds), 0);
+	memset(&got, 0xee, sizeof(got));
+	memset(fds, 0xff, sizeof(fds));
+	assert_int_equal(rsk_rdv_read_offer(k.srv, &got, fds), 0);
+	assert_memory_equal(&got, &o, sizeof(o));
+	assert_int_equal(fds[RSK_RDV_REPLY], k.srv); /* not forwarded: answer on it */
+	assert_int_equal(ucm_fd_count(), before + 3);
+	assert_same_files(fds, k.fds, 3);
+	assert_memfd_usable(fds[RSK_RDV_MEMFD]);
+	assert_linked(fds[RSK_RDV_CTL], k.peer_ctl); /* ctl is the client's socket end */
+	close_all(fds, 3);
+	assert_int_equal(ucm_fd_count(), before);
+	/* nothing more was sent: the next read finds nothing, and consumes nothing */
+	assert_int_equal(rsk_rdv_read_offer(k.srv, &got, fds), -EAGAIN);
+	conn_close(&k);
+}
+
+static void test_forward(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o = good_offer(f), got, fwd;
+	int fds[RSK_RDV_NFDS], fds2[RSK_RDV_NFDS], srv2, sctl[2], answer, before;
+	struct conn k;
+
+	conn_open(f, &k);
+	before = ucm_fd_count();
+	assert_int_equal(rsk_rdv_offer(k.cli, &o, k.fds), 0);
+	assert_int_equal(rsk_rdv_read_offer(k.srv, &got, fds), 0);
+	/* not ours: back into the rendezvous named for got.server, with the reply fd */
+	assert_int_equal(rsk_rdv_forward(&got, fds), 0);
+	assert_int_equal(got.forwarded, 0); /* the caller's copy is left alone */
+	/* the forwarder still owns what it passed on (the receiver got duplicates) */
+	close_all(fds, 3);
+	assert_int_equal(ucm_fd_count(), before);
+
+	srv2 = rdv_accept(k.l);
+	assert_int_equal(rsk_rdv_read_offer(srv2, &fwd, fds2), 0);
+	assert_int_equal(fwd.forwarded, 1);
+	fwd.forwarded = 0;
+	assert_memory_equal(&fwd, &o, sizeof(o));
+	assert_same_files(fds2, k.fds, 3);
+	/* the reply fd is the client's original connection (the server's end of it) */
+	assert_true(fds2[RSK_RDV_REPLY] != srv2 && fds2[RSK_RDV_REPLY] != k.srv);
+	assert_int_equal(ino(fds2[RSK_RDV_REPLY]), ino(k.srv));
+	assert_memfd_usable(fds2[RSK_RDV_MEMFD]);
+	/* a forwarded offer forwards again (a third sibling), still with the reply fd */
+	assert_int_equal(rsk_rdv_forward(&fwd, fds2), 0);
+	close(rdv_accept(k.l));
+
+	/* the answer on the reply fd reaches the client on its kept rendezvous connection */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sctl), 0);
+	assert_int_equal(rsk_rdv_answer(fds2[RSK_RDV_REPLY], 1, sctl[0]), 0);
+	answer = rsk_rdv_read_answer(k.cli, 1000);
+	assert_true(answer >= 0);
+	assert_true(fcntl(answer, F_GETFD) & FD_CLOEXEC);
+	assert_linked(answer, sctl[1]);
+	close(answer);
+	close_all(sctl, 2);
+	close_all(fds2, RSK_RDV_NFDS);
+	close(srv2);
+	conn_close(&k);
+}
+
+/* Forwarding to a rendezvous that is gone fails and consumes none of the caller's fds. */
+static void test_forward_no_listener(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o = good_offer(f);
+	int sp[2], fds[RSK_RDV_NFDS], before;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	fds[RSK_RDV_MEMFD] = rsk_shm_create(NBUF, BSIZE);
+	fds[RSK_RDV_CTL] = sp[0];
+	fds[RSK_RDV_TCP] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fds[RSK_RDV_REPLY] = sp[1];
+	before = ucm_fd_count();
+	assert_int_equal(rsk_rdv_forward(&o, fds), -ENOENT);
+	assert_int_equal(ucm_fd_count(), before);
+	assert_true(fcntl(fds[RSK_RDV_MEMFD], F_GETFD) >= 0 && fcntl(sp[0], F_GETFD) >= 0);
+	close_all(fds, RSK_RDV_NFDS);
+}
+
+static void test_answer(void **state)
+{
+	struct fix *f = *state;
+	struct conn k;
+	int ctl, before;
+
+	conn_open(f, &k);
+	before = ucm_fd_count();
+	/* nothing yet: -EAGAIN at once, or after the wait it was given */
+	assert_int_equal(rsk_rdv_read_answer(k.cli, 0), -EAGAIN);
+	assert_int_equal(rsk_rdv_answer(k.srv, 1, k.fds[RSK_RDV_CTL]), 0);
+	ctl = rsk_rdv_read_answer(k.cli, 1000);
+	assert_true(ctl >= 0);
+	assert_int_equal(ucm_fd_count(), before + 1);
+	assert_linked(ctl, k.peer_ctl);
+	close(ctl);
+	assert_int_equal(rsk_rdv_answer(k.srv, 0, -1), 0);
+	assert_int_equal(rsk_rdv_read_answer(k.cli, 1000), -ECONNREFUSED);
+	assert_int_equal(ucm_fd_count(), before);
+	conn_close(&k);
+}
+
+/* ---- hostile peers ---- */
+
+/* A unix stream pair stands for a rendezvous connection: [0] the peer, [1] ours. */
+static void wire(int sv[2])
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+static void test_read_answer_hostile(void **state)
+{
+	static const uint8_t accept_b = RSK_RDV_ACCEPT, decline_b = RSK_RDV_DECLINE, odd_b = 7;
+	int sv[2], sp[2], before;
+	int64_t t0, dt;
+
+	(void)state;
+	wire(sv);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	before = ucm_fd_count();
+
+	/* no answer yet: a bounded wait, then -EAGAIN (the caller asks again later) */
+	t0 = ucm_now_ms();
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 100), -EAGAIN);
+	dt = ucm_now_ms() - t0;
+	assert_true(dt >= 90 && dt < 1000);
+	/* ACCEPT must carry exactly the server's fd */
+	assert_int_equal(ucm_send_fds(sv[0], &accept_b, 1, NULL, 0), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTO);
+	assert_int_equal(ucm_send_fds(sv[0], &accept_b, 1, sp, 2), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTO);
+	assert_int_equal(ucm_fd_count(), before);
+	/* more fds than any answer carries: the ones that arrived are closed too */
+	{
+		int many[6] = {sp[0], sp[1], sp[0], sp[1], sp[0], sp[1]};
+
+		assert_int_equal(ucm_send_fds(sv[0], &accept_b, 1, many, 6), 1);
+		assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTO);
+		assert_int_equal(ucm_fd_count(), before);
+	}
+	/* a status nobody defined, with an fd */
+	assert_int_equal(ucm_send_fds(sv[0], &odd_b, 1, sp, 1), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTO);
+	assert_int_equal(ucm_fd_count(), before);
+	/* a decline is a decline even with an fd attached (which is closed) */
+	assert_int_equal(ucm_send_fds(sv[0], &decline_b, 1, sp, 1), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNREFUSED);
+	assert_int_equal(ucm_fd_count(), before);
+	/* the server went away without answering: EOF */
+	close(sv[0]);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNRESET);
+	assert_int_equal(ucm_fd_count(), before - 1);
+	close(sv[1]);
+	close_all(sp, 2);
+}
+
+enum { M_NONE, M_MAGIC, M_MAGIC0, M_VER0, M_VER_NEXT, M_NBUF0, M_NBUF1, M_NBUF_MAX,
+       M_NBUF_HUGE, M_BSIZE0, M_BSIZE_MIN, M_BSIZE_MAX, M_BSIZE_HUGE, M_FAM_UNIX, M_FAM_NONE,
+       M_FAM6, M_FWD1, M_FWD2, M_FWD_ALL };
+
+static void mutate(struct rsk_rdv_offer *o, int m)
+{
+	struct sockaddr_in6 s6 = ucm_in6("::1", 1);
+
+	switch (m) {
+	case M_MAGIC: o->magic ^= 1; break;
+	case M_MAGIC0: o->magic = 0; break;
+	case M_VER0: o->version = 0; break;
+	case M_VER_NEXT: o->version = RSK_RDV_VERSION + 1; break;
+	case M_NBUF0: o->nbuf = 0; break;
+	case M_NBUF1: o->nbuf = 1; break;
+	case M_NBUF_MAX: o->nbuf = RSK_SHM_MAX_NBUF + 1; break;
+	case M_NBUF_HUGE: o->nbuf = UINT32_MAX; break;
+	case M_BSIZE0: o->buf_size = 0; break;
+	case M_BSIZE_MIN: o->buf_size = 63; break;
+	case M_BSIZE_MAX: o->buf_size = RSK_SHM_MAX_BUF + 1; break;
+	case M_BSIZE_HUGE: o->buf_size = UINT32_MAX; break;
+	case M_FAM_UNIX: o->server.ss_family = AF_UNIX; break;
+	case M_FAM_NONE: o->server.ss_family = AF_UNSPEC; break;
+	case M_FAM6: memcpy(&o->server, &s6, sizeof(s6)); break;
+	case M_FWD1: o->forwarded = 1; break;
+	case M_FWD2: o->forwarded = 2; break;
+	case M_FWD_ALL: o->forwarded = UINT32_MAX; break;
+	}
+}
+
+struct hostile {
+	const char *what;
+	int mut;      /* M_* */
+	ssize_t dlen; /* bytes short of the offer's size */
+	int nfds;     /* fds attached */
+	int rc;       /* what read_offer must say */
+};
+
+static const struct hostile hostile_cases[] = {
+	/* controls: the same construction is accepted when it is right */
+	{"good offer", M_NONE, 0, 3, 0},
+	{"good IPv6 offer", M_FAM6, 0, 3, 0},
+	{"good forwarded offer", M_FWD1, 0, 4, 0},
+	{"wrong magic", M_MAGIC, 0, 3, -EPROTO},
+	{"zero magic", M_MAGIC0, 0, 3, -EPROTO},
+	{"version 0", M_VER0, 0, 3, -EPROTO},
+	{"next version", M_VER_NEXT, 0, 3, -EPROTO},
+	{"nbuf 0", M_NBUF0, 0, 3, -EPROTO},
+	{"nbuf 1", M_NBUF1, 0, 3, -EPROTO},
+	{"nbuf above the limit", M_NBUF_MAX, 0, 3, -EPROTO},
+	{"nbuf 2^32-1", M_NBUF_HUGE, 0, 3, -EPROTO},
+	{"buf_size 0", M_BSIZE0, 0, 3, -EPROTO},
+	{"buf_size 63", M_BSIZE_MIN, 0, 3, -EPROTO},
+	{"buf_size above the limit", M_BSIZE_MAX, 0, 3, -EPROTO},
+	{"buf_size 2^32-1", M_BSIZE_HUGE, 0, 3, -EPROTO},
+	{"unix server address", M_FAM_UNIX, 0, 3, -EPROTO},
+	{"no address family", M_FAM_NONE, 0, 3, -EPROTO},
+	{"forwarded 2", M_FWD2, 0, 4, -EPROTO},
+	{"forwarded 2^32-1", M_FWD_ALL, 0, 4, -EPROTO},
+	{"short by one byte", M_NONE, 1, 3, -EPROTO},
+	{"half an offer", M_NONE, (ssize_t)sizeof(struct rsk_rdv_offer) / 2, 3, -EPROTO},
+	{"one byte", M_NONE, (ssize_t)sizeof(struct rsk_rdv_offer) - 1, 3, -EPROTO},
+	{"no fds", M_NONE, 0, 0, -EPROTO},
+	{"one fd", M_NONE, 0, 1, -EPROTO},
+	{"two fds (no TCP socket)", M_NONE, 0, 2, -EPROTO},
+	{"four fds, not forwarded", M_NONE, 0, 4, -EPROTO},
+	{"forwarded without the reply fd", M_FWD1, 0, 3, -EPROTO},
+	{"five fds", M_FWD1, 0, 5, -EPROTO},
+	{"eight fds", M_NONE, 0, 8, -EPROTO},
+};
+
+static void test_read_offer_hostile(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o, got;
+	int pool[8], sp[2], sv[2], fds[RSK_RDV_NFDS], before, rc, i, bad = 0;
+	size_t n, k;
+
+	/* fds worth stealing: a connection's memfd, a socket end, a TCP socket, more ends */
+	pool[0] = rsk_shm_create(NBUF, BSIZE);
+	assert_true(pool[0] >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pool[1] = sp[0];
+	pool[2] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(pool[2] >= 0);
+	pool[3] = sp[1];
+	for (i = 4; i < 8; i++)
+		pool[i] = dup(sp[0]);
+	for (k = 0; k < sizeof(hostile_cases) / sizeof(hostile_cases[0]); k++) {
+		const struct hostile *h = &hostile_cases[k];
+
+		wire(sv);
+		o = good_offer(f);
+		mutate(&o, h->mut);
+		n = (size_t)((ssize_t)sizeof(o) - h->dlen);
+		before = ucm_fd_count();
+		assert_int_equal(ucm_send_fds(sv[0], &o, n, pool, h->nfds), (ssize_t)n);
+		for (i = 0; i < RSK_RDV_NFDS; i++)
+			fds[i] = -7;
+		rc = rsk_rdv_read_offer(sv[1], &got, fds);
+		if (rc != h->rc) { /* report every case that is wrong, then fail */
+			print_error("%s: read_offer gave %d, not %d\n", h->what, rc, h->rc);
+			bad++;
+		}
+		if (rc == 0) {
+			assert_int_equal(ucm_fd_count(), before + h->nfds);
+			close_all(fds, h->nfds);
+		} else {
+			/* refused: the outputs are not touched and nothing stays open */
+			for (i = 0; i < RSK_RDV_NFDS; i++)
+				assert_int_equal(fds[i], -7);
+		}
+		if (ucm_fd_count() != before) {
+			print_error("%s: %d fds before, %d after\n", h->what, before,
+				    ucm_fd_count());
+			bad++;
+		}
+		close_all(sv, 2);
+	}
+	close_all(pool, 8);
+	assert_int_equal(bad, 0);
+}
+
+/* At EOF an empty read is a reset, not a malformed offer; nothing queued is -EAGAIN. */
+static void test_read_offer_eof(void **state)
+{
+	struct rsk_rdv_offer got;
+	int sv[2], fds[RSK_RDV_NFDS];
+
+	(void)state;
+	wire(sv);
+	assert_int_equal(rsk_rdv_read_offer(sv[1], &got, fds), -EAGAIN);
+	close(sv[0]);
+	assert_int_equal(rsk_rdv_read_offer(sv[1], &got, fds), -ECONNRESET);
+	close(sv[1]);
+}
+
+/*
+ * Control data other than SCM_RIGHTS. With SO_PASSCRED on our end, the kernel attaches the
+ * sender's credentials to every message: alone they are no fds; beside fds they leave no
+ * room for them (MSG_CTRUNC). Both are refused, and the fds the kernel dropped or installed
+ * are all gone.
+ */
+static void test_read_offer_credentials(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o = good_offer(f), got;
+	int sv[2], sp[2], three[3], one = 1, fds[RSK_RDV_NFDS], before;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	three[0] = sp[0];
+	three[1] = sp[1];
+	three[2] = sp[0];
+	wire(sv);
+	assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)), 0);
+	before = ucm_fd_count();
+	/* no fds, only the kernel's credentials */
+	assert_int_equal(ucm_send_fds(sv[0], &o, sizeof(o), NULL, 0), (ssize_t)sizeof(o));
+	assert_int_equal(rsk_rdv_read_offer(sv[1], &got, fds), -EPROTO);
+	assert_int_equal(ucm_fd_count(), before);
+	/* credentials beside the three fds */
+	assert_int_equal(ucm_send_fds(sv[0], &o, sizeof(o), three, 3), (ssize_t)sizeof(o));
+	assert_int_equal(rsk_rdv_read_offer(sv[1], &got, fds), -EPROTO);
+	assert_int_equal(ucm_fd_count(), before);
+	close_all(sv, 2);
+	close_all(sp, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_listen_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_offer_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forward_no_listener, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_answer, setup, teardown),
+		cmocka_unit_test(test_read_answer_hostile),
+		cmocka_unit_test_setup_teardown(test_read_offer_hostile, setup, teardown),
+		cmocka_unit_test(test_read_offer_eof),
+		cmocka_unit_test_setup_teardown(test_read_offer_credentials, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
