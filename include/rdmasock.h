@@ -30,6 +30,7 @@ extern "C" {
 #define RDMASOCK_ENV_INLINE "RDMASOCK_INLINE"
 #define RDMASOCK_ENV_CONNECT_TIMEOUT_MS "RDMASOCK_CONNECT_TIMEOUT_MS"
 #define RDMASOCK_ENV_DEVICE "RDMASOCK_DEVICE"
+#define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 
 /* Transports, the index of every per-transport counter. */
 enum rdmasock_transport {

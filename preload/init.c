@@ -14,6 +14,7 @@
 #include "base/ready.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
+#include "sock/sockstat.h"
 #include "base/stats.h"
 
 __thread int rsk_guard;
@@ -39,6 +40,7 @@ static void rsk_init_body(void)
 	rsk_stats_set_program(program_invocation_short_name);
 	rsk_log_level_now = RSK_LOG_ERROR;
 	rsk_config_parse(&rsk_config, rsk_getenv, rsk_config_complaint, NULL);
+	rsk_sockstat_register(); /* rows for rdmasock stat, published only while it reads */
 	rc = rsk_log_open(&rsk_config);
 	if (rc < 0)
 		rsk_err("cannot open RDMASOCK_LOG_FILE \"%s\": %s; logging to stderr",

@@ -9,6 +9,7 @@
 #include "base/evloop.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/statseg.h"
 #include "calls.h"
 #include "conn/conn.h"
 #include "conn/relay.h"
@@ -111,6 +112,7 @@ void rsk_life_fork_child(void)
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
 	rsk_sock_walk(rsk_life_child_one);
+	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }
 
 static void rsk_life_exit_one(struct rsk_sock *s, int fd)
