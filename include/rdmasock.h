@@ -30,6 +30,7 @@ extern "C" {
 #define RDMASOCK_ENV_INLINE "RDMASOCK_INLINE"
 #define RDMASOCK_ENV_CONNECT_TIMEOUT_MS "RDMASOCK_CONNECT_TIMEOUT_MS"
 #define RDMASOCK_ENV_DEVICE "RDMASOCK_DEVICE"
+#define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
 #define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 
 /* Transports, the index of every per-transport counter. */
@@ -42,7 +43,7 @@ enum rdmasock_transport {
 
 /* Why a connection stayed on (or went back to) the kernel. Names are the JSON keys. */
 enum rdmasock_fallback {
-	RDMASOCK_FB_POLICY = 0,    /* "policy": RDMASOCK_TRANSPORT=kernel or a port rule */
+	RDMASOCK_FB_POLICY = 0,    /* "policy": RDMASOCK_TRANSPORT=kernel, a port list or a rule */
 	RDMASOCK_FB_NO_PEER,       /* "no_peer": no preloaded listener at the destination */
 	RDMASOCK_FB_NOT_LOCAL,     /* "not_local": shm only, destination on another host */
 	RDMASOCK_FB_NO_DEVICE,     /* "no_device": no usable RDMA device */

@@ -6,6 +6,7 @@
 #define RSK_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum rsk_mode {
@@ -69,5 +70,10 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 int rsk_config_port_allowed(const struct rsk_config *c, uint16_t port);
 
 const char *rsk_mode_name(enum rsk_mode mode);
+
+/* Parsers the rules file shares (rules.c): a decimal in [lo, hi] (no sign, no junk), and one
+ * "N" or "N-M" port item of @len bytes. 0 or -EINVAL. */
+int rsk_parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
+int rsk_parse_port_item(const char *s, size_t len, struct rsk_port_range *r);
 
 #endif
