@@ -13,6 +13,7 @@
 #include "base/policy.h"
 #include "preload.h"
 #include "base/ready.h"
+#include "base/statseg.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
 #include "sock/sockstat.h"
@@ -46,6 +47,7 @@ static void rsk_init_body(void)
 	if (rc < 0)
 		rsk_err("cannot read RDMASOCK_CONFIG \"%s\": %s; no rules apply",
 			getenv(RDMASOCK_ENV_CONFIG), strerror(-rc));
+	rsk_statseg_sweep_own(); /* a previous image's segment (we exec'd), if any */
 	rsk_sockstat_register(); /* rows for rdmasock stat, published only while it reads */
 	rc = rsk_log_open(&rsk_config);
 	if (rc < 0)

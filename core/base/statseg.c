@@ -188,19 +188,34 @@ static uint64_t rsk_seg_self_start(void)
 	return rsk_statseg_starttime(line);
 }
 
+/* This process's segment name into @out. 0 or -ENAMETOOLONG. */
+static int rsk_seg_name(char *out, size_t size)
+{
+	const char *dir = getenv(RDMASOCK_ENV_STAT_DIR);
+	int n;
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = RSK_STATSEG_DIR;
+	n = snprintf(out, size, "%s/" RSK_STATSEG_PREFIX "%d", dir, (int)getpid());
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+void rsk_statseg_sweep_own(void)
+{
+	char name[sizeof(rsk_seg_file)];
+
+	if (rsk_seg_name(name, sizeof(name)) == 0)
+		(void)unlink(name); /* ENOENT but after an exec; never another user's (sticky) */
+}
+
 /* The file, 0600 and ours alone. A leftover with our pid is a dead process's: replace it
  * (in a sticky directory only its owner, we, can). Returns the fd or -errno. */
 static int rsk_seg_create_file(void)
 {
-	const char *dir = getenv(RDMASOCK_ENV_STAT_DIR);
 	int fd, n, tries;
 
-	if (dir == NULL || dir[0] == '\0')
-		dir = RSK_STATSEG_DIR;
-	n = snprintf(rsk_seg_file, sizeof(rsk_seg_file), "%s/" RSK_STATSEG_PREFIX "%d", dir,
-		     (int)getpid());
-	if (n < 0 || (size_t)n >= sizeof(rsk_seg_file))
-		return -ENAMETOOLONG;
+	if ((n = rsk_seg_name(rsk_seg_file, sizeof(rsk_seg_file))) < 0)
+		return n;
 	for (tries = 0; tries < 2; tries++) {
 		fd = open(rsk_seg_file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST || unlink(rsk_seg_file) < 0)

@@ -40,6 +40,13 @@ int rsk_statseg_put_socket(struct rsk_statseg_writer *w, const struct rsk_statse
 void rsk_statseg_set_addrs(struct rsk_statseg_sock *rec, const struct sockaddr_storage *local,
 			   const struct sockaddr_storage *peer);
 
+/*
+ * At library start: a segment named for our pid is never ours yet. It is the image's we
+ * replaced by exec (same pid, and no destructor ran) or a dead process's: remove it, so
+ * fork+exec of programs that never track a socket leaves nothing behind. One unlink().
+ */
+void rsk_statseg_sweep_own(void);
+
 /* A forked child: the parent's segment and thread are not ours; start the child's own. */
 void rsk_statseg_atfork_child(void);
 

@@ -35,18 +35,31 @@ sleep 0.3
 	fail "a process without sockets runs a publisher thread"
 stop_bg idle
 
-# After an exec the pid and its start time stay, but the new image (preloaded, no socket)
-# does not map the old segment: stat treats the segment as stale and removes it.
-start_bg execd "$RSK_CLI" run -- python3 -c 'import os, socket, time
+# After an exec the pid (and its start time) stay, but the old segment is no longer anyone's.
+# A preloaded new image removes it as it starts; one that is not preloaded cannot, and stat
+# then sees that nothing maps it any more and removes it.
+execd() { # NAME ENV_FOR_THE_NEW_IMAGE: a socket, then exec sleep (preloaded or not)
+	start_bg "$1" "$RSK_CLI" run -- python3 -c 'import os, socket, sys, time
 s = socket.socket()
 time.sleep(0.3)
-os.execv("/bin/sleep", ["sleep", "30"])'
-for _ in $(seq 100); do [ "$(cat "/proc/$PID_execd/comm" 2>/dev/null)" = sleep ] && break; sleep 0.05; done
-[ "$(cat "/proc/$PID_execd/comm")" = sleep ] || fail "the exec test program did not exec"
-[ -e "$(seg "$PID_execd")" ] || fail "the exec'd process left no segment behind"
-"$RSK_CLI" stat -p "$PID_execd" >/dev/null 2>&1 && fail "stat read the segment of an exec'd image"
-[ ! -e "$(seg "$PID_execd")" ] || fail "stat did not remove the exec'd image's stale segment"
-stop_bg execd
+env = dict(os.environ)
+if sys.argv[1] == "plain":
+    env.pop("LD_PRELOAD")
+os.execve("/bin/sleep", ["sleep", "30"], env)' "$2"
+	local pid
+	pid=$(eval echo "\${PID_$1}")
+	for _ in $(seq 100); do [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sleep ] && break; sleep 0.05; done
+	[ "$(cat "/proc/$pid/comm")" = sleep ] || fail "the $1 test program did not exec"
+}
+execd execpre preloaded
+sleep 0.2
+[ ! -e "$(seg "$PID_execpre")" ] || fail "a preloaded exec'd image kept its predecessor's segment"
+stop_bg execpre
+execd execplain plain
+[ -e "$(seg "$PID_execplain")" ] || fail "the exec'd (not preloaded) image has no leftover to test"
+"$RSK_CLI" stat -p "$PID_execplain" >/dev/null 2>&1 && fail "stat read the segment of an exec'd image"
+[ ! -e "$(seg "$PID_execplain")" ] || fail "stat did not remove the exec'd image's stale segment"
+stop_bg execplain
 
 # Without RDMASOCK_STAT_DIR the segment is /dev/shm/rdmasock-stat.PID, gone at exit.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then

@@ -1,7 +1,7 @@
 /*
  * Unit tests of the live stats segment's writer (core/base/statseg.c), driven the way
  * `rdmasock stat` drives it (add one to `readers`, FUTEX_WAKE, wait for `generation`):
- * a leftover file of our pid is replaced, the file is 0600 with a complete header and is
+ * a previous image's file is swept at start, a leftover file of our pid is replaced, the file is 0600 with a complete header and is
  * never published before a reader asks; a bump publishes the registered rows and the
  * process totals (open kernel rows' bytes added) under the seqlock; a full segment counts
  * what it dropped; a forked child makes its own segment and leaves the parent's alone; stop
@@ -127,6 +127,23 @@ static void test_set_addrs(void **state)
 	rsk_statseg_set_addrs(&r, &l, NULL);
 	rsk_statseg_set_addrs(&r, NULL, NULL);
 	assert_int_equal(r.family, 0);
+}
+
+/* At start, a file named for our pid (a previous image's, before an exec) is removed. */
+static void test_sweep_own(void **state)
+{
+	struct stat st;
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/" RSK_STATSEG_PREFIX "%d", dir, (int)getpid());
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	rsk_statseg_sweep_own();
+	assert_int_equal(stat(path, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	rsk_statseg_sweep_own(); /* nothing there: nothing happens */
 }
 
 /* A leftover of a dead process that had our pid is replaced; ours is 0600, unpublished. */
@@ -289,6 +306,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_addrs),
+		cmocka_unit_test(test_sweep_own),
 		cmocka_unit_test(test_start_replaces_leftover),
 		cmocka_unit_test(test_bump_publishes),
 		cmocka_unit_test(test_full_segment_counts_dropped),
