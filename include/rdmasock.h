@@ -36,6 +36,8 @@ extern "C" {
 #define RDMASOCK_ENV_TCP_FIRST "RDMASOCK_TCP_FIRST"
 #define RDMASOCK_ENV_UPGRADE_BYTES "RDMASOCK_UPGRADE_BYTES" /* moved after this many bytes */
 #define RDMASOCK_ENV_UPGRADE_MS "RDMASOCK_UPGRADE_MS"       /* or at its first call this old */
+#define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
+#define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 
 /* Transports, the index of every per-transport counter. */
 enum rdmasock_transport {
@@ -47,7 +49,7 @@ enum rdmasock_transport {
 
 /* Why a connection stayed on (or went back to) the kernel. Names are the JSON keys. */
 enum rdmasock_fallback {
-	RDMASOCK_FB_POLICY = 0,    /* "policy": RDMASOCK_TRANSPORT=kernel or a port rule */
+	RDMASOCK_FB_POLICY = 0,    /* "policy": RDMASOCK_TRANSPORT=kernel, a port list or a rule */
 	RDMASOCK_FB_NO_PEER,       /* "no_peer": no preloaded listener at the destination */
 	RDMASOCK_FB_NOT_LOCAL,     /* "not_local": shm only, destination on another host */
 	RDMASOCK_FB_NO_DEVICE,     /* "no_device": no usable RDMA device */

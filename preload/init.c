@@ -10,10 +10,13 @@
 #include "base/config.h"
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "preload.h"
 #include "base/ready.h"
+#include "base/statseg.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
+#include "sock/sockstat.h"
 #include "base/stats.h"
 
 __thread int rsk_guard;
@@ -39,6 +42,13 @@ static void rsk_init_body(void)
 	rsk_stats_set_program(program_invocation_short_name);
 	rsk_log_level_now = RSK_LOG_ERROR;
 	rsk_config_parse(&rsk_config, rsk_getenv, rsk_config_complaint, NULL);
+	rc = rsk_policy_init(&rsk_config, rsk_getenv, rsk_stats_program(), rsk_config_complaint,
+			     NULL); /* the rules file: tunables now, transports per connection */
+	if (rc < 0)
+		rsk_err("cannot read RDMASOCK_CONFIG \"%s\": %s; no rules apply",
+			getenv(RDMASOCK_ENV_CONFIG), strerror(-rc));
+	rsk_statseg_sweep_own(); /* a previous image's segment (we exec'd), if any */
+	rsk_sockstat_register(); /* rows for rdmasock stat, published only while it reads */
 	rc = rsk_log_open(&rsk_config);
 	if (rc < 0)
 		rsk_err("cannot open RDMASOCK_LOG_FILE \"%s\": %s; logging to stderr",

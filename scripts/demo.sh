@@ -14,6 +14,7 @@
 #                              machine that has everything (a shared one, say) the demo
 #                              touches no package and no other user's server.
 #   BENCH_PIN [off]            off | split | same: CPU pinning, see bench/lib.sh
+#   DEMO_OUT [build/demo]      where the table (.md) and its bar chart (.png) are written
 # The targets in the table (librdmasock/kernel >= 5 for -c 1, >= 1.5 for -c 50, >= 1.2 for
 # -c 50 -P 16) are those of the same-host shm transport; bench/shm_vs_kernel.sh is the full
 # benchmark (sockperf, iperf3, shm byte-share checks).
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 # What the demo needs: the build (tests included, they are built by default) and redis.
 DEMO_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev
-           redis-server redis-tools python3 iproute2 procps"
+           redis-server redis-tools python3 iproute2 procps gnuplot-nox"
 demo_missing() {
 	local p c missing=""
 	if command -v dpkg-query >/dev/null 2>&1; then
@@ -54,6 +55,7 @@ export RDMASOCK_LIB=$PWD/build/librdmasock.so
 }
 
 source bench/lib.sh
+source bench/plot.sh
 bench_init
 
 REPS=${DEMO_REPS:-5}
@@ -126,6 +128,12 @@ rep_kernel() { rep kernel "$1"; }
 rep_lib() { rep lib "$1"; }
 bench_interleave "$REPS" rep_kernel rep_lib
 
+OUT_DIR=${DEMO_OUT:-build/demo}
+mkdir -p "$OUT_DIR"
+PLOT_DATA=$BENCH_TMP/plot.dat
+: >"$PLOT_DATA"
+exec 3>&1 > >(tee "$OUT_DIR/redis-kernel-vs-librdmasock.md") # the report, also to a file
+TEE_PID=$!
 echo
 echo "### redis-benchmark: kernel (no library) vs librdmasock (RDMASOCK_TRANSPORT=$MODE)"
 echo
@@ -165,10 +173,16 @@ EOF
 		# shellcheck disable=SC2086
 		l=$(bench_median ${VAL[$wl/$t/lib]})
 		r=$(bench_ratio "$l" "$k")
+		printf '"%s %s" %s %s\n' "$t" "$wl" "$k" "$l" >>"$PLOT_DATA"
 		echo "| $t $wl -n ${N[$wl]} | $k | $l | $r | >= ${TARGETS[$idx]} |" \
 			"$(bench_cmp "$(bench_ratio "$l" "$k" %.10g)" ">=" "${TARGETS[$idx]}") | $carried |"
 	done
 done
+echo
+if bench_plot_bars "$PLOT_DATA" "$OUT_DIR/redis-kernel-vs-librdmasock.png" \
+	"redis-benchmark, medians of $REPS: kernel vs librdmasock ($MODE)" "requests per second"; then
+	echo "Chart: $OUT_DIR/redis-kernel-vs-librdmasock.png (table: $OUT_DIR/redis-kernel-vs-librdmasock.md)"
+fi
 echo
 echo "Raw rps per repetition (run order):"
 for wl in "${WORKLOADS[@]}"; do
@@ -218,3 +232,5 @@ print()
 print("Connections were carried by (each counted at both ends): "
       + (", ".join(f"{t} ({total[t]})" for t in used) or "none counted"))
 EOF
+exec >&3 3>&-
+wait "$TEE_PID" 2>/dev/null || true # the report file is complete before we return

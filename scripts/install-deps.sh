@@ -7,7 +7,8 @@ set -euo pipefail
 
 BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
 TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
-           libmemcached-tools valgrind procps iproute2 netcat-openbsd"
+           libmemcached-tools valgrind procps iproute2 netcat-openbsd groff-base man-db util-linux
+           gnuplot-nox"
 # Soft-RoCE guest (test/vm): qemu boots Debian's own kernel, whose rdma_rxe gives real verbs
 # on a host kernel without RDMA. The kernel package itself is only downloaded, never installed
 # (test/vm/prepare.sh). bash, dash and libgcc-s1 are copied into the guest from the host.

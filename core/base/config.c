@@ -85,7 +85,7 @@ static int rsk_config_enum(struct rsk_config_ctx *ctx, const char *name,
 }
 
 /* Parse a decimal in [lo, hi]; rejects empty strings, signs, trailing junk and overflow. */
-static int rsk_parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
+int rsk_parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {
 	char *end;
 	unsigned long v;
@@ -132,7 +132,7 @@ static void rsk_config_path(struct rsk_config_ctx *ctx, const char *name, char *
 }
 
 /* One "N" or "N-M" item of a port list. */
-static int rsk_parse_port_item(const char *s, size_t len, struct rsk_port_range *r)
+int rsk_parse_port_item(const char *s, size_t len, struct rsk_port_range *r)
 {
 	char buf[16], *dash;
 	unsigned long lo, hi;

@@ -6,6 +6,7 @@
 #define RSK_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum rsk_mode {
@@ -93,5 +94,9 @@ enum rsk_start {
 
 /* auto: TCP first for a transport whose setup is costly (@slow_setup: verbs), else learn. */
 enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup);
+/* Parsers the rules file shares (rules.c): a decimal in [lo, hi] (no sign, no junk), and one
+ * "N" or "N-M" port item of @len bytes. 0 or -EINVAL. */
+int rsk_parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out);
+int rsk_parse_port_item(const char *s, size_t len, struct rsk_port_range *r);
 
 #endif

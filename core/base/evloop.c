@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -14,6 +13,7 @@
 #include "evloop.h"
 #include "fdhide.h"
 #include "sys.h"
+#include "thread.h"
 
 struct rsk_ev_slot {
 	rsk_watch_fn fn;
@@ -202,20 +202,11 @@ static int rsk_ev_open_fds(void)
 /* Start the thread (lock held). It takes no signals: they belong to the application. */
 static int rsk_ev_start(void)
 {
-	sigset_t all, old;
-	pthread_attr_t a;
 	int rc = rsk_ev_open_fds();
 
 	if (rc < 0)
 		return rc;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&a, 64 * 1024);
-	rc = -pthread_create(&rsk_ev_thread, &a, rsk_ev_main, NULL);
-	pthread_attr_destroy(&a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = rsk_thread_spawn(rsk_ev_main, NULL, &rsk_ev_thread);
 	if (rc < 0) {
 		rsk_fd_unhide_close(rsk_ev_epfd);
 		rsk_fd_unhide_close(rsk_ev_evfd);

@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "base/stats.h"
 #include "base/sys.h"
 #include "calls.h"
@@ -36,16 +37,16 @@ static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr 
 			      socklen_t len, const struct rsk_cm_ops **cm)
 {
 	enum rdmasock_fallback why = RDMASOCK_FB_UNSUPPORTED;
+	enum rsk_mode mode = rsk_policy_mode(RSK_ROLE_CLIENT, addr); /* rules file hook */
 
-	if (rsk_config.mode == RSK_MODE_KERNEL ||
-	    !rsk_config_port_allowed(&rsk_config, rsk_sa_port(addr)))
+	if (mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config, rsk_sa_port(addr)))
 		return RDMASOCK_FB_POLICY;
 	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
 	    len < rsk_sa_len(addr))
 		return RDMASOCK_FB_UNSUPPORTED;
 	if (rsk_fd_headroom(fd) < rsk_fd_reserve())
 		return RDMASOCK_FB_FD_LIMIT; /* the application's own fds come first */
-	*cm = rsk_transport_route(rsk_config.mode, addr, &why);
+	*cm = rsk_transport_route(mode, addr, &why);
 	return *cm != NULL ? -1 : (int)why;
 }
 

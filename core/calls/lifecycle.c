@@ -11,6 +11,7 @@
 #include "base/evloop.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/statseg.h"
 #include "calls.h"
 #include "history.h"
 #include "upgrade.h"
@@ -115,6 +116,7 @@ void rsk_life_fork_child(void)
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
 	rsk_sock_walk(rsk_life_child_one);
+	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }
 
 static void rsk_life_exit_one(struct rsk_sock *s, int fd)

@@ -699,3 +699,17 @@ void rsk_conn_release(struct rsk_conn *c)
 	rsk_conn_unlock(c);
 	munmap(c, c->map_len);
 }
+
+/* ---- live stats hook (rdmasock stat, sock/sockstat.c) ---- */
+
+int rsk_conn_visit(struct rsk_conn *c, void (*fn)(const struct rsk_conn *c, void *arg), void *arg)
+{
+	int found;
+
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	found = rsk_conn_rec_find(c) != NULL;
+	if (found)
+		fn(c, arg);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	return found;
+}

@@ -160,4 +160,10 @@ void rsk_conn_push_all(void);
 int rsk_conn_set_hook(struct rsk_conn *c, void (*fn)(struct rsk_conn *c, void *ext), void *ext,
 		      void (*on_release)(struct rsk_conn *c, void *ext));
 
+/* Live stats hook (sock/sockstat.c): call @fn(@c, @arg) under the registry lock if @c is still
+ * a connection of this process. A connection leaves the registry before it is unmapped, so
+ * @fn may read it even while another thread closes it. @fn must not call into this module.
+ * Returns 1 if @fn ran, 0 if not. */
+int rsk_conn_visit(struct rsk_conn *c, void (*fn)(const struct rsk_conn *c, void *arg), void *arg);
+
 #endif

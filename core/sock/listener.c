@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/evloop.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "base/sys.h"
 #include "listener.h"
 #include "transport/registry.h"
@@ -148,11 +149,17 @@ int rsk_listener_open(int fd, struct rsk_listener **out, enum rdmasock_fallback 
 	const struct rsk_cm_ops *cms[RSK_TRANSPORT_MAX];
 	struct sockaddr_storage ss;
 	struct rsk_listener *l;
+	enum rsk_mode mode;
 	int v6only, n, i, rc;
 
 	if ((rc = rsk_listener_addr(fd, &ss, &v6only, why)) < 0)
 		return rc;
-	n = rsk_transport_listening(rsk_config.mode, cms);
+	mode = rsk_policy_mode(RSK_ROLE_SERVER, (struct sockaddr *)&ss); /* the rules file */
+	if (mode == RSK_MODE_KERNEL) {
+		*why = RDMASOCK_FB_POLICY; /* and so for the connections it accepts */
+		return -EPERM;
+	}
+	n = rsk_transport_listening(mode, cms);
 	l = calloc(1, sizeof(*l));
 	if (l == NULL) {
 		*why = RDMASOCK_FB_RESOURCES;

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/proc.h"
 #include "base/stats.h"
+#include "base/statseg.h"
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "listener.h"
@@ -105,6 +106,7 @@ int rsk_sock_track(int fd, int domain, int state)
 	struct rsk_sock *s = rsk_sock_alloc();
 	int rc;
 
+	(void)rsk_statseg_start(); /* live stats (rdmasock stat): from the first tracked socket */
 	if (s == NULL)
 		return -ENOMEM;
 	s->domain = domain;
@@ -190,6 +192,20 @@ static uint64_t rsk_tcp_sent(const struct tcp_info *ti, socklen_t len)
 	if (len >= offsetof(struct tcp_info, tcpi_bytes_sent) + sizeof(ti->tcpi_bytes_sent))
 		return ti->tcpi_bytes_sent;
 	return ti->tcpi_bytes_acked;
+}
+
+int rsk_sock_kernel_bytes(const struct rsk_sock *s, int fd, uint64_t *sent, uint64_t *rcvd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int rc;
+
+	memset(&ti, 0, sizeof(ti));
+	if ((rc = rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len)) < 0)
+		return rc;
+	*sent = rsk_tcp_sent(&ti, len) - s->base_sent;
+	*rcvd = ti.tcpi_bytes_received - s->base_rcvd;
+	return 0;
 }
 
 /*

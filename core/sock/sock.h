@@ -103,6 +103,10 @@ void rsk_sock_count(struct rsk_sock *s, uint16_t port);
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
 		    const struct sockaddr *dest);
 
+/* The bytes kernel socket @s (at @fd) carried so far that are this process's to report (its
+ * TCP_INFO counts less what a parent owned, rsk_sock_baseline). 0 or -errno. */
+int rsk_sock_kernel_bytes(const struct rsk_sock *s, int fd, uint64_t *sent, uint64_t *rcvd);
+
 /* Account every socket still open (at exit): their kernel byte counts enter the stats. */
 void rsk_sock_account_open(void);
 

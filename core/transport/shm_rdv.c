@@ -316,3 +316,18 @@ int rsk_rdv_read_answer(int conn, int wait_ms)
 		(void)rsk_sys_close(fds[i]);
 	return b == RSK_RDV_DECLINE ? -ECONNREFUSED : -EPROTO;
 }
+
+/* ---- names for rdmasock doctor (tools/doctor.c) ---- */
+
+int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t len[2])
+{
+	char addr[INET6_ADDRSTRLEN];
+	unsigned int port;
+	int v4, any, rc = rsk_rdv_addr_str(dest, addr, sizeof(addr), &v4, &any, &port);
+
+	if (rc < 0)
+		return rc;
+	len[0] = rsk_rdv_name(&un[0], "l", addr, port); /* as rsk_rdv_connect_rdv tries them */
+	len[1] = rsk_rdv_name(&un[1], "l", v4 ? "any4" : "any6", port);
+	return 2;
+}

@@ -77,4 +77,13 @@ int rsk_rdv_answer(int reply, int accept, int ctl);
  */
 int rsk_rdv_read_answer(int conn, int wait_ms);
 
+/*
+ * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
+ * without connecting to it: the abstract names a client of @dest tries, in order (the
+ * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.
+ * Returns 2 or -errno.
+ */
+struct sockaddr_un;
+int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t len[2]);
+
 #endif

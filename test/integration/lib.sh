@@ -13,6 +13,9 @@ RSK_PROGS=${RSK_PROGS:-}
 RSK_TEST_TRANSPORT=${RSK_TEST_TRANSPORT:-kernel}
 RSK_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsk-test.XXXXXX")
 RSK_STATS=$RSK_TMP/stats.jsonl
+# Live stats segments (rdmasock stat) of the programs we start stay in our scratch directory:
+# one a test SIGKILLs would otherwise stay in /dev/shm until someone runs rdmasock stat.
+export RDMASOCK_STAT_DIR=${RDMASOCK_STAT_DIR:-$RSK_TMP}
 RSK_PIDS=()
 
 rsk_cleanup() {
