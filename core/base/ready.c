@@ -47,6 +47,13 @@ int rsk_ready_pair(int *app, int *ctl)
 
 	if (rc < 0)
 		return rc;
+	/* ctl is ours alone and must never block the thread that writes it (the event loop's
+	 * relay, a waker); the app end keeps the application's own flags. */
+	if ((rc = rsk_sys_fcntl(sv[1], F_SETFL, O_NONBLOCK)) < 0) {
+		(void)rsk_sys_close(sv[0]);
+		(void)rsk_sys_close(sv[1]);
+		return rc;
+	}
 	rsk_ready_mark(sv[0]);
 	if (__atomic_load_n(&rsk_ready_sndbuf_default, __ATOMIC_RELAXED) == 0 &&
 	    rsk_sys_getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 && v > 0)
@@ -99,14 +106,16 @@ int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word)
 
 void rsk_ready_unclaim_rx(struct rsk_ready_state *st, uint32_t word, int kind)
 {
-	/* Counted dropped first: an owner going EMPTY meanwhile stops waiting for it. */
+	/* Still exactly our SHOWN: undo the claim whole (state and count), as if it never
+	 * was; nobody counted on its token. An edge's SHOWN is not ours (the token of the claim
+	 * that showed it is in the app end), so an edge only ever counts as dropped. */
+	if (kind == RSK_CLAIM_SHOW &&
+	    __atomic_compare_exchange_n(&st->rx, &word, (word - 2) & ~RSK_RW_STATE, 0,
+					__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	/* The owner went EMPTY since (and may wait for our token), or a waker raised on top:
+	 * the token is counted and will never come. */
 	__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST);
-	/* Back to EMPTY only from exactly our SHOWN: an owner that went EMPTY since, or a waker
-	 * that raised on top (its token is written), leave nothing for us to undo. An edge's
-	 * SHOWN is not ours: the token of the claim that showed it is in the app end. */
-	if (kind == RSK_CLAIM_SHOW)
-		(void)__atomic_compare_exchange_n(&st->rx, &word, word & ~RSK_RW_STATE, 0,
-						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 void rsk_ready_count_raise(struct rsk_ready_state *st)
@@ -249,19 +258,25 @@ static void rsk_ready_sndbuf(struct rsk_ready_owner *o, int app, int small)
 	o->small = small;
 }
 
+static int rsk_ready_draining(struct rsk_ready_state *st, uint32_t opens)
+{
+	return (int32_t)(__atomic_load_n(&st->unblocked, __ATOMIC_SEQ_CST) - opens) < 0;
+}
+
 /* A waker that drained our fill: wait (bounded) until its drain is done before a new fill,
  * or the drain would take the new fill too. */
 static void rsk_ready_settle(struct rsk_ready_state *st, struct rsk_ready_owner *o, uint32_t opens)
 {
-	int spins;
+	int spins, ms;
 
 	if (opens == o->drains_seen)
 		return;
-	for (spins = 0; spins < 1000000 && (int32_t)(__atomic_load_n(&st->unblocked,
-								   __ATOMIC_SEQ_CST) -
-							 opens) < 0;
-	     spins++)
+	/* Spin briefly (a drain is a syscall away), then sleep in 1 ms steps: a waker
+	 * preempted on a shared core can take far longer than any spin. Bounded by time. */
+	for (spins = 0; spins < 1000 && rsk_ready_draining(st, opens); spins++)
 		rsk_cpu_relax();
+	for (ms = 0; ms < RSK_READY_LATE_MS && rsk_ready_draining(st, opens); ms++)
+		(void)rsk_sys_poll(NULL, 0, 1);
 	o->drains_seen = opens;
 	o->fill = 0;
 }
@@ -306,7 +321,14 @@ void rsk_ready_open(struct rsk_ready_state *st, struct rsk_ready_owner *o, int a
 
 void rsk_ready_shut(int app, int how)
 {
+	int big = __atomic_load_n(&rsk_ready_sndbuf_default, __ATOMIC_RELAXED);
+
 	(void)rsk_sys_shutdown(app, how);
+	/* A TCP socket shut for writing (or reset) polls writable, and the write then fails
+	 * with the error: a blocked app end (minimal send buffer) must show POLLOUT too. */
+	if (how != SHUT_RD)
+		(void)rsk_sys_setsockopt_int(app, SOL_SOCKET, SO_SNDBUF,
+					     (big > 0 ? big : 212992) / 2);
 }
 
 /* Is @fd the app end of an accelerated socket (of any process image)? */

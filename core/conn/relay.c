@@ -141,7 +141,8 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 		}
 	}
 	if (r->out_len > 0) {
-		k = rsk_sys_send(c->ctl_fd, r->out + r->out_off, r->out_len, MSG_NOSIGNAL);
+		k = rsk_sys_send(c->ctl_fd, r->out + r->out_off, r->out_len,
+				  MSG_DONTWAIT | MSG_NOSIGNAL); /* the loop never waits */
 		if (k > 0) {
 			r->out_off += (uint32_t)k;
 			r->out_len -= (uint32_t)k;

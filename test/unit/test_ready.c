@@ -178,12 +178,10 @@ static void test_pair(void **state)
 	rp_close(&p);
 }
 
-#ifdef RSK_KNOWN_BUGS
 /*
- * ready.h: "*ctl (non-blocking)". rsk_ready_pair never sets O_NONBLOCK on it, and relay.c
- * writes the application's data into ctl with a plain send(): with the app end's queue full
- * (the forked child does not read), that send blocks the event-loop thread, and every other
- * connection's wake-ups with it.
+ * ready.h: "*ctl (non-blocking)". relay.c writes the application's data into ctl: with the
+ * app end's queue full (a forked child that does not read), a blocking ctl would stop the
+ * event-loop thread, and every other connection's wake-ups with it.
  */
 static void test_pair_ctl_nonblocking(void **state)
 {
@@ -197,7 +195,6 @@ static void test_pair_ctl_nonblocking(void **state)
 	assert_int_equal(errno, EAGAIN);
 	rp_close(&p);
 }
-#endif
 
 /* ---- the waker's side ---- */
 
@@ -334,7 +331,7 @@ static void test_unclaim_after_reader_consumed(void **state)
 	assert_int_equal(kind, RSK_CLAIM_SHOW);
 	rsk_ready_unclaim_rx(&p.st, word, kind);
 	assert_false(shown(&p));
-	assert_int_equal(p.st.dropped, 1);
+	assert_int_equal(p.st.dropped, 0); /* undone whole, count and state: nothing to drop */
 	assert_exact(&p);
 	assert_false(READABLE(p.app));
 	/* EMPTY again: the next message shows */
@@ -449,13 +446,10 @@ static void test_lower_takes_exactly_its_tokens(void **state)
 	rp_close(&p);
 }
 
-#ifdef RSK_KNOWN_BUGS
 /*
- * A claim made after the owner published EMPTY (a state the owner does not leave) and then
- * unclaimed: rsk_ready_collect_upto subtracts the global dropped count from the count of the
- * state it leaves, so that later drop hides one of the old state's tokens, which stays in
- * the app end (readable, nothing to read). No shm kick does this today (credit-only messages
- * do not kick RX), but the protocol as ready.h states it allows it.
+ * A claim made after the owner published EMPTY and then unclaimed while its SHOWN still
+ * stands: the claim is undone whole (state and count), so no drop is counted that would hide
+ * one of the old state's tokens from a later lower (readable, nothing to read).
  */
 struct unclaimer {
 	struct rp *p;
@@ -483,11 +477,10 @@ static void test_lower_later_unclaim_keeps_old_token(void **state)
 	(void)wake(&p, 0);
 	assert_int_equal(rsk_ready_lower(&p.st, &p.o, p.app, recheck_claim_unclaim, &u), 1);
 	assert_false(shown(&p));
-	assert_false(READABLE(p.app)); /* fails: the old token is still there */
+	assert_false(READABLE(p.app)); /* the old token was taken */
 	assert_exact(&p);
 	rp_close(&p);
 }
-#endif
 
 /* A waker between its claim and its write. */
 struct staller {
@@ -787,18 +780,16 @@ static void test_block_waits_for_drain(void **state)
 	block_during_drain(1); /* a waker preempted for a moment */
 }
 
-#ifdef RSK_KNOWN_BUGS
 /*
- * rsk_ready_settle waits for the waker's drain by spinning at most 10^6 cpu_relax (a few ms
- * on this machine, less on CPUs with a short PAUSE); a waker preempted longer than that (two
- * cores, shared) drains the owner's new fill: the app end shows EPOLLOUT while BLOCKED.
+ * rsk_ready_settle waits for the waker's drain bounded by time, not by a spin count: a waker
+ * preempted for 50 ms (two shared cores) must not drain the owner's new fill, or the app end
+ * would show EPOLLOUT while BLOCKED.
  */
 static void test_block_waits_for_slow_drain(void **state)
 {
 	(void)state;
 	block_during_drain(50);
 }
-#endif
 
 /* ---- permanent states ---- */
 
@@ -858,13 +849,11 @@ static void test_shut(void **state)
 	rp_close(&p);
 }
 
-#ifdef RSK_KNOWN_BUGS
 /*
  * A stream that failed while the app end was blocked: conn.c shows it with
- * rsk_ready_shut(SHUT_RDWR) and the fill and the minimal send buffer stay, so poll() says
- * POLLIN|POLLHUP without POLLOUT. A TCP socket after a reset or shutdown reports POLLOUT
- * too (the write then fails with the error), and a program that waits for POLLOUT alone
- * with select() never learns of the error.
+ * rsk_ready_shut(SHUT_RDWR). A TCP socket after a reset or shutdown reports POLLOUT too (the
+ * write then fails with the error): a program that waits for POLLOUT alone with select()
+ * must learn of the error.
  */
 static void test_shut_while_blocked(void **state)
 {
@@ -881,7 +870,6 @@ static void test_shut_while_blocked(void **state)
 	assert_true(r & POLLOUT);
 	rp_close(&p);
 }
-#endif
 
 /* ---- flush ---- */
 
@@ -997,12 +985,10 @@ int main(void)
 		T(test_shut),
 		T(test_flush),
 		T(test_sweep_stale),
-#ifdef RSK_KNOWN_BUGS
 		T(test_pair_ctl_nonblocking),
 		T(test_lower_later_unclaim_keeps_old_token),
 		T(test_block_waits_for_slow_drain),
 		T(test_shut_while_blocked),
-#endif
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
