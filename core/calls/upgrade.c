@@ -676,7 +676,12 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 		rsk_hist_note(u->d.dest, u->state == RSK_UPGS_TCP && !rsk_upg_due(u));
 	if (u != NULL && u->state == RSK_UPGS_DIALED)
 		rsk_upg_client_look(s, u, fd); /* the server moved: end through the stream */
-	if (u != NULL && (u->state == RSK_UPGS_DIALED || u->state == RSK_UPGS_SWITCHED)) {
+	/* Still only offered (the server has not moved): every byte we sent went into TCP, and
+	 * TCP's own FIN ends it in order whichever way the server goes (a server that moves
+	 * meanwhile reads our FIN with no stream message of ours before it: the client ended on
+	 * TCP). Nothing to flush: waiting for a stream the server never set up cost a short
+	 * connection its whole flush bound (redis-benchmark -k 0 over verbs stalled). */
+	if (u != NULL && u->state == RSK_UPGS_SWITCHED) {
 		/* End the stream as a close does: FIN after what we sent (the kernel resets the
 		 * TCP side if unread data is left there, as TCP's close would). */
 		rsk_conn_lock(u->c);
