@@ -9,6 +9,11 @@
 # shellcheck source=../guest-lib.sh
 . /rsk/guest-lib.sh
 
+# These scenarios are about connections set up at connect (fork with a live queue pair,
+# the fallback of each setup step): TCP first, the verbs default, would keep them on the
+# kernel at first. vm_verbs runs the move itself (tcpfirst_*).
+export RDMASOCK_TCP_FIRST=off
+
 sc_engine() {
 	local before
 	before=$(rxe_sent_pkts)
