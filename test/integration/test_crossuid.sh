@@ -64,7 +64,7 @@ out=$(pre_nobody timeout 30 "$PUB/sec_client" "$PORT" "$BYTES") || fail "nobody 
 	fail "the nobody client was not kept on the kernel: $(cat "$NSTATS")"
 [ "$(fallback "$NSTATS" other_user)" = 1 ] ||
 	fail "the nobody client's fallback reason is not other_user: $(cat "$NSTATS")"
-[ "$(nstat bytes_received kernel sec_client)" = "$BYTES" ] ||
+[ "$(nstat bytes_sent kernel sec_client)" = "$BYTES" ] ||
 	fail "the nobody client's bytes were not counted on the kernel: $(cat "$NSTATS")"
 echo "2. nobody client -> root server: kernel (other_user), $BYTES bytes exact"
 

@@ -20,7 +20,7 @@ BYTES=300000
 forge() {
 	local name=$1
 	shift
-	start_bg "$name" env SEC_PEER_WAIT=6 SEC_PEER_GO="$RSK_TMP/go" "$RSK_PROGS/sec_peer" \
+	start_bg "$name" env SEC_PEER_WAIT="${FORGE_WAIT:-2}" SEC_PEER_GO="$RSK_TMP/go" "$RSK_PROGS/sec_peer" \
 		offer "$1" steal "$2" ${3:+"$3"}
 	for _ in $(seq 100); do grep -q '^offered' "$RSK_TMP/$name.log" && return; sleep 0.05; done
 	fail "the forger did not offer: $(cat "$RSK_TMP/$name.log")"
@@ -85,7 +85,7 @@ start_bg server pre env RSK_TEST_ADDR=0.0.0.0 "$RSK_PROGS/echo_server" "$PORT"
 wait_port "$PORT"
 kill -STOP "$PID_server"
 VPORT=$(free_port)
-forge forger3 "$PORT" "$VPORT" 127.0.0.2
+FORGE_WAIT=6 forge forger3 "$PORT" "$VPORT" 127.0.0.2
 start_bg victim timeout 30 "$RSK_PROGS/sec_client" "$PORT" "$BYTES" "$VPORT"
 for _ in $(seq 100); do tcp_established "$VPORT" "$PORT" && break; sleep 0.05; done
 touch "$RSK_TMP/go"
