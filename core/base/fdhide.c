@@ -25,6 +25,8 @@ static char rsk_internal_marker __attribute__((aligned(8)));
 #define RSK_HIDE_CEILING_MAX 65536
 
 static pthread_mutex_t rsk_hide_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Written under the lock, and atomically: rsk_fd_reserve and rsk_fd_headroom read them
+ * without it (every accept and connect asks). */
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
 
@@ -38,8 +40,8 @@ static void rsk_hide_limits(void)
 			       ? RSK_HIDE_CEILING_MAX
 			       : (int)rl.rlim_cur;
 	if (ceil != rsk_hide_ceiling) { /* first use, or the limit changed since */
-		rsk_hide_ceiling = ceil;
-		rsk_hide_next = ceil - 1;
+		__atomic_store_n(&rsk_hide_ceiling, ceil, __ATOMIC_RELAXED);
+		__atomic_store_n(&rsk_hide_next, ceil - 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -55,8 +57,8 @@ static int rsk_hide_place(int fd)
 			      ? rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, rsk_hide_next)
 			      : -EMFILE;
 		if (nfd >= 0) {
-			if (nfd == rsk_hide_next)
-				rsk_hide_next--; /* took the slot: the next one goes below */
+			if (nfd == rsk_hide_next) /* took the slot: the next one goes below */
+				__atomic_store_n(&rsk_hide_next, nfd - 1, __ATOMIC_RELAXED);
 			return nfd;
 		}
 		rsk_hide_limits(); /* the application may have changed its limit */
