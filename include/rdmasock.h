@@ -63,6 +63,7 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_NEGATIVE_CACHE, /* "negative_cache": destination recently failed */
 	RDMASOCK_FB_FD_LIMIT,      /* "fd_limit": too close to RLIMIT_NOFILE for a hidden fd */
 	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": on TCP until it proves long-lived (verbs) */
+	RDMASOCK_FB_OTHER_USER,    /* "other_user": the same-host peer runs as another user */
 	RDMASOCK_FB_COUNT
 };
 

@@ -31,6 +31,8 @@ static char rsk_internal_marker __attribute__((aligned(8)));
 
 static pthread_mutex_t rsk_hide_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t rsk_hide_once = PTHREAD_ONCE_INIT;
+/* Written under the lock, and atomically: rsk_fd_reserve and rsk_fd_headroom read them
+ * without it (every accept and connect asks). */
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
 static uint64_t rsk_hide_holes[RSK_HIDE_CEILING_MAX / 64]; /* one bit per number */
@@ -106,8 +108,8 @@ static void rsk_hide_limits(void)
 			       ? RSK_HIDE_CEILING_MAX
 			       : (int)rl.rlim_cur;
 	if (ceil != rsk_hide_ceiling) { /* first use, or the limit changed since */
-		rsk_hide_ceiling = ceil;
-		rsk_hide_next = ceil - 1;
+		__atomic_store_n(&rsk_hide_ceiling, ceil, __ATOMIC_RELAXED);
+		__atomic_store_n(&rsk_hide_next, ceil - 1, __ATOMIC_RELAXED);
 		memset(rsk_hide_holes, 0, sizeof(rsk_hide_holes));
 		rsk_hide_nholes = 0;
 	}
@@ -129,12 +131,13 @@ static int rsk_hide_try(int fd)
 		nfd = rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, rsk_hide_next);
 		if (nfd >= 0) {
 			if (nfd == rsk_hide_next)
-				rsk_hide_next--; /* took the slot: the next one goes below */
+				__atomic_store_n(&rsk_hide_next, nfd - 1, __ATOMIC_RELAXED); /* next below */
 			return nfd;
 		}
 		if (nfd != -EMFILE)
 			return nfd; /* -EINVAL: the limit went below us; or a bad @fd */
-		rsk_hide_next--; /* it and all above are taken (the application's): go below */
+		/* it and all above are taken (the application's): go below */
+		__atomic_store_n(&rsk_hide_next, rsk_hide_next - 1, __ATOMIC_RELAXED);
 	}
 	return -EMFILE;
 }
@@ -227,8 +230,10 @@ void rsk_fd_unhide_close(int fd)
 	if (fd > rsk_hide_next && fd < rsk_hide_ceiling && !rsk_hole_test(fd)) {
 		rsk_hole_flip(fd, 1);
 		/* Our lowest fd went: the region shrinks back over the holes above it. */
-		while (rsk_hide_next + 1 < rsk_hide_ceiling && rsk_hole_test(rsk_hide_next + 1))
-			rsk_hole_flip(++rsk_hide_next, 0);
+		while (rsk_hide_next + 1 < rsk_hide_ceiling && rsk_hole_test(rsk_hide_next + 1)) {
+			__atomic_store_n(&rsk_hide_next, rsk_hide_next + 1, __ATOMIC_RELAXED);
+			rsk_hole_flip(rsk_hide_next, 0);
+		}
 	}
 	pthread_mutex_unlock(&rsk_hide_lock);
 }

@@ -132,16 +132,20 @@ static void rsk_accept_fd_pressure(struct rsk_listener *l, int fd)
 static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 {
 	const struct rsk_cm_ops *cm = NULL;
-	struct sockaddr_storage peer;
-	socklen_t len = sizeof(peer);
+	struct sockaddr_storage peer, local;
+	socklen_t len = sizeof(peer), llen = sizeof(local);
 	struct rsk_claim cl;
 	int rc;
 
-	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
+	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
+	    rsk_sys_getsockname(fd, (struct sockaddr *)&local, &llen) < 0)
 		return fd; /* already reset: the application will find out */
 	rsk_accept_fd_pressure(ls->lst, fd);
 	memset(&cl, 0, sizeof(cl));
 	cl.why = RDMASOCK_FB_NO_PEER;
+	/* Both ends of the accepted connection: an offer must hold the other end of exactly
+	 * this one (on a wildcard listener the port alone would let a forger through). */
+	cl.local = &local;
 	rc = rsk_listener_claim(ls->lst, &peer, &cl, &cm);
 	if (rc == 0) {
 		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP for now */

@@ -306,11 +306,13 @@ void rsk_listener_forget(struct rsk_listener *l)
 static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr_storage *peer,
 				   struct rsk_claim *cl, const struct rsk_cm_ops **cm, int wait_ms)
 {
+	const struct sockaddr_storage *local = cl->local; /* the caller's: kept for each */
 	int i, rc;
 
 	for (i = 0; i < l->n; i++) {
 		memset(cl, 0, sizeof(*cl));
 		cl->peer = peer;
+		cl->local = local;
 		rc = l->t[i].cm->claim(l->t[i].lh, cl, wait_ms);
 		if (rc != 0 || cl->why != RDMASOCK_FB_NO_PEER) {
 			*cm = l->t[i].cm;

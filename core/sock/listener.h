@@ -39,8 +39,8 @@ void rsk_listener_drop_id(uint64_t id);
 void rsk_listener_forget(struct rsk_listener *l);
 
 /*
- * Claim the accelerated half of the TCP connection accepted from @peer: asks each transport
- * in claim order. 1 with *cm and @cl filled, 0 for a plain TCP client (cl->why), or -errno
+ * Claim the accelerated half of the TCP connection accepted from @peer (and at cl->local,
+ * NULL if unknown; the rest of @cl is filled here): asks each transport in claim order. 1 with *cm and @cl filled, 0 for a plain TCP client (cl->why), or -errno
  * when a client committed to a faster path cannot be served (drop the TCP connection).
  */
 int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,

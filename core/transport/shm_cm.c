@@ -2,10 +2,12 @@
  * Connection management of the shared-memory transport (rsk_shm_cm_ops). A client sends its
  * offer (memfd, the ctl end of its readiness pair, its TCP socket) to the listener's
  * rendezvous before its TCP SYN; the process that accepts the TCP connection claims the offer
- * whose socket is the accepted connection's peer, answers on the offer's connection, and
+ * whose socket is the accepted connection's other end, answers on the offer's connection, and
  * resets the TCP connection (neither end keeps it). In a prefork server, offers a process
  * took for other connections go back into the rendezvous, and a process that misses its
- * offer waits while a sibling holds some (a counter in memory they share).
+ * offer waits while a sibling holds some (a counter in memory they share). Only processes of
+ * the rendezvous owner's user meet (docs/SECURITY.md): each end checks the other's uid as
+ * the kernel recorded it (SO_PEERCRED).
  */
 #include <errno.h>
 #include <poll.h>
@@ -60,6 +62,28 @@ static void rsk_shm_dial_close(struct rsk_shm_dial *p)
 	p->rdv = p->memfd = -1;
 }
 
+/*
+ * Does the rendezvous on @rdv belong to our user? Anyone in the network namespace can bind
+ * an abstract name, and an offer hands over our memory, our readiness fd and our TCP socket:
+ * only a listener of our own user may have them. 0, or -EPERM with d->why.
+ */
+static int rsk_shm_dial_owner(struct rsk_dial *d, int rdv)
+{
+	uid_t uid;
+
+	if (rsk_rdv_peer_uid(rdv, &uid) < 0) {
+		d->why = RDMASOCK_FB_RESOURCES;
+		return -EPERM;
+	}
+	if (uid != geteuid()) {
+		rsk_dbg("shm: the listener runs as uid %u, we as %u: staying on TCP",
+			(unsigned int)uid, (unsigned int)geteuid());
+		d->why = RDMASOCK_FB_OTHER_USER;
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* Find the listener's rendezvous and build our endpoint; every failure is a fallback. */
 static int rsk_shm_dial(struct rsk_dial *d)
 {
@@ -70,6 +94,11 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	p->rdv = rc = rsk_rdv_find(d->dest);
 	if (rc < 0) {
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
+		return rc;
+	}
+	if ((rc = rsk_shm_dial_owner(d, p->rdv)) < 0) {
+		(void)rsk_sys_close(p->rdv);
+		p->rdv = -1;
 		return rc;
 	}
 	/* Kept (out of the application's way) until the server's answer is read. */
@@ -139,17 +168,22 @@ struct rsk_offer {
 	struct rsk_offer *next;
 	struct rsk_rdv_offer o;
 	int conn;                 /* the accepted rendezvous connection */
+	uid_t uid, owner;         /* of its sender, and of the rendezvous it came through */
+	int bad;                  /* an offer its sender may not make: dropped */
 	int fds[RSK_RDV_NFDS];    /* once read (the reply fd is conn unless forwarded) */
 	int have;                 /* offer read */
 	int hidden;               /* its fds were moved out of the application's way */
 	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
 	int client_known;
 	int announced;            /* an upgrade offer we told the process about */
+	struct sockaddr_storage to; /* an upgrade's: its TCP socket's peer, before we let it go */
+	int to_known;
 };
 
 struct rsk_shm_listener {
 	pthread_mutex_t lock;
 	int rdv[2];
+	uid_t owner[2]; /* of each rendezvous, as the kernel recorded it at listen() */
 	int nrdv;
 	struct sockaddr_storage bound; /* to listen again after a pause */
 	int v6only, paused;
@@ -157,6 +191,16 @@ struct rsk_shm_listener {
 	uint32_t nlocal; /* entries in pending (our share of sh->held) */
 	struct rsk_shm_lshared *sh;
 };
+
+/* The owners of the rendezvous just created (the clients check the same uid). */
+static void rsk_shm_owners(struct rsk_shm_listener *l)
+{
+	int i;
+
+	for (i = 0; i < l->nrdv; i++)
+		if (rsk_rdv_peer_uid(l->rdv[i], &l->owner[i]) < 0)
+			l->owner[i] = geteuid(); /* what the kernel recorded a moment ago */
+}
 
 static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 {
@@ -177,6 +221,7 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	for (i = 0; i < n; i++)
 		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 	l->nrdv = n;
+	rsk_shm_owners(l);
 	memcpy(&l->bound, bound, rsk_sa_len(bound));
 	l->v6only = v6only;
 	pthread_mutex_init(&l->lock, NULL);
@@ -286,6 +331,7 @@ static void rsk_shm_resume(struct rsk_shm_listener *l)
 		for (i = 0; i < n; i++)
 			l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 		l->nrdv = n > 0 ? n : 0;
+		rsk_shm_owners(l);
 		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -304,23 +350,42 @@ static void rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
 		rsk_shm_resume(l);
 }
 
-/* Accept the waiting rendezvous connections into the pending list (counted as held). */
+/*
+ * May a process of @uid send offers through a rendezvous of @owner? A client must be of the
+ * owner's user (it checked the owner, rsk_shm_dial_owner); a sibling process of ours hands
+ * back offers it checked (@forwarded) and may run as our user instead (a server that
+ * dropped privileges after listen()).
+ */
+static int rsk_offer_sender_ok(uid_t uid, uid_t owner, int forwarded)
+{
+	return uid == owner || (forwarded && uid == geteuid());
+}
+
+/* Accept the waiting rendezvous connections into the pending list (counted as held).
+ * Connections of other users are closed at once: they would hold our fds for nothing. */
 static void rsk_listen_take(struct rsk_shm_listener *l)
 {
 	struct rsk_offer *e;
 	int i, fd, k;
+	uid_t uid;
 
 	for (i = 0; i < l->nrdv; i++) {
 		for (k = 0; k < 4096; k++) { /* bounded by the rendezvous backlog */
 			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 			if (fd < 0)
 				break;
+			if (rsk_rdv_peer_uid(fd, &uid) < 0 || !rsk_offer_sender_ok(uid, l->owner[i], 1)) {
+				(void)rsk_sys_close(fd);
+				continue;
+			}
 			e = calloc(1, sizeof(*e));
 			if (e == NULL) {
 				(void)rsk_sys_close(fd);
 				break;
 			}
 			e->conn = fd;
+			e->uid = uid;
+			e->owner = l->owner[i];
 			e->fds[0] = e->fds[1] = e->fds[2] = e->fds[3] = -1;
 			e->next = l->pending;
 			l->pending = e;
@@ -347,12 +412,18 @@ static int rsk_offer_update(struct rsk_offer *e)
 	socklen_t len = sizeof(e->client);
 	int rc;
 
+	if (e->bad)
+		return -1;
 	if (!e->have) {
 		rc = rsk_rdv_read_offer(e->conn, &e->o, e->fds);
 		if (rc == -EAGAIN)
 			return 0; /* a client still before its SYN: not the connection we accepted */
 		if (rc < 0)
 			return -1;
+		if (!rsk_offer_sender_ok(e->uid, e->owner, e->o.forwarded)) {
+			e->bad = 1; /* its fds are closed with the entry */
+			return -1;
+		}
 		e->have = 1;
 	}
 	if (!e->client_known &&
@@ -361,8 +432,12 @@ static int rsk_offer_update(struct rsk_offer *e)
 	/* An upgrade's TCP connection is the application's and carries on: our reference to
 	 * its socket would keep it open after the client closes (no FIN). The address is all
 	 * we needed it for. */
-	if (e->client_known && e->o.upgrade)
+	if (e->client_known && e->o.upgrade && e->fds[RSK_RDV_TCP] >= 0) {
+		len = sizeof(e->to); /* what rsk_offer_connected_here proves it by, kept */
+		e->to_known = rsk_sys_getpeername(e->fds[RSK_RDV_TCP], (struct sockaddr *)&e->to,
+						  &len) == 0;
 		rsk_offer_close_fd(e, &e->fds[RSK_RDV_TCP]);
+	}
 	/* A client that gave its upgrade up closed the offer's connection. */
 	if (e->o.upgrade && rsk_offer_dead(e))
 		return -1;
@@ -389,9 +464,43 @@ static void rsk_offer_hide(struct rsk_offer *e)
 	e->hidden = 1;
 }
 
-/* Look at every pending entry; take the one whose socket is @peer out of the list. */
-static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l,
-					 const struct sockaddr_storage *peer)
+static int rsk_sa_is_any(const struct sockaddr_storage *a)
+{
+	const struct sockaddr_in6 *a6 = (const void *)a;
+
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
+}
+
+/*
+ * Is @e's TCP socket connected to the accepted connection's own address (@cl->local, or,
+ * unknown, the listener's address and port)? The source address alone proves nothing: a
+ * forger can bind the client's port too when both set SO_REUSEADDR. The four addresses of
+ * a connection belong to one socket on the host, so with the source matched as well, holding
+ * it proves the offer comes from the process that owns the client's end.
+ */
+static int rsk_offer_connected_here(const struct rsk_shm_listener *l, struct rsk_offer *e,
+				    const struct rsk_claim *cl)
+{
+	struct sockaddr_storage to;
+	socklen_t len = sizeof(to);
+
+	if (e->fds[RSK_RDV_TCP] < 0 && e->to_known) /* an upgrade's, read while we held it */
+		to = e->to;
+	else if (rsk_sys_getpeername(e->fds[RSK_RDV_TCP], (struct sockaddr *)&to, &len) < 0)
+		return 0; /* not connected (or reset): not the end of an accepted connection */
+	if (cl->local != NULL)
+		return rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)cl->local);
+	if (rsk_sa_port((struct sockaddr *)&to) != rsk_sa_port((const struct sockaddr *)&l->bound))
+		return 0;
+	return rsk_sa_is_any(&l->bound) ||
+	       rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)&l->bound);
+}
+
+/* Look at every pending entry; take the one whose socket is the other end of the connection
+ * accepted from @cl->peer out of the list. */
+static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
 	struct rsk_offer *e, **pp, *mine = NULL;
 
@@ -403,7 +512,9 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l,
 		/* v4m: a dual-stack listener reports an IPv4 client as ::ffff:a.b.c.d, and an
 		 * IPv6 socket connected to ::ffff:a.b.c.d reaches an IPv4 listener as a.b.c.d */
 		if (mine == NULL && e->client_known &&
-		    rsk_addr_same_v4m((struct sockaddr *)&e->client, (const struct sockaddr *)peer)) {
+		    rsk_addr_same_v4m((struct sockaddr *)&e->client,
+				      (const struct sockaddr *)cl->peer) &&
+		    rsk_offer_connected_here(l, e, cl)) {
 			mine = rsk_offer_unlink(l, pp);
 			continue;
 		}
@@ -448,21 +559,19 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
 }
 
 /* Take what is queued, keep ours, and (shared with siblings) hand the rest back. Lock held. */
-static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l,
-					 const struct sockaddr_storage *peer)
+static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
 	struct rsk_offer *e;
 
 	rsk_listen_take(l);
-	e = rsk_listen_scan(l, peer);
+	e = rsk_listen_scan(l, cl);
 	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
 		rsk_listen_give_back(l);
 	return e;
 }
 
-static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l,
-					 const struct sockaddr_storage *peer, int wait_ms,
-					 int *held_elsewhere)
+static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, const struct rsk_claim *cl,
+					 int wait_ms, int *held_elsewhere)
 {
 	int64_t end = rsk_now_ms() + wait_ms, left;
 	struct rsk_offer *e, *k;
@@ -470,12 +579,12 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l,
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		e = rsk_listen_look(l, peer);
+		e = rsk_listen_look(l, cl);
 		*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
 		if (e == NULL && !*held_elsewhere) {
 			/* A sibling hands back before it stops counting: what it gave back is in
 			 * the rendezvous by now. One more look before calling the client plain. */
-			e = rsk_listen_look(l, peer);
+			e = rsk_listen_look(l, cl);
 			if (e == NULL)
 				*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
 		}
@@ -514,7 +623,7 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 	int elsewhere;
 
 	/* Offers come before the SYN: the wait is only for siblings holding some. */
-	e = rsk_listen_find(lh, cl->peer, wait_ms < RSK_CLAIM_WAIT_MS ? wait_ms : RSK_CLAIM_WAIT_MS,
+	e = rsk_listen_find(lh, cl, wait_ms < RSK_CLAIM_WAIT_MS ? wait_ms : RSK_CLAIM_WAIT_MS,
 			    &elsewhere);
 	rsk_shm_claim_of(cl)->e = e;
 	if (e == NULL && !elsewhere) {

@@ -163,6 +163,18 @@ int rsk_rdv_find(const struct sockaddr *dest)
 	return fd;
 }
 
+int rsk_rdv_peer_uid(int conn, uid_t *uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	int rc = rsk_sys_getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+
+	if (rc < 0)
+		return rc;
+	*uid = cr.uid;
+	return 0;
+}
+
 int rsk_rdv_exists(const struct sockaddr *bound)
 {
 	int fd = rsk_rdv_find(bound);

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #define RSK_RDV_MAGIC 0x31534b52u /* "RKS1" */
 #define RSK_RDV_VERSION 2u
@@ -45,6 +46,14 @@ enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS 
  * count or -errno (-EADDRINUSE: another listener on this port owns the name).
  */
 int rsk_rdv_listen(const struct sockaddr *bound, int v6only, int backlog, int fds[2]);
+
+/*
+ * The effective uid of the process at the other end of unix socket @conn as the kernel
+ * recorded it (SO_PEERCRED): of the connecting process on an accepted connection, of the
+ * listener's owner when it called listen() on a connecting one and on the listener itself.
+ * 0 or -errno.
+ */
+int rsk_rdv_peer_uid(int conn, uid_t *uid);
 
 /* Is the listener bound to @bound preloaded (does its rendezvous exist)? */
 int rsk_rdv_exists(const struct sockaddr *bound);

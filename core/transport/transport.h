@@ -195,6 +195,9 @@ struct rsk_dial {
 /* A server's claim of the accelerated half of an accepted TCP connection. */
 struct rsk_claim {
 	const struct sockaddr_storage *peer; /* the client's TCP address (the key) */
+	/* the accepted connection's own address, when the caller knows it (NULL: the listener's
+	 * bound address stands in, exact unless it is a wildcard) */
+	const struct sockaddr_storage *local;
 	uint32_t nbuf;               /* out: geometry of the offered connection */
 	void *ep_mem;                /* in (claim_open): cm->ep_size bytes for the endpoint */
 	struct rsk_ep *ep;           /* out */
