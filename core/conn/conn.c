@@ -615,6 +615,7 @@ static void rsk_conn_linger(struct rsk_conn *c)
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 	struct pollfd peer = {.fd = c->tcp_fd, .events = POLLRDHUP};
 	int64_t end = rsk_now_ms() + RSK_LINGER_MS;
+	unsigned int gone;
 
 	for (;;) {
 		(void)rsk_stream_progress(&c->st);
@@ -628,8 +629,12 @@ static void rsk_conn_linger(struct rsk_conn *c)
 		if (rsk_now_ms() >= end)
 			return;
 		rsk_conn_unlock(c);
-		(void)rsk_conn_wait_ep(c, 10);
+		gone = rsk_conn_wait_ep(c, 10) & RSK_EPEV_GONE;
 		rsk_conn_lock(c);
+		/* The peer disconnected (a moved connection has no TCP end to tell us): what we
+		 * still send can never be delivered, so waiting would only cost the bound. */
+		if (gone)
+			return;
 	}
 }
 
