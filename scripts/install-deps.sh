@@ -6,6 +6,8 @@
 set -euo pipefail
 
 BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
+# Fuzzing (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes.
+FUZZ_PKGS="clang libclang-rt-14-dev"
 TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
            libmemcached-tools valgrind procps iproute2 netcat-openbsd groff-base man-db util-linux
            gnuplot-nox"
@@ -16,7 +18,7 @@ VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ib
          rdmacm-utils perftest iproute2 librdmacm1 dpkg bash dash libgcc-s1 gzip"
 
 want=""
-for p in $BUILD_PKGS $TEST_PKGS $VM_PKGS; do
+for p in $BUILD_PKGS $FUZZ_PKGS $TEST_PKGS $VM_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want="$want $p"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: install what is needed, build with warnings as errors, run the whole
 # test suite (unit + integration + the Soft-RoCE guest tests), then the unit tests again
-# under ASan/UBSan, and the engine's verbs tests in the guest under ASan/UBSan.
+# under ASan/UBSan (the fuzz corpora replay among them), the engine's verbs tests in the guest
+# under ASan/UBSan, and every libFuzzer target for a bounded time (scripts/fuzz.sh).
 # Usage (as root on Debian 12): bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +19,5 @@ cmake --build build-asan -j "$jobs"
 (cd build-asan && ctest --output-on-failure -L unit)
 # and the engine over real verbs, sanitized, in the Soft-RoCE guest (skipped if none starts)
 (cd build-asan && ctest --output-on-failure -R '^vm_engine$')
+# new inputs for the wire parsers (offers, hellos, stream messages, the environment)
+bash scripts/fuzz.sh "${RSK_FUZZ_SECS:-15}"

@@ -199,8 +199,10 @@ static int rsk_stream_take(struct rsk_stream *st, const struct rsk_wc *wc)
 		return -ECONNRESET;
 	if (wc->op != RSK_WC_RECV)
 		return 0;
+	/* Slot and length come from the transport, which checks them (shm) or has the device
+	 * bound them (verbs); checked again here because the copy out trusts them. */
 	if (!rsk_imm_valid(wc->imm) || st->rx_count >= st->nbuf ||
-	    (st->fin_rcvd && wc->len > 0))
+	    (st->fin_rcvd && wc->len > 0) || wc->slot >= st->nbuf || wc->len > st->bsize)
 		return -EPROTO;
 	credits = rsk_imm_credits(wc->imm);
 	flags = rsk_imm_flags(wc->imm);

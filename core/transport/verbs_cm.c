@@ -44,7 +44,7 @@ static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nb
 }
 
 /* A hello we can serve: ours, and a geometry the engine runs with. 0 or -EPROTO. */
-static int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello *h)
+int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello *h)
 {
 	uint32_t nbuf, bsize;
 

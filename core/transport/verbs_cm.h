@@ -23,6 +23,14 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 		      int (*bind_tcp)(const struct sockaddr *src, void *arg), void *arg,
 		      struct rsk_ep **out);
 
+/*
+ * Read a hello (the client's, or the server's reply) from @len bytes of rdma_cm private data
+ * at @data into @h, in host order: 0, or -EPROTO when it is not ours or asks for a geometry
+ * the engine does not run with. Needs no device (the fuzz target test/fuzz/fuzz_hello.c).
+ */
+struct rsk_verbs_hello;
+int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello *h);
+
 /* Server: an rdma_cm listener beside the kernel one (same address and port). */
 struct rsk_verbs_listener;
 int rsk_verbs_listen(const struct sockaddr *addr, socklen_t len,
