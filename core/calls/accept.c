@@ -145,8 +145,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 	cl.why = RDMASOCK_FB_NO_PEER;
 	/* Both ends of the accepted connection: an offer must hold the other end of exactly
 	 * this one (on a wildcard listener the port alone would let a forger through). */
-	cl.local = &local;
-	rc = rsk_listener_claim(ls->lst, &peer, &cl, &cm);
+	rc = rsk_listener_claim(ls->lst, &peer, &local, &cl, &cm);
 	if (rc == 0) {
 		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP for now */
 		/* A TCP-first client offers later: its offer finds us through the address map. */

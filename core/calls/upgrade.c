@@ -63,7 +63,7 @@ struct rsk_upg {
 	struct rsk_claim cl; /* one accept() found already */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
-	struct sockaddr_storage peer;
+	struct sockaddr_storage peer, local; /* the accepted connection's two addresses */
 	struct rsk_upg_key key;
 	int in_map;
 	struct rsk_sock *s;
@@ -170,13 +170,17 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim *cl,
 		   const struct rsk_cm_ops *cm)
 {
-	struct sockaddr_storage peer;
+	struct sockaddr_storage peer, local;
 	socklen_t len = sizeof(peer);
 	struct rsk_upg *u, *dup;
 	int rc;
 
 	memset(&peer, 0, sizeof(peer));
+	memset(&local, 0, sizeof(local));
 	if ((rc = rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len)) < 0)
+		return rc;
+	len = sizeof(local);
+	if ((rc = rsk_sys_getsockname(fd, (struct sockaddr *)&local, &len)) < 0)
 		return rc;
 	if (rsk_listener_hold_id(lst_id) < 0)
 		return -ENOENT;
@@ -187,6 +191,7 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim
 	u->lst_id = lst_id;
 	u->held = 1;
 	u->peer = peer;
+	u->local = local;
 	rsk_upg_key_of(&peer, &u->key);
 	if (cl != NULL) { /* offered before we accepted: move at the first call */
 		u->cl = *cl;
@@ -399,7 +404,7 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	__atomic_store_n(&u->offer, 0, __ATOMIC_RELEASE);
 	if (!u->have_claim) {
 		memset(&u->cl, 0, sizeof(u->cl));
-		rc = rsk_listener_claim_id(u->lst_id, &u->peer, &u->cl, &u->cl_cm);
+		rc = rsk_listener_claim_id(u->lst_id, &u->peer, &u->local, &u->cl, &u->cl_cm);
 		if (rc <= 0)
 			return; /* not (or no longer) there: another announcement may come */
 		u->have_claim = 1;

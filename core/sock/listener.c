@@ -304,9 +304,9 @@ void rsk_listener_forget(struct rsk_listener *l)
 }
 
 static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr_storage *peer,
-				   struct rsk_claim *cl, const struct rsk_cm_ops **cm, int wait_ms)
+				   const struct sockaddr_storage *local, struct rsk_claim *cl,
+				   const struct rsk_cm_ops **cm, int wait_ms)
 {
-	const struct sockaddr_storage *local = cl->local; /* the caller's: kept for each */
 	int i, rc;
 
 	for (i = 0; i < l->n; i++) {
@@ -323,12 +323,14 @@ static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr
 }
 
 int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
-		       struct rsk_claim *cl, const struct rsk_cm_ops **cm)
+		       const struct sockaddr_storage *local, struct rsk_claim *cl,
+		       const struct rsk_cm_ops **cm)
 {
-	return rsk_listener_claim_wait(l, peer, cl, cm, RSK_CLAIM_WAIT_MS);
+	return rsk_listener_claim_wait(l, peer, local, cl, cm, RSK_CLAIM_WAIT_MS);
 }
 
-int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, struct rsk_claim *cl,
+int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer,
+			  const struct sockaddr_storage *local, struct rsk_claim *cl,
 			  const struct rsk_cm_ops **cm)
 {
 	struct rsk_listener *l;
@@ -338,7 +340,7 @@ int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, stru
 	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
 		;
 	if (l != NULL)
-		rc = rsk_listener_claim_wait(l, peer, cl, cm, 0);
+		rc = rsk_listener_claim_wait(l, peer, local, cl, cm, 0);
 	pthread_mutex_unlock(&rsk_lst_lock);
 	return rc;
 }

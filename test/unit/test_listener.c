@@ -27,6 +27,7 @@
 #include "transport/shm.h"
 #include "transport/shm_cm.h"
 #include "transport/shm_rdv.h"
+#include "base/evloop.h"
 #include "unit.h"
 #include "unit_cm.h"
 
@@ -35,6 +36,14 @@ struct fix {
 	int kfd;
 	struct sockaddr_in addr;
 };
+
+/* The event loop's own fds (it watches the transports' listen fds) live as long as the
+ * process: started first, so the fd counts below see only the listeners'. */
+static int start_loop(void **state)
+{
+	(void)state;
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
 
 static int setup(void **state)
 {
@@ -96,11 +105,11 @@ static void test_refusals(void **state)
 	uint16_t port;
 	struct sockaddr_in a;
 
-	/* kernel mode: no transport listens */
+	/* kernel mode: the policy says no transport listens (and so for what it accepts) */
 	rsk_config.mode = RSK_MODE_KERNEL;
 	why = RDMASOCK_FB_COUNT;
-	assert_int_equal(rsk_listener_open(f->kfd, &l, &why), -ENODEV);
-	assert_int_equal(why, RDMASOCK_FB_RESOURCES);
+	assert_int_equal(rsk_listener_open(f->kfd, &l, &why), -EPERM);
+	assert_int_equal(why, RDMASOCK_FB_POLICY);
 	assert_false(exists(&f->addr));
 	rsk_config.mode = RSK_MODE_SHM;
 
@@ -230,7 +239,7 @@ static void test_claim(void **state)
 	assert_int_equal(connect(fd, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
 	srv_accept(&s, f->kfd);
 	memset(&cl, 0xee, sizeof(cl)); /* the claim starts from a clean one */
-	assert_int_equal(rsk_listener_claim(l, &s.peer, &cl, &cm), 0);
+	assert_int_equal(rsk_listener_claim(l, &s.peer, NULL, &cl, &cm), 0);
 	assert_int_equal(cl.why, RDMASOCK_FB_NO_PEER);
 	assert_ptr_equal(cl.peer, &s.peer);
 	assert_null(cm);
@@ -240,7 +249,7 @@ static void test_claim(void **state)
 	/* a preloaded client: 1, the shm transport, the offer's geometry */
 	cli_connect(&c, &f->addr);
 	srv_accept(&s, f->kfd);
-	assert_int_equal(rsk_listener_claim(l, &s.peer, &cl, &cm), 1);
+	assert_int_equal(rsk_listener_claim(l, &s.peer, NULL, &cl, &cm), 1);
 	assert_ptr_equal(cm, &rsk_shm_cm_ops);
 	assert_int_equal(cl.nbuf, RSK_DEFAULT_BUF_COUNT);
 	/* the claim is the transport's: declining it reaches the client, as a reset */
@@ -355,7 +364,7 @@ static int child_forget(void *arg)
 	fd = accept4(k->f->kfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0 || getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		return 13;
-	if (rsk_listener_claim(k->l, &peer, &cl, &cm) != 1 || cm != &rsk_shm_cm_ops)
+	if (rsk_listener_claim(k->l, &peer, NULL, &cl, &cm) != 1 || cm != &rsk_shm_cm_ops)
 		return 14;
 	cm->unclaim(&cl, 0);
 	return 0;
@@ -388,5 +397,5 @@ int main(void)
 		T(test_forked_child_forgets),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, start_loop, NULL);
 }
