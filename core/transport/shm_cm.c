@@ -405,6 +405,16 @@ static int rsk_offer_dead(struct rsk_offer *e)
 	return (p.revents & (POLLHUP | POLLERR)) || (p.revents & POLLRDHUP);
 }
 
+/* Has the client closed the offer's connection for good (not only shut its writing side, as
+ * every client does after its offer)? Then no answer can reach it and the entry only holds
+ * fds: a local process could otherwise pin a listener's fds with abandoned offers. */
+static int rsk_offer_gone(struct rsk_offer *e)
+{
+	struct pollfd p = {.fd = e->fds[RSK_RDV_REPLY], .events = POLLIN};
+
+	return rsk_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* Read @e's offer if it has come; learn its socket's address once it is connected. Returns
  * -1 when the entry is of no use any more (malformed, abandoned), else 0. */
 static int rsk_offer_update(struct rsk_offer *e)
@@ -505,7 +515,8 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struc
 	struct rsk_offer *e, **pp, *mine = NULL;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (rsk_offer_update(e) < 0 || (e->have && !e->client_known && rsk_offer_dead(e))) {
+		if (rsk_offer_update(e) < 0 ||
+		    (e->have && ((!e->client_known && rsk_offer_dead(e)) || rsk_offer_gone(e)))) {
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
 		}
