@@ -72,7 +72,9 @@ echo "2. nobody client -> root server: kernel (other_user), $BYTES bytes exact"
 out=$(as_nobody env SEC_PEER_WAIT=3 timeout 30 "$PUB/sec_peer" offer "$PORT" own) ||
 	fail "sec_peer offer own (nobody): $out"
 echo "$out"
-grep -qx "offered" <<<"$out" || fail "the forged offer was not sent: $out"
+# (a server that watches its rendezvous, as TCP first makes it, may refuse the connection
+# before the offer is even sent: as good)
+grep -qxE "offered|refused" <<<"$out" || fail "the forged offer was not attempted: $out"
 grep -q "^answer: accept" <<<"$out" && fail "the root server accepted an offer from nobody"
 
 stop_bg server
