@@ -368,6 +368,7 @@ static ssize_t rsk_io_upg_msg(struct rsk_io_ctx *x, int fd, const struct msghdr 
 			n = rsk_io_accel_msg(x, &m, flags, rx);
 		} else if (rc == RSK_UPG_STREAM) {
 			n = rsk_io_upg_send(x, fd, &m, flags, &r);
+			rsk_upg_stream_done(x->s);
 			if (n == -EAGAIN && rsk_upg_try_finish(x->s, fd))
 				continue; /* moved: the stream is at the fd now */
 		} else if (rc < 0) {

@@ -10,6 +10,7 @@
  * process names, so nothing else can be using the TCP side in the middle.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -53,6 +54,10 @@ struct rsk_upg {
 	int shut_wr;        /* the application shut its writing side: no move from then on */
 	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
 	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
+	int force;          /* a reader waited its bound for them: end the move regardless */
+	int threads;        /* used by several threads (a server: at all; a client: at once) */
+	pthread_t tid;      /* server: the thread of its first call */
+	int tid_set;
 	/* client */
 	struct rsk_dial d;
 	struct sockaddr_storage dest;
@@ -435,13 +440,27 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	struct rsk_conn *c = u->c;
 	int rc;
 
+	int app = u->app;
+
+	/* Sends into the stream still using its app end by number (another thread's, waiting for
+	 * credits perhaps): that number stays open until the last of them is out. The app's fd
+	 * gets a copy. Never waited for: their credits may need our reader. */
+	if (s->upg_scalls > 0) {
+		app = rsk_sys_fcntl(u->app, F_DUPFD_CLOEXEC, 0);
+		if (app < 0)
+			return app;
+	}
 	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
 	rsk_stats_moved(s->fb_reason);
-	rc = rsk_sock_become(s, fd, c, u->app, u->ctl, -1, u->server ? NULL : u->d.dest);
+	rc = rsk_sock_become(s, fd, c, app, u->ctl, -1, u->server ? NULL : u->d.dest);
 	if (rc < 0) {
 		rsk_stats_unmoved(s->fb_reason);
+		if (app != u->app)
+			(void)rsk_sys_close(app);
 		return rc;
 	}
+	if (app != u->app)
+		s->upg_spare = u->app + 1;
 	if (!u->server)
 		rsk_hist_note(u->d.dest, 0); /* it lived long enough to move */
 	u->c = NULL;
@@ -471,7 +490,7 @@ static int rsk_upg_at_eof(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	}
 	/* A call still in the kernel on the TCP side would read the stream's end once the fd
 	 * is swapped: the last one out finishes (it too finds the FIN). */
-	if (u->kcalls > 0)
+	if (u->kcalls > 0 && !u->force)
 		return 0;
 	rc = rsk_upg_finish(s, u, fd);
 	if (rc < 0) {
@@ -513,10 +532,32 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		pthread_mutex_unlock(&s->lock);
 		return s->conn != NULL ? RSK_UPG_MOVED : -EBADF;
 	}
+	/*
+	 * Calls of several threads at once: a move swaps the fd and ends the TCP side under
+	 * them, which a blocked reader and a writer racing with it do not survive in every
+	 * order (a full-duplex program saw EOF mid-stream). Such a socket stays on TCP, and a
+	 * server socket that two threads use at all (its reader may be about to block). (A
+	 * client that offered already cannot withdraw: the server may be moving right now; it
+	 * follows if the server moves, which a server used this way never does.)
+	 */
+	if (u->kcalls > 0 || s->upg_scalls > 0)
+		u->threads = 1;
+	if (u->server && u->state == RSK_UPGS_TCP) { /* a server moves from one thread only */
+		if (!u->tid_set) {
+			u->tid = pthread_self();
+			u->tid_set = 1;
+		} else if (!pthread_equal(u->tid, pthread_self())) {
+			u->threads = 1;
+		}
+	}
+	if (u->threads && u->state == RSK_UPGS_TCP)
+		rsk_upg_give_up(s, u, "used by several threads at once");
 	switch (u->state) {
 	case RSK_UPGS_TCP:
 		if (u->server) {
-			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE))
+			/* Only while no other call of the application is inside on this socket:
+			 * the move swaps the fd under it. A later call takes the offer. */
+			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE) && u->kcalls == 0)
 				rsk_upg_server_take(s, u, fd);
 		} else if (rsk_upg_due(u)) {
 			if (rsk_upg_movable(s, u, fd, 0))
@@ -543,6 +584,8 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	}
 	if (rc == RSK_UPG_TCP)
 		u->kcalls++; /* until rsk_upg_after */
+	else if (rc == RSK_UPG_STREAM)
+		s->upg_scalls++; /* until rsk_upg_stream_done */
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -559,10 +602,8 @@ static void rsk_upg_wait_kcalls(struct rsk_sock *s)
 		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
 		pthread_mutex_lock(&s->lock);
 	}
-	if ((u = s->upg) != NULL && u->kcalls > 0) {
-		rsk_warn("a call stays in the kernel on a moving socket; the move ends anyway");
-		u->kcalls = 0;
-	}
+	if ((u = s->upg) != NULL && u->kcalls > 0)
+		u->force = 1; /* the move ends anyway: they return from the TCP file they hold */
 }
 
 int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
@@ -579,10 +620,6 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (rx && u != NULL && u->state == RSK_UPGS_SWITCHED) {
-		rsk_upg_wait_kcalls(s);
-		u = s->upg; /* NULL: another call finished the move meanwhile */
-	}
 	/*
 	 * Another thread moved the socket while this call waited in the kernel on the TCP side
 	 * (which it still holds): the FIN it read, or the EPIPE of a send cut short by our own
@@ -598,13 +635,30 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 		return 0;
 	}
 	if (u->state == RSK_UPGS_DIALED) {
-		/* The server's FIN: if it moved, its first message came before it. */
+		/* The server's FIN: if it moved, its first message came before it (and we follow,
+		 * which cuts short a send of ours waiting in the kernel). */
 		rsk_upg_client_look(s, u, fd);
 	}
-	if (u->state == RSK_UPGS_SWITCHED)
-		rc = rsk_upg_at_eof(s, u, fd);
+	if (u->state == RSK_UPGS_SWITCHED) {
+		rsk_upg_wait_kcalls(s);
+		u = s->upg; /* NULL: another call finished the move meanwhile */
+		if (u == NULL)
+			rc = s->conn != NULL;
+		else if (u->state == RSK_UPGS_SWITCHED)
+			rc = rsk_upg_at_eof(s, u, fd);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void rsk_upg_stream_done(struct rsk_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->upg_scalls > 0 && --s->upg_scalls == 0 && s->upg_spare > 0) {
+		(void)rsk_sys_close(s->upg_spare - 1); /* the last of them is out */
+		s->upg_spare = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 int rsk_upg_try_finish(struct rsk_sock *s, int fd)

@@ -62,6 +62,8 @@ void rsk_upg_never(struct rsk_sock *s, int fd);
 
 /* A send found the stream full while switched: if all that is left on TCP is the peer's FIN,
  * finish the move now (a program that only writes never reads it). 1 if it did. */
+/* A send that rsk_upg_route sent to the stream (RSK_UPG_STREAM) is done with its app end. */
+void rsk_upg_stream_done(struct rsk_sock *s);
 int rsk_upg_try_finish(struct rsk_sock *s, int fd);
 
 #endif

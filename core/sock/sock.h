@@ -62,6 +62,9 @@ struct rsk_sock {
 	/* TCP first: the state of a kernel connection that may still move (calls/upgrade.c,
 	 * which owns it; its data path is diverted while set) */
 	void *upg;
+	/* Sends of the move's stream still using its app end by number as the move ended
+	 * (calls/upgrade.c), and that number + 1 kept open for them (0: none). Under lock. */
+	int upg_scalls, upg_spare;
 	struct rsk_sock *next_free;
 };
 
