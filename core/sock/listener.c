@@ -257,8 +257,8 @@ void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note)
 	int i;
 
 	for (i = 0; i < l->n; i++) {
-		if (l->t[i].cm->listen_note != NULL)
-			l->t[i].cm->listen_note(l->t[i].lh, note);
+		if (l->t[i].cm->listen_note != NULL && l->t[i].cm->listen_note(l->t[i].lh, note))
+			rsk_listener_unwatch(&l->t[i]); /* same numbers may now be other sockets */
 		if (note != RSK_LISTEN_FORGET)
 			(void)rsk_listener_watch(&l->t[i]);
 	}
@@ -279,7 +279,8 @@ void rsk_listener_note_id(uint64_t id, const struct rsk_cm_ops *cm, enum rsk_lis
 		;
 	for (i = 0; l != NULL && i < l->n; i++)
 		if (l->t[i].cm == cm && cm->listen_note != NULL) {
-			cm->listen_note(l->t[i].lh, note);
+			if (cm->listen_note(l->t[i].lh, note))
+				rsk_listener_unwatch(&l->t[i]);
 			(void)rsk_listener_watch(&l->t[i]);
 		}
 	pthread_mutex_unlock(&rsk_lst_lock);

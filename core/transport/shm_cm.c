@@ -301,13 +301,14 @@ static void rsk_offer_hide(struct rsk_offer *e);
  * commit). What is queued already is taken first and claimed as its TCP connections come.
  * (A listener shared with siblings keeps its name while any of them listens.)
  */
-static void rsk_shm_pause(struct rsk_shm_listener *l)
+static int rsk_shm_pause(struct rsk_shm_listener *l)
 {
 	struct rsk_offer *e;
-	int i;
+	int i, changed = 0;
 
 	pthread_mutex_lock(&l->lock);
 	if (!l->paused) {
+		changed = 1;
 		rsk_listen_take(l);
 		if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
 			rsk_listen_give_back(l); /* siblings may be waiting for some of them */
@@ -319,14 +320,16 @@ static void rsk_shm_pause(struct rsk_shm_listener *l)
 		l->paused = 1;
 	}
 	pthread_mutex_unlock(&l->lock);
+	return changed;
 }
 
-static void rsk_shm_resume(struct rsk_shm_listener *l)
+static int rsk_shm_resume(struct rsk_shm_listener *l)
 {
-	int n, i;
+	int n, i, changed = 0;
 
 	pthread_mutex_lock(&l->lock);
 	if (l->paused) {
+		changed = 1;
 		n = rsk_rdv_listen((struct sockaddr *)&l->bound, l->v6only, RSK_RDV_BACKLOG, l->rdv);
 		for (i = 0; i < n; i++)
 			l->rdv[i] = rsk_fd_hide(l->rdv[i]);
@@ -335,19 +338,25 @@ static void rsk_shm_resume(struct rsk_shm_listener *l)
 		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
 	}
 	pthread_mutex_unlock(&l->lock);
+	return changed;
 }
 
-static void rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
+/* 1 when the rendezvous sockets were closed or made anew (a new socket may get the number of
+ * the one closed, so the loop's watch must be made again: epoll dropped the old file's). */
+static int rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
 {
 	struct rsk_shm_listener *l = lh;
 
 	/* Its rendezvous is shared with children from now on: hand offers back (prefork). */
-	if (note == RSK_LISTEN_FORKED)
+	if (note == RSK_LISTEN_FORKED) {
 		__atomic_store_n(&l->sh->shared, 1, __ATOMIC_RELEASE);
-	else if (note == RSK_LISTEN_PAUSE)
-		rsk_shm_pause(l);
-	else if (note == RSK_LISTEN_RESUME)
-		rsk_shm_resume(l);
+		return 1;
+	}
+	if (note == RSK_LISTEN_PAUSE)
+		return rsk_shm_pause(l);
+	if (note == RSK_LISTEN_RESUME)
+		return rsk_shm_resume(l);
+	return 0;
 }
 
 /*
@@ -405,9 +414,8 @@ static int rsk_offer_dead(struct rsk_offer *e)
 	return (p.revents & (POLLHUP | POLLERR)) || (p.revents & POLLRDHUP);
 }
 
-/* Has the client closed the offer's connection for good (not only shut its writing side, as
- * every client does after its offer)? Then no answer can reach it and the entry only holds
- * fds: a local process could otherwise pin a listener's fds with abandoned offers. */
+/* Has the client of an upgrade offer closed the offer's connection (given its move up)? Not
+ * a mere RDHUP: a client may shut its writing side after the offer. */
 static int rsk_offer_gone(struct rsk_offer *e)
 {
 	struct pollfd p = {.fd = e->fds[RSK_RDV_REPLY], .events = POLLIN};
@@ -448,8 +456,9 @@ static int rsk_offer_update(struct rsk_offer *e)
 						  &len) == 0;
 		rsk_offer_close_fd(e, &e->fds[RSK_RDV_TCP]);
 	}
-	/* A client that gave its upgrade up closed the offer's connection. */
-	if (e->o.upgrade && rsk_offer_dead(e))
+	/* A client that gave its upgrade up closed the offer's connection (for good: every
+	 * client shuts its writing side after the offer, so RDHUP says nothing). */
+	if (e->o.upgrade && rsk_offer_gone(e))
 		return -1;
 	return e->client_known || !rsk_offer_dead(e) ? 0 : -1;
 }
@@ -515,8 +524,7 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struc
 	struct rsk_offer *e, **pp, *mine = NULL;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (rsk_offer_update(e) < 0 ||
-		    (e->have && ((!e->client_known && rsk_offer_dead(e)) || rsk_offer_gone(e)))) {
+		if (rsk_offer_update(e) < 0 || (e->have && !e->client_known && rsk_offer_dead(e))) {
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
 		}
@@ -637,6 +645,7 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 	e = rsk_listen_find(lh, cl, wait_ms < RSK_CLAIM_WAIT_MS ? wait_ms : RSK_CLAIM_WAIT_MS,
 			    &elsewhere);
 	rsk_shm_claim_of(cl)->e = e;
+
 	if (e == NULL && !elsewhere) {
 		cl->why = RDMASOCK_FB_NO_PEER; /* a plain TCP client */
 		return 0;
@@ -723,9 +732,9 @@ static int rsk_shm_listen_fd(void *lh, int i)
 
 /* Take what is queued and read the offers; collect upgrade offers not announced yet. */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
-			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX])
+			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int wait_ms)
 {
-	int64_t end = rsk_now_ms() + RSK_ANNOUNCE_WAIT_MS, left;
+	int64_t end = rsk_now_ms() + wait_ms, left;
 	struct rsk_offer *e, **pp;
 	struct pollfd p;
 	int n = 0;
@@ -761,7 +770,9 @@ static void rsk_shm_listen_event(void *lh, int i)
 
 	(void)i;
 	pthread_mutex_lock(&l->lock);
-	n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ? 0 : rsk_shm_collect(l, peers);
+	n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE)
+		    ? 0
+		    : rsk_shm_collect(l, peers, RSK_ANNOUNCE_WAIT_MS);
 	pthread_mutex_unlock(&l->lock);
 	/* Outside the lock: the connection that wants it claims it from its own call (one not
 	 * accepted yet claims it at accept). */

@@ -256,7 +256,7 @@ struct rsk_cm_ops {
 	int (*listen)(const struct sockaddr *bound, int v6only, void **lh);
 	int (*listen_fd)(void *lh, int i);
 	void (*listen_event)(void *lh, int i);
-	void (*listen_note)(void *lh, enum rsk_listen_note note);
+	int (*listen_note)(void *lh, enum rsk_listen_note note); /* 1: its listen fds changed */
 	void (*unlisten)(void *lh);
 	int (*claim)(void *lh, struct rsk_claim *cl, int wait_ms);
 	int (*claim_open)(struct rsk_claim *cl);

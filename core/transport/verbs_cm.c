@@ -640,7 +640,8 @@ static void rsk_verbs_listen_event(void *lh, int i)
 	rsk_verbs_listener_event(lh);
 }
 
-static void rsk_verbs_listen_note(void *lh, enum rsk_listen_note note)
+/* Always 0: the fd the loop watches (the listener's event channel) lives as long as it. */
+static int rsk_verbs_listen_note(void *lh, enum rsk_listen_note note)
 {
 	if (note == RSK_LISTEN_INTEREST)
 		rsk_verbs_listener_interest(lh);
@@ -651,6 +652,7 @@ static void rsk_verbs_listen_note(void *lh, enum rsk_listen_note note)
 	else if (note == RSK_LISTEN_PAUSE || note == RSK_LISTEN_RESUME)
 		rsk_verbs_listener_pause(lh, note == RSK_LISTEN_PAUSE);
 	/* RSK_LISTEN_FORGET: the objects are the parent's; the caller drops the handle */
+	return 0;
 }
 
 static void rsk_verbs_unlisten(void *lh)
