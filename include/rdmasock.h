@@ -31,8 +31,8 @@ extern "C" {
 #define RDMASOCK_ENV_CONNECT_TIMEOUT_MS "RDMASOCK_CONNECT_TIMEOUT_MS"
 #define RDMASOCK_ENV_DEVICE "RDMASOCK_DEVICE"
 /* TCP first: a connection starts on kernel TCP and moves to shm/verbs once it proves busy or
- * long-lived (in band, byte-exact). auto (default: always for verbs; for shm where the
- * destination's recent connections ended short), on, off (set up at connect). */
+ * long-lived (in band, byte-exact). auto (default: for verbs; shm is set up at connect),
+ * learn (also shm, where the destination's recent connections ended short), on, off. */
 #define RDMASOCK_ENV_TCP_FIRST "RDMASOCK_TCP_FIRST"
 #define RDMASOCK_ENV_UPGRADE_BYTES "RDMASOCK_UPGRADE_BYTES" /* moved after this many bytes */
 #define RDMASOCK_ENV_UPGRADE_MS "RDMASOCK_UPGRADE_MS"       /* or at its first call this old */
@@ -62,7 +62,7 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_UNSUPPORTED,   /* "unsupported": socket state/options we cannot carry */
 	RDMASOCK_FB_NEGATIVE_CACHE, /* "negative_cache": destination recently failed */
 	RDMASOCK_FB_FD_LIMIT,      /* "fd_limit": too close to RLIMIT_NOFILE for a hidden fd */
-	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": on TCP until it proves long-lived (verbs) */
+	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": started on TCP and ended before it moved */
 	RDMASOCK_FB_OTHER_USER,    /* "other_user": the same-host peer runs as another user */
 	RDMASOCK_FB_COUNT
 };

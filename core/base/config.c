@@ -22,7 +22,7 @@ struct rsk_config_ctx {
 
 static const char *const rsk_mode_names[] = {"auto", "kernel", "shm", "verbs"};
 static const char *const rsk_level_names[] = {"error", "warn", "info", "debug"};
-static const char *const rsk_tcp_first_names[] = {"auto", "on", "off"};
+static const char *const rsk_tcp_first_names[] = {"auto", "on", "off", "learn"};
 
 void rsk_config_defaults(struct rsk_config *c)
 {
@@ -45,7 +45,11 @@ enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)
 		return RSK_START_TCP;
 	if (c->tcp_first == RSK_TCP_FIRST_OFF)
 		return RSK_START_DIRECT;
-	return slow_setup ? RSK_START_TCP : RSK_START_LEARN; /* benchmarked: docs/design.md */
+	if (slow_setup)
+		return RSK_START_TCP; /* a verbs setup costs far more than a short connection earns */
+	/* shm: learning is opt-in ("learn") until a socket shared by threads moves safely
+	 * (docs/design.md, TCP first, limits) */
+	return c->tcp_first == RSK_TCP_FIRST_LEARN ? RSK_START_LEARN : RSK_START_DIRECT;
 }
 
 const char *rsk_mode_name(enum rsk_mode mode)
@@ -221,7 +225,8 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 			&c->connect_timeout_ms);
 	rsk_config_device(&ctx, c);
 	v = (int)c->tcp_first;
-	rsk_config_enum(&ctx, RDMASOCK_ENV_TCP_FIRST, rsk_tcp_first_names, 3, "auto, on or off", &v);
+	rsk_config_enum(&ctx, RDMASOCK_ENV_TCP_FIRST, rsk_tcp_first_names, 4, "auto, on, off or learn",
+			&v);
 	c->tcp_first = (enum rsk_tcp_first)v;
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_BYTES, 0, 1u << 30, 0, &c->upgrade_bytes);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_MS, 0, 3600000, 0, &c->upgrade_ms);

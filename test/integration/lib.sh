@@ -149,6 +149,15 @@ start_bg() {
 	eval "PID_$name=$!"
 }
 
+# wait_bg NAME [SECONDS]: wait for a background program that ends by itself (a one-connection
+# server) to exit, so its stats line is written; then stop it as stop_bg does.
+wait_bg() {
+	local name=$1 secs=${2:-10} pid
+	pid=$(eval echo "\${PID_$name}")
+	for _ in $(seq $((secs * 20))); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
+	stop_bg "$name"
+}
+
 # stop_bg NAME [SIGNAL]: stop a background program and wait for it (it writes its stats).
 stop_bg() {
 	local name=$1 sig=${2:-TERM} pid
