@@ -212,8 +212,10 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim
 		u->in_map = 1;
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
-	if (u->offer)
-		rsk_sock_divert(s, fd, 1);
+	/* Every data call comes to us from the start, not only once an offer is announced: a
+	 * read that entered the kernel unseen would take the move's FIN for the end of the
+	 * data (rsk_upg_route counts the calls inside and never moves under one). */
+	rsk_sock_divert(s, fd, 1);
 	return 0;
 }
 
