@@ -31,8 +31,8 @@ extern "C" {
 #define RDMASOCK_ENV_CONNECT_TIMEOUT_MS "RDMASOCK_CONNECT_TIMEOUT_MS"
 #define RDMASOCK_ENV_DEVICE "RDMASOCK_DEVICE"
 /* TCP first: a connection starts on kernel TCP and moves to shm/verbs once it proves busy or
- * long-lived (in band, byte-exact). auto (default: for verbs; shm is set up at connect),
- * learn (also shm, where the destination's recent connections ended short), on, off. */
+ * long-lived (in band, byte-exact). auto = learn (default: always for verbs; for shm where
+ * the destination's recent connections ended short), on, off (set up at connect). */
 #define RDMASOCK_ENV_TCP_FIRST "RDMASOCK_TCP_FIRST"
 #define RDMASOCK_ENV_UPGRADE_BYTES "RDMASOCK_UPGRADE_BYTES" /* moved after this many bytes */
 #define RDMASOCK_ENV_UPGRADE_MS "RDMASOCK_UPGRADE_MS"       /* or at its first call this old */

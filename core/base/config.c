@@ -47,9 +47,7 @@ enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)
 		return RSK_START_DIRECT;
 	if (slow_setup)
 		return RSK_START_TCP; /* a verbs setup costs far more than a short connection earns */
-	/* shm: learning is opt-in ("learn") until a socket shared by threads moves safely
-	 * (docs/design.md, TCP first, limits) */
-	return c->tcp_first == RSK_TCP_FIRST_LEARN ? RSK_START_LEARN : RSK_START_DIRECT;
+	return RSK_START_LEARN; /* shm (auto or learn): TCP first where connections end short */
 }
 
 const char *rsk_mode_name(enum rsk_mode mode)

@@ -27,7 +27,7 @@ enum rsk_tcp_first {
 	RSK_TCP_FIRST_AUTO = 0, /* each transport's default (rsk_config_start) */
 	RSK_TCP_FIRST_ON,
 	RSK_TCP_FIRST_OFF,
-	RSK_TCP_FIRST_LEARN, /* TCP first to destinations whose connections ended short */
+	RSK_TCP_FIRST_LEARN, /* the same as auto, by its name (TCP first where connections end short) */
 };
 
 #define RSK_CONFIG_MAX_RULES 32
