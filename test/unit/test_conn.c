@@ -585,7 +585,8 @@ static void test_discard_and_release_close_everything(void **state)
 	len = c->map_len;
 	assert_int_equal(len % 4096, 0);
 	assert_true(len >= sizeof(*c) + rsk_shm_ep_size() + NBUF * sizeof(struct rsk_rxmsg));
-	assert_true((uintptr_t)rsk_conn_rxq(c) >= (uintptr_t)rsk_conn_ep_mem(c) + rsk_shm_ep_size());
+	assert_true((uintptr_t)rsk_conn_rxq(c) >=
+		    (uintptr_t)rsk_conn_ep_mem(c) + rsk_shm_ep_size());
 	memfd = rsk_shm_create_open(NBUF, BSIZE, rsk_conn_ep_mem(c), &c->ep);
 	assert_true(memfd >= 0);
 	assert_int_equal(rsk_conn_prepare(c, -1, &app, &ctl, &tcp), 0);
@@ -693,6 +694,16 @@ static void test_registry(void **state)
 	close(p.memfd);
 }
 
+static uint32_t stage_len(struct end *e)
+{
+	uint32_t n;
+
+	rsk_conn_lock(e->c);
+	n = e->c->st.stage_len;
+	rsk_conn_unlock(e->c);
+	return n;
+}
+
 /* A staged write is posted by the event loop's tick, without the writer doing more. */
 static void test_tick_posts_stage(void **state)
 {
@@ -705,7 +716,7 @@ static void test_tick_posts_stage(void **state)
 	assert_int_equal(end_send(&p.cl, "2", 1), 1); /* staged: the first is unconsumed */
 	/* take the first at once; the second is on its way only by the tick */
 	assert_true(UNIT_WAIT(revents(p.sv.app, POLLIN) != 0, 2000));
-	assert_true(UNIT_WAIT(p.cl.c->st.stage_len == 0, 2000));
+	assert_true(UNIT_WAIT(stage_len(&p.cl) == 0, 2000));
 	rsk_conn_lock(p.sv.c);
 	(void)rsk_stream_progress(&p.sv.c->st);
 	rsk_conn_unlock(p.sv.c);
