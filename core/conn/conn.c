@@ -643,6 +643,8 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 {
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 
+	/* What arrived but was never harvested is unread too (TCP's receive queue). */
+	(void)rsk_stream_progress(&c->st);
 	if (c->st.err == 0) {
 		if (c->st.rx_bytes > 0 || c->linger0)
 			rsk_stream_reset(&c->st);
