@@ -173,7 +173,7 @@ static int mode_emfile(int port, long max)
 	long limit = nofile_soft(), base = count_dir_fd(fd_dir, 1), held = 0, accel = 0, total;
 	int *fds = calloc((size_t)max + 1, sizeof(int)), fd, t, bad = 0, e = 0;
 	struct sockaddr_in sa = loopback(port);
-	const char *stop = "max reached", *what;
+	const char *stop = "max_reached", *what;
 	long i, events = 0;
 
 	if (fds == NULL)
@@ -182,14 +182,14 @@ static int mode_emfile(int port, long max)
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd < 0) {
 			e = errno;
-			stop = e == EMFILE ? "socket EMFILE" : "socket other";
+			stop = e == EMFILE ? "socket_EMFILE" : "socket_other";
 			break;
 		}
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			e = errno;
 			prog_msg("connection %ld: connect failed: %s (kernel TCP connects here)", i + 1,
 				 strerror(e));
-			stop = "connect failed";
+			stop = "connect_failed";
 			bad = 1;
 			close(fd);
 			break;
@@ -197,7 +197,7 @@ static int mode_emfile(int port, long max)
 		what = echo_once(fd, 1, (uint64_t)i, 2000);
 		if (what != NULL) {
 			prog_msg("connection %ld (fd %d): %s", i + 1, fd, what);
-			stop = "echo failed";
+			stop = "echo_failed";
 			bad = 1;
 			close(fd);
 			break;
@@ -212,9 +212,9 @@ static int mode_emfile(int port, long max)
 			prog_msg("held connection %ld (fd %d) shows an event", i + 1, fds[i]);
 	}
 	printf("emfile: limit=%ld base=%ld held=%ld accelerated=%ld fds_open=%ld hidden=%ld "
-	       "stop=\"%s\" errno=%d (%s) idle_events=%ld\n",
+	       "stop=%s errno=%d (%s) idle_events=%ld\n",
 	       limit, base, held, accel, total, total - base - held, stop, e, strerror(e), events);
-	if (strcmp(stop, "socket EMFILE") == 0 && held > 0) {
+	if (strcmp(stop, "socket_EMFILE") == 0 && held > 0) {
 		/* One fd back: the next connection must work, as it would over kernel TCP. */
 		close(fds[--held]);
 		fd = tcp_connect(port);
