@@ -6,15 +6,22 @@
 # end (fds, threads, shared mappings from /proc; VmRSS within 4 MiB), the rate of the last
 # 10% of the cycles at least 80% of the first 10%, and every connection on the expected
 # transport in both processes' stats.
-# Runs in a private network namespace when it can (unshare -n): the kernel run's TIME_WAIT
-# sockets then stay out of everyone else's way.
+# Runs in a private network namespace when it can (unshare -n): TIME_WAIT sockets then stay
+# out of everyone else's way, and the namespace's TIME_WAIT table is capped at 4096 -- kernel
+# TCP itself slows down as that table grows (measured here: the last 10% of 100,000 cycles
+# at 0.66x the first 10% without the library; 1.03x with the cap), and the rate check is
+# about the library. Without a namespace of its own the rate is printed but not checked.
 if [ -z "${RSK_SCALE_NETNS:-}" ] && unshare -n true 2>/dev/null; then
-	exec unshare -n env RSK_SCALE_NETNS=1 bash -c 'ip link set lo up && exec bash "$0"' "$0"
+	exec unshare -n env RSK_SCALE_NETNS=1 bash -c 'ip link set lo up &&
+		echo 4096 >/proc/sys/net/ipv4/tcp_max_tw_buckets && exec bash "$0"' "$0"
 fi
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/scale.sh"
 [ -x "$RSK_PROGS/connscale" ] || fail "test program connscale not built in RSK_PROGS=$RSK_PROGS"
-[ -n "${RSK_SCALE_NETNS:-}" ] || echo "note: no private network namespace (unshare -n failed): running on the host's loopback"
+if [ -z "${RSK_SCALE_NETNS:-}" ]; then
+	echo "note: no private network namespace (unshare -n failed): on the host's loopback, rate not checked"
+	export CHURN_RATE_CHECK=0
+fi
 cycles=${SCALE_CHURN_CYCLES:-20000}
 conc=10
 limit=$((60 + cycles / 200)) # the whole run, seconds: 160 s for 20,000, 560 s for 100,000

@@ -5,7 +5,7 @@
 # show on any: no reset, no EOF) and echoed once more. Prints the connections accelerated and
 # the fds, RSS and shared memory per connection of each process. Asserts, besides no
 # failure: on shm/auto every connection the fd budget allows is accelerated (connscale.c
-# explains the budget; from `ulimit -n` 23,200 that is all 10,000), and every connection
+# explains the budget; from `ulimit -n` 23,500 that is all 10,000), and every connection
 # left on TCP was kept there for the fd limit, before anything was committed (client
 # fallback fd_limit, server no_peer); on kernel, none is accelerated.
 # Env SCALE_IDLE_N changes the count.

@@ -102,6 +102,41 @@ static inline void proc_usage_of(pid_t pid, struct proc_usage *u)
 	}
 }
 
+/*
+ * CPU time and run-queue wait of every thread of @pid (0 = us), in seconds, from
+ * /proc/PID/task/TID/schedstat (nanoseconds on the CPU, nanoseconds runnable but waiting).
+ */
+static inline void proc_sched_of(pid_t pid, double *cpu, double *wait)
+{
+	char path[320];
+	unsigned long long run, delay;
+	struct dirent *e;
+	FILE *f;
+	DIR *d;
+
+	*cpu = *wait = 0;
+	snprintf(path, sizeof(path), pid ? "/proc/%d/task" : "/proc/self/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (pid)
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid,
+				 e->d_name);
+		else
+			snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		if ((f = fopen(path, "re")) == NULL)
+			continue;
+		if (fscanf(f, "%llu %llu", &run, &delay) == 2) {
+			*cpu += run / 1e9;
+			*wait += delay / 1e9;
+		}
+		fclose(f);
+	}
+	closedir(d);
+}
+
 static inline void proc_usage_print(const char *who, const struct proc_usage *u)
 {
 	prog_msg("%s: fds=%ld rss_kb=%ld rss_shmem_kb=%ld threads=%ld shm_maps=%ld shm_kb=%ld", who,
