@@ -1,0 +1,79 @@
+# Helpers of the connection-scale tests (test_scale_*.sh), sourced after lib.sh: preloaded
+# runs under a hard time limit (timeout itself not preloaded), key=value parsing of the test
+# programs' result lines, and stats assertions for runs where the library may keep some
+# connections on TCP on purpose (fd budget), which assert_carried does not allow.
+
+# The environment of a preloaded run, for `timeout ... env "${PRE_ENV[@]}" CMD`.
+PRE_ENV=(LD_PRELOAD="$RSK_LIB" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" RDMASOCK_STATS="$RSK_STATS")
+
+# run_limited SECS [pre] CMD...: CMD (preloaded after the word "pre"), killed after SECS
+# (exit 124 then, as timeout reports it).
+run_limited() {
+	local secs=$1
+	shift
+	if [ "${1:-}" = pre ]; then
+		shift
+		timeout -k 5 "$secs" env "${PRE_ENV[@]}" "$@"
+	else
+		timeout -k 5 "$secs" "$@"
+	fi
+}
+
+# kv FILE PREFIX KEY: the value of KEY= on the last line of FILE starting with PREFIX.
+kv() {
+	grep "^$2" "$1" | tail -1 | tr ' ' '\n' | sed -n "s/^$3=//p" | tr -d '"' | head -1
+}
+
+# stats_summary [PROGRAM]: one line per process (of PROGRAM): connections and fallbacks.
+stats_summary() {
+	python3 - "$RSK_STATS" "${1:-}" <<'PY'
+import json, sys
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except FileNotFoundError:
+    lines = []
+for l in lines:
+    o = json.loads(l)
+    if sys.argv[2] and o["program"] != sys.argv[2]:
+        continue
+    fb = {k: v for k, v in o["fallbacks"].items() if v}
+    print("  %s[%d]: connections %s fallbacks %s" % (o["program"], o["pid"], o["connections"], fb))
+PY
+}
+
+# assert_conns PROGRAM TRANSPORT MIN [REASON...]: the processes of PROGRAM accounted at least
+# MIN connections on TRANSPORT; every connection on another transport is explained by a
+# fallback of one of the REASONs (none given: no other transport at all), and no fallback of
+# another reason happened.
+assert_conns() {
+	python3 - "$RSK_STATS" "$@" <<'PY' || fail "stats of $1 do not show the expected transport"
+import json, sys
+path, prog, want, min_conns, reasons = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+conns, fbs = {}, {}
+lines = [json.loads(l) for l in open(path).read().splitlines()]
+lines = [o for o in lines if o["program"] == prog]
+if not lines:
+    sys.exit("no stats line from " + prog)
+for o in lines:
+    for t, n in o["connections"].items():
+        conns[t] = conns.get(t, 0) + n
+    for r, n in o["fallbacks"].items():
+        fbs[r] = fbs.get(r, 0) + n
+print("%s: connections %s, fallbacks %s" % (prog, conns, {r: n for r, n in fbs.items() if n}))
+if conns.get(want, 0) < min_conns:
+    sys.exit("%s: %s connections %d < %d" % (prog, want, conns.get(want, 0), min_conns))
+others = sum(n for t, n in conns.items() if t != want)
+if want != "kernel":
+    explained = sum(fbs.get(r, 0) for r in reasons)
+    if others > explained:
+        sys.exit("%s: %d connections on other transports, %d explained by %s" %
+                 (prog, others, explained, reasons or "no allowed reason"))
+elif others:
+    sys.exit("%s: %d connections not on the kernel" % (prog, others))
+bad = {r: n for r, n in fbs.items() if n and r not in reasons and want != "kernel"}
+if want == "kernel":
+    bad = {r: n for r, n in fbs.items() if n and r != "policy"}
+if bad:
+    sys.exit("%s: unexpected fallbacks %s" % (prog, bad))
+PY
+}
