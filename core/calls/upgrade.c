@@ -172,21 +172,12 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 	return 0;
 }
 
-int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim *cl,
-		   const struct rsk_cm_ops *cm)
+int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
+		   const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
+		   struct rsk_claim *cl, const struct rsk_cm_ops *cm)
 {
-	struct sockaddr_storage peer, local;
-	socklen_t len = sizeof(peer);
 	struct rsk_upg *u, *dup;
-	int rc;
 
-	memset(&peer, 0, sizeof(peer));
-	memset(&local, 0, sizeof(local));
-	if ((rc = rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len)) < 0)
-		return rc;
-	len = sizeof(local);
-	if ((rc = rsk_sys_getsockname(fd, (struct sockaddr *)&local, &len)) < 0)
-		return rc;
 	if (rsk_listener_hold_id(lst_id) < 0)
 		return -ENOENT;
 	if ((u = rsk_upg_new(s, fd, 1)) == NULL) {
@@ -195,9 +186,9 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id, struct rsk_claim
 	}
 	u->lst_id = lst_id;
 	u->held = 1;
-	u->peer = peer;
-	u->local = local;
-	rsk_upg_key_of(&peer, &u->key);
+	u->peer = *peer;
+	u->local = *local;
+	rsk_upg_key_of(peer, &u->key);
 	if (cl != NULL) { /* offered before we accepted: move at the first call */
 		u->cl = *cl;
 		u->cl_cm = cm;
