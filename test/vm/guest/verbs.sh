@@ -683,7 +683,7 @@ sc_tcpfirst_redis() {
 sc_tcpfirst_integrity() {
 	local port=7301 spid rc bytes=$((64 << 20))
 	STATS=/tmp/stats.tcpfirst-integrity.jsonl
-	VM_TCP_FIRST=on VM_UPGRADE_BYTES=1048576
+	VM_TCP_FIRST=on VM_UPGRADE_BYTES=1048576 VM_UPGRADE_MS=600000 # the byte threshold decides
 	export INTEGRITY_TIME_LIMIT=$INTEGRITY_SECS
 	pre_bg "$PROGS/integrity" server $port >/tmp/integrity-tf-s.out 2>&1
 	spid=$BG_PID
@@ -691,7 +691,7 @@ sc_tcpfirst_integrity() {
 	watched pre $((INTEGRITY_SECS + 5)) "" "$PROGS/integrity" client $port $bytes \
 		>/tmp/integrity-tf-c.out 2>&1
 	rc=$?
-	VM_TCP_FIRST= VM_UPGRADE_BYTES=
+	VM_TCP_FIRST= VM_UPGRADE_BYTES= VM_UPGRADE_MS=
 	[ $rc = 0 ] || kill -TERM "$spid" 2>/dev/null
 	wait_bg "$spid" 20
 	[ $rc = 0 ] || die_sc "integrity client: $(why_failed $rc); $(first_error /tmp/integrity-tf-c.out /tmp/integrity-tf-s.out)"
