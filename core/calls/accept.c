@@ -5,6 +5,7 @@
  * kernel reports a connection lost before accept), never left waiting.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 
 #include "base/addr.h"
@@ -62,7 +63,7 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 			     struct rsk_claim *cl)
 {
 	struct rsk_conn *c = rsk_conn_alloc(cl->nbuf, cm->ep_size != NULL ? cm->ep_size() : 0);
-	int app = -1, ctl = -1, tcp = -1, rc;
+	int app = -1, ctl = -1, tcp = -1, gone = 0, rc;
 
 	if (c == NULL) {
 		cm->unclaim(cl, 0);
@@ -78,10 +79,14 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	/* The answer first: a client that finds us EMPTY then always has our ctl end to wake
 	 * us with (its claims before our initial look find the placeholder SHOWN, and the look
 	 * itself catches what they announced). */
-	if (rc == 0 && cm->answer != NULL)
-		rc = cm->answer(cl, ctl);
+	if (rc == 0 && cm->answer != NULL && (rc = cm->answer(cl, ctl)) == -EPIPE) {
+		gone = 1; /* what it sent before it went is ours to read, as over TCP */
+		rc = 0;
+	}
 	if (rc == 0)
 		rsk_conn_show_initial(c, app, ctl); /* the client may have sent already */
+	if (rc == 0 && gone)
+		rsk_conn_saw_events(c, app, POLLHUP);
 	if (rc == 0 && !cm->keeps_ctl) { /* the answer handed it to the client, our waker */
 		(void)rsk_sys_close(ctl);
 		ctl = -1;

@@ -225,11 +225,20 @@ static void rsk_conn_wake_own(struct rsk_conn *c)
 void rsk_conn_peer_gone(struct rsk_conn *c)
 {
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+	int ended = cm->peer_ended != NULL ? cm->peer_ended(c->ep) : 0, unread = 1;
 
+	/* Ask before harvesting: a dead peer's staged message is posted by the ask. */
+	if (!ended && !c->st.fin_rcvd && cm->peer_died != NULL)
+		unread = cm->peer_died(c->ep);
 	(void)rsk_stream_progress(&c->st);
-	/* The transport may know whether the peer closed in order; else its FIN must be here. */
-	if (cm->peer_ended != NULL ? !cm->peer_ended(c->ep) : !c->st.fin_rcvd)
-		rsk_stream_set_error(&c->st, -ECONNRESET);
+	/* In order (its FIN is here or in the ring), or, as its kernel would have closed a TCP
+	 * socket, a FIN when it left nothing of ours unread and a reset when it did. */
+	if (!ended && !c->st.fin_rcvd && !c->st.err) {
+		if (unread)
+			rsk_stream_set_error(&c->st, -ECONNRESET);
+		else
+			rsk_stream_peer_quit(&c->st);
+	}
 	rsk_conn_wake_own(c);
 }
 

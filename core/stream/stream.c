@@ -149,9 +149,15 @@ static void rsk_stream_flush(struct rsk_stream *st)
 static int rsk_stream_pop(struct rsk_stream *st)
 {
 	struct rsk_rxmsg *m = &st->rxq[st->rx_head];
-	int rc = rsk_ep_post_recv(st->ep, m->slot);
+	int rc;
 
-	if (rc < 0)
+	if (st->err || st->peer_quit) {
+		/* A reset or gone peer takes no buffers back, but what arrived is still read. */
+		st->rx_head = (st->rx_head + 1) % st->nbuf;
+		st->rx_count--;
+		return 0;
+	}
+	if ((rc = rsk_ep_post_recv(st->ep, m->slot)) < 0)
 		return rc;
 	st->rx_head = (st->rx_head + 1) % st->nbuf;
 	st->rx_count--;
@@ -306,6 +312,14 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	int err;
 
 	(void)rsk_stream_progress(st);
+	/* What arrived before a reset is read first, as from TCP's receive queue. */
+	n = st->shut_rd ? 0 : rsk_stream_copy_out(st, iov, iovcnt, !(flags & MSG_PEEK));
+	if (n > 0) {
+		st->bytes_rcvd += (flags & MSG_PEEK) ? 0 : n;
+		(void)rsk_stream_pop_empty(st);
+		rsk_stream_flush(st);
+		return (ssize_t)n;
+	}
 	if (st->err && !st->err_seen_rx) {
 		st->err_seen_rx = 1; /* report the reset once, then EOF, as TCP does */
 		err = st->err;
@@ -313,13 +327,6 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	}
 	if (st->err || st->shut_rd)
 		return 0;
-	n = rsk_stream_copy_out(st, iov, iovcnt, !(flags & MSG_PEEK));
-	if (n > 0) {
-		st->bytes_rcvd += (flags & MSG_PEEK) ? 0 : n;
-		(void)rsk_stream_pop_empty(st);
-		rsk_stream_flush(st);
-		return (ssize_t)n;
-	}
 	if (st->fin_rcvd && st->rx_bytes == 0)
 		return 0;
 	(void)rsk_stream_push(st); /* a reader about to wait must not sit on our own data */
@@ -355,6 +362,12 @@ static size_t rsk_iov_total(const struct iovec *iov, int iovcnt)
 	for (i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	return total;
+}
+
+/* Tell the transport what the stage holds: send() returned for it, so it must outlive us. */
+static void rsk_stream_note_stage(struct rsk_stream *st)
+{
+	rsk_ep_stage(st->ep, st->stage_len, rsk_imm_make(st->ep->oob_credits ? 0 : st->owed, 0));
 }
 
 /* Post @len bytes of send_buf() memory @buf as one data message. 0 or -errno. */
@@ -407,6 +420,8 @@ static size_t rsk_stream_append(struct rsk_stream *st, const struct iovec *iov, 
 	rsk_counter_add(&rsk_stats.writes_coalesced, 1);
 	if (st->stage_len == st->bsize)
 		(void)rsk_stream_push(st);
+	else
+		rsk_stream_note_stage(st);
 	return chunk;
 }
 
@@ -428,6 +443,7 @@ static ssize_t rsk_stream_fill(struct rsk_stream *st, const struct iovec *iov, i
 	rsk_iov_gather(buf, iov, v, voff, chunk);
 	if (hold) {
 		st->stage_len = (uint32_t)chunk;
+		rsk_stream_note_stage(st);
 		return (ssize_t)chunk;
 	}
 	rc = rsk_stream_post_data(st, buf, (uint32_t)chunk);
@@ -450,7 +466,7 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 		st->err_seen_tx = 1;
 		return st->err;
 	}
-	if (st->ep->ops->peer_closed(st->ep))
+	if (st->peer_quit || st->ep->ops->peer_closed(st->ep))
 		return -EPIPE; /* TCP would answer our data with RST */
 	while (v < iovcnt && iov[v].iov_len == 0)
 		v++;
@@ -517,6 +533,13 @@ void rsk_stream_reset(struct rsk_stream *st)
 	if (!st->err)
 		(void)rsk_stream_control(st, RSK_IMM_RST);
 	rsk_stream_set_error(st, -ECONNRESET);
+}
+
+void rsk_stream_peer_quit(struct rsk_stream *st)
+{
+	st->fin_rcvd = 1;
+	st->peer_quit = 1;
+	st->stage_len = 0; /* nobody will read it */
 }
 
 void rsk_stream_error_unreported(struct rsk_stream *st)

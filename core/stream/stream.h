@@ -33,7 +33,7 @@ struct rsk_stream {
 	uint32_t rx_head, rx_count;
 	uint64_t rx_bytes; /* unread payload bytes in rxq (FIONREAD) */
 	unsigned int fin_rcvd : 1, fin_sent : 1, fin_pending : 1, rst_rcvd : 1, shut_rd : 1,
-		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1;
+		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1, peer_quit : 1;
 	/*
 	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
 	 * earlier message is still unconsumed is staged in the next send buffer (send_buf()
@@ -105,6 +105,10 @@ void rsk_stream_error_unreported(struct rsk_stream *st);
 /* Readiness as TCP defines it. */
 int rsk_stream_readable(const struct rsk_stream *st); /* data, EOF or error */
 int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error */
+
+/* The peer went without a FIN and left nothing of ours unread: as its kernel would have
+ * sent one, the stream ends after what arrived, and our sends fail (EPIPE). */
+void rsk_stream_peer_quit(struct rsk_stream *st);
 
 /* Mark the stream reset by the world (peer process died, transport error). */
 void rsk_stream_set_error(struct rsk_stream *st, int err);

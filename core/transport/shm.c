@@ -38,6 +38,10 @@ struct rsk_shm_flags {
 	uint32_t attached; /* the side showed its initial readiness: extra edges may come */
 	uint32_t fin;      /* I posted FIN: my going away is orderly */
 	uint32_t closed;   /* I closed the connection: sends towards me fail */
+	/* What I hold unposted in my next tx slot (ops->stage): message number << 32 | length,
+	 * and its immediate. A peer that outlives me posts it in my stead (rsk_shm_peer_died). */
+	uint32_t stage_imm;
+	uint64_t stage;
 } __attribute__((aligned(RSK_CACHELINE)));
 
 struct rsk_shm_desc {
@@ -461,6 +465,60 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 	return i;
 }
 
+static void rsk_shm_stage(struct rsk_ep *ep, uint32_t len, uint32_t imm)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	/* Numbered, so a note the post has overtaken is never taken again: no store to undo. */
+	__atomic_store_n(&e->mine->stage_imm, imm, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->mine->stage, ((uint64_t)e->tx_filled << 32) | len, __ATOMIC_RELEASE);
+}
+
+/*
+ * The peer died holding a staged message (rsk_shm_stage): post it in its stead, into the
+ * slot it had filled in our rx ring. It is dead, so nothing races; poll and the engine
+ * check what it left as they check any message.
+ */
+static void rsk_shm_salvage(struct rsk_shm_ep *e)
+{
+	uint64_t w = __atomic_load_n(&e->peer->stage, __ATOMIC_ACQUIRE);
+	uint32_t filled = __atomic_load_n(&e->rx->filled, __ATOMIC_ACQUIRE);
+	uint32_t len = (uint32_t)w, ahead = filled - e->rx_next, slot;
+
+	if (len == 0 || len > e->base.buf_size || (uint32_t)(w >> 32) != filled)
+		return; /* nothing staged, or posted since */
+	if (ahead >= e->base.nbuf || e->rx_posted - filled == 0 || e->rx_posted - filled > e->base.nbuf)
+		return; /* it had no buffer of ours for it: a lie */
+	slot = (uint32_t)((e->rx_slot + ahead) % e->base.nbuf);
+	e->rx->desc[slot].len = len;
+	e->rx->desc[slot].imm = __atomic_load_n(&e->peer->stage_imm, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->rx->filled, filled + 1, __ATOMIC_RELEASE);
+}
+
+/* Messages of ours the peer has not posted back that carry data: its unread bytes. */
+static int rsk_shm_peer_unread(struct rsk_shm_ep *e)
+{
+	uint32_t nbuf = e->base.nbuf, posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
+	uint32_t held = e->tx_filled - (posted - nbuf), k, slot;
+
+	if (held > nbuf)
+		return 1; /* a lying peer: the end is a reset */
+	for (k = 1; k <= held; k++) {
+		slot = (e->tx_slot + nbuf - k % nbuf) % nbuf;
+		if (__atomic_load_n(&e->tx->desc[slot].len, __ATOMIC_RELAXED) > 0)
+			return 1;
+	}
+	return 0;
+}
+
+int rsk_shm_peer_died(struct rsk_ep *ep)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	rsk_shm_salvage(e);
+	return rsk_shm_peer_unread(e);
+}
+
 /*
  * Does the reader still hold data from an earlier message of ours? (Not reposted, and not
  * empty: an unharvested credit-only message is no reason to look readable.) TCP wakes a
@@ -577,6 +635,7 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.post_send = rsk_shm_post_send,
 	.tx_room = rsk_shm_tx_room_op,
 	.poll = rsk_shm_poll,
+	.stage = rsk_shm_stage,
 	.kick = rsk_shm_kick,
 	.ready = rsk_shm_ready,
 	.settle = rsk_shm_settle,

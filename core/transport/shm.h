@@ -13,7 +13,7 @@
 #include "transport.h"
 
 #define RSK_SHM_MAGIC 0x4b53524du /* "MRSK" */
-#define RSK_SHM_VERSION 1u
+#define RSK_SHM_VERSION 2u
 #define RSK_SHM_MAX_NBUF 1024u
 #define RSK_SHM_MAX_BUF (4u << 20)
 
@@ -73,6 +73,9 @@ void rsk_shm_prefork(struct rsk_ep *ep, int app_fd);
 void rsk_shm_attached(struct rsk_ep *ep);
 /* Did the peer announce an orderly end (FIN posted, or closed) before its process died? */
 int rsk_shm_peer_ended(struct rsk_ep *ep);
+/* The peer's process went without an orderly end: post what it had staged, and say (1)
+ * whether data of ours was left unread there (cm->peer_died). */
+int rsk_shm_peer_died(struct rsk_ep *ep);
 /* We posted our FIN: a later peer-death check then means "closed", not "crashed". */
 void rsk_shm_fin_sent(struct rsk_ep *ep);
 

@@ -676,7 +676,9 @@ static int rsk_shm_claim_open(struct rsk_claim *cl)
 
 static int rsk_shm_answer(struct rsk_claim *cl, int ctl)
 {
-	return rsk_rdv_answer(rsk_shm_claim_of(cl)->e->fds[RSK_RDV_REPLY], 1, ctl);
+	int rc = rsk_rdv_answer(rsk_shm_claim_of(cl)->e->fds[RSK_RDV_REPLY], 1, ctl);
+
+	return rc == -ECONNRESET ? -EPIPE : rc; /* either way the client's end is closed */
 }
 
 /* Neither end keeps the TCP connection: close the client's with a reset (no TIME_WAIT). */
@@ -799,5 +801,6 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.shown = rsk_shm_attached,
 	.fin_sent = rsk_shm_fin_sent,
 	.peer_ended = rsk_shm_peer_ended,
+	.peer_died = rsk_shm_peer_died,
 	.prefork = rsk_shm_prefork,
 };

@@ -101,6 +101,13 @@ struct rsk_transport_ops {
 	int (*tx_room)(struct rsk_ep *ep);
 	/* Harvest up to @n completions in order. Returns the count or -errno (peer broke rules). */
 	int (*poll)(struct rsk_ep *ep, struct rsk_wc *wc, int n);
+	/*
+	 * The engine holds @len bytes (immediate @imm) in send_buf() memory without posting
+	 * them yet (Nagle, cork). A transport whose peer can reach that memory records it, so
+	 * a peer that outlives us can still take what our send() already returned for
+	 * (cm->peer_died). NULL: the bytes die with the process.
+	 */
+	void (*stage)(struct rsk_ep *ep, uint32_t len, uint32_t imm);
 
 	/*
 	 * After posting: do what the post means for the peer's readiness (RSK_WAIT_*,
@@ -147,6 +154,12 @@ static inline int rsk_ep_post_send(struct rsk_ep *ep, const void *buf, uint32_t 
 static inline int rsk_ep_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 {
 	return ep->ops->poll(ep, wc, n);
+}
+
+static inline void rsk_ep_stage(struct rsk_ep *ep, uint32_t len, uint32_t imm)
+{
+	if (ep->ops->stage != NULL)
+		ep->ops->stage(ep, len, imm);
 }
 
 static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
@@ -251,8 +264,10 @@ struct rsk_cm_ops {
 	 * with rsk_transport_upgrade_offer).
 	 * claim: 1 found, 0 nothing for this client (cl->why), -errno the client is committed
 	 * and cannot be served (drop the TCP connection). claim_open: the endpoint into
-	 * cl->ep_mem. answer: after the local parts exist. unclaim: free the claim (@accepted
-	 * 0: tell the client no). */
+	 * cl->ep_mem. answer: after the local parts exist; -EPIPE when the client has gone
+	 * already (it may have sent and exited before we accepted: the connection is taken all
+	 * the same, as a peer's that died). unclaim: free the claim (@accepted 0: tell the
+	 * client no). */
 	int (*listen)(const struct sockaddr *bound, int v6only, void **lh);
 	int (*listen_fd)(void *lh, int i);
 	void (*listen_event)(void *lh, int i);
@@ -274,10 +289,16 @@ struct rsk_cm_ops {
 
 	/* Teardown. sends_done: everything posted has left (NULL: nothing to linger for).
 	 * fin_sent: our FIN is in the peer's memory (a later close of ours is orderly).
-	 * peer_ended: did the peer end in order before it went? (NULL: its FIN tells.) */
+	 * peer_ended: did the peer end in order before it went? (NULL: its FIN tells.)
+	 * peer_died: the peer's process went without ending in order (_exit, a signal, a
+	 * crash). Its kernel would have closed a TCP socket: with a FIN, or with a RST when data
+	 * of ours was left unread there. Hands over what the peer had staged (ops->stage) and
+	 * returns 1 when data of ours was unread (a reset), 0 when not (the stream ends as after
+	 * a FIN). NULL: the transport cannot tell, and the peer's going is a reset. */
 	int (*sends_done)(struct rsk_ep *ep);
 	void (*fin_sent)(struct rsk_ep *ep);
 	int (*peer_ended)(struct rsk_ep *ep);
+	int (*peer_died)(struct rsk_ep *ep);
 
 	/* fork. prefork: before a child will share the endpoint (fork_share); @app_fd is an fd
 	 * of our app end. foreign: the endpoint belongs to another process (fork: the parent's). */

@@ -4,8 +4,8 @@
 # in recv, in epoll_wait, in send (full window); SIGKILL the server while the client is
 # blocked in recv (with and without unread bytes at the server) and in send (full window).
 # The blocked call must return within 1 s of the kill (measured) with ECONNRESET, or on the
-# kernel transport what TCP gives there (EOF after a FIN, EPIPE); in the shm variant a dead
-# peer must give ECONNRESET. A peer that closes its socket, or exits with exit(0), gives EOF
+# kernel transport what TCP gives there (EOF after a FIN, EPIPE); in the shm variant exactly
+# what the loopback kernel gives (EOF from a dead peer that left nothing of ours unread). A peer that closes its socket, or exits with exit(0), gives EOF
 # (twice), never ECONNRESET. _exit(0) without close is printed for information only.
 # First without the library (the expectations are the kernel's own behaviour), then preloaded.
 . "$(dirname "$0")/lib.sh"

@@ -33,8 +33,9 @@
  *   exit_server          the server exits with exit(0) without closing: EOF
  *   _exit_client         the client leaves with _exit(0) without closing: TCP gives EOF
  *                        (informational: printed with "info", never fails)
- * PEERDEATH_TRANSPORT=shm makes ECONNRESET the only accepted error where the scenario
- * allows the kernel an alternative (EOF, EPIPE): a dead peer on shm is a reset.
+ * PEERDEATH_TRANSPORT=shm asks for the loopback kernel's own outcome exactly: a killed peer
+ * that left nothing of ours unread gives EOF (its kernel's close sends FIN), one that did
+ * gives ECONNRESET, and _exit_client is checked. Elsewhere (verbs) a reset is accepted too.
  *
  * Prints "peerdeath: SCENARIO: RESULT after T s: ok" (or ": FAIL: why", or ": info") and
  * exits 0 only when ok (or info).
@@ -336,15 +337,18 @@ static int verdict(const char *scen, const struct result *res, int accept_eof, i
 			 limit_secs);
 		return report(scen, res, 0, why);
 	}
+	if (shm_rules) /* exactly the loopback kernel's outcome: EOF where it gives EOF */
+		return report(scen, res,
+			      accept_eof ? res->r == 0 : res->r < 0 && res->err == ECONNRESET,
+			      accept_eof ? "expected EOF (the dead peer left nothing unread: FIN)"
+					 : "expected ECONNRESET");
 	if (res->r < 0 && res->err == ECONNRESET)
 		return report(scen, res, 1, NULL);
-	if (res->r == 0 && accept_eof && !shm_rules)
+	if (res->r == 0 && accept_eof)
 		return report(scen, res, 1, NULL);
-	if (res->r < 0 && res->err == EPIPE && accept_epipe && !shm_rules)
+	if (res->r < 0 && res->err == EPIPE && accept_epipe)
 		return report(scen, res, 1, NULL);
-	return report(scen, res, 0,
-		      shm_rules ? "expected ECONNRESET (a dead peer on shm is a reset)"
-				: "expected ECONNRESET");
+	return report(scen, res, 0, "expected ECONNRESET");
 }
 
 static void reap(void)
@@ -394,7 +398,7 @@ static int run(const char *scen)
 		res.r = -1;	      /* an event counts as the wanted result; */
 		res.err = ECONNRESET; /* its timing is what verdict() checks here */
 		label = evstr(ev.events);
-		rc = verdict(scen, &res, 1, 0);
+		rc = verdict(scen, &res, !shm_rules, 0); /* the ECONNRESET above marks the event */
 		label = NULL;
 		if (rc != 0)
 			return rc;
@@ -403,10 +407,12 @@ static int run(const char *scen)
 		res.err = errno;
 		res.secs = now_sec() - t0;
 		t_kill = 0;
-		if (res.r == 0 && !shm_rules)
-			return report("server_epoll(recv)", &res, 1, NULL);
-		return report("server_epoll(recv)", &res, res.r < 0 && res.err == ECONNRESET,
-			      "after the event recv must give ECONNRESET (or EOF on the kernel)");
+		if (shm_rules)
+			return report("server_epoll(recv)", &res, res.r == 0,
+				      "after the event recv must give EOF, as on the kernel");
+		return report("server_epoll(recv)", &res,
+			      res.r == 0 || (res.r < 0 && res.err == ECONNRESET),
+			      "after the event recv must give EOF or ECONNRESET");
 	}
 	if (strcmp(scen, "server_send") == 0) {
 		fd = serve_victim("pause");
@@ -436,7 +442,7 @@ static int run(const char *scen)
 	    strcmp(scen, "_exit_client") == 0 || strcmp(scen, "close_server") == 0 ||
 	    strcmp(scen, "exit_server") == 0) {
 		const char *mode = scen[0] == 'c' ? "close" : scen[0] == 'e' ? "exit" : "_exit";
-		int info = scen[0] == '_';
+		int info = scen[0] == '_' && !shm_rules; /* verbs: a QP gone without FIN resets */
 
 		fd = strstr(scen, "client") ? serve_victim(mode) : connect_victim(mode);
 		timed_recv(fd, &res);

@@ -432,7 +432,9 @@ static void test_release_linger0_resets(void **state)
 	pair_close(&p);
 }
 
-/* A peer that went without its FIN (it died): its hang-up resets the stream. */
+/* A peer that went without its FIN (it died) while data of ours sat unread there: its
+ * hang-up resets the stream, as its kernel would have (a close over unread data is a RST);
+ * what it had sent is read first. */
 static void test_peer_died_resets(void **state)
 {
 	struct pair p;
@@ -446,6 +448,7 @@ static void test_peer_died_resets(void **state)
 	/* only the server is registered: the client "dies" (its endpoint and fds go, no FIN) */
 	assert_int_equal(rsk_conn_attach(p.sv.c, p.sv.app, -1, -1, 0), 0);
 	assert_int_equal(end_send(&p.cl, "last", 4), 4);
+	assert_int_equal(end_send(&p.sv, "unread", 6), 6);
 	rsk_conn_discard(p.cl.c, p.cl.app, -1, -1);
 	p.cl.c = NULL;
 	p.cl.app = -1;
@@ -454,7 +457,41 @@ static void test_peer_died_resets(void **state)
 	rsk_conn_saw_events(p.sv.c, p.sv.app, POLLIN | POLLHUP);
 	assert_int_equal(p.sv.c->peer_hup, 1);
 	assert_int_equal(p.sv.c->st.err, -ECONNRESET);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 4);
+	assert_memory_equal(b, "last", 4);
 	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), -ECONNRESET);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 0);
+	pair_close(&p);
+}
+
+/* A peer that died with nothing of ours unread: as its kernel's close would send a FIN, the
+ * stream ends after what it sent, including what it had staged but not posted; our sends
+ * then fail with EPIPE. */
+static void test_peer_died_quietly_ends(void **state)
+{
+	struct pair p;
+	char b[16];
+
+	(void)state;
+	pair_setup(&p);
+	rsk_conn_show_initial(p.sv.c, p.sv.app, p.ctl_s);
+	close(p.ctl_s);
+	p.ctl_s = -1;
+	assert_int_equal(rsk_conn_attach(p.sv.c, p.sv.app, -1, -1, 0), 0);
+	assert_int_equal(end_send(&p.cl, "posted", 6), 6);
+	/* Nagle holds a short write while the first is unconsumed: staged, not posted */
+	assert_int_equal(end_send(&p.cl, "staged", 6), 6);
+	assert_true(p.cl.c->st.stage_len > 0);
+	rsk_conn_discard(p.cl.c, p.cl.app, -1, -1);
+	p.cl.c = NULL;
+	p.cl.app = -1;
+	rsk_conn_saw_events(p.sv.c, p.sv.app, POLLIN | POLLHUP);
+	assert_int_equal(p.sv.c->st.err, 0);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 12);
+	assert_memory_equal(b, "postedstaged", 12);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 0);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 0);
+	assert_int_equal(end_send(&p.sv, "x", 1), -EPIPE);
 	pair_close(&p);
 }
 
@@ -772,6 +809,7 @@ int main(void)
 		cmocka_unit_test(test_release_unharvested_resets),
 		cmocka_unit_test(test_release_linger0_resets),
 		cmocka_unit_test(test_peer_died_resets),
+		cmocka_unit_test(test_peer_died_quietly_ends),
 		cmocka_unit_test(test_holders_prefork),
 		cmocka_unit_test(test_take_tcp),
 		cmocka_unit_test(test_discard_and_release_close_everything),

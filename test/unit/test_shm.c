@@ -1076,6 +1076,81 @@ static void test_fin_mark(void **state)
 	pair_close(&p);
 }
 
+/* ---- a peer that dies: its staged message, and whether it left our data unread ---- */
+
+static void test_died_salvages_stage(void **state)
+{
+	struct shm_pair p;
+	struct rsk_wc wc[4];
+	char *buf;
+
+	(void)state;
+	pair_open(&p, NBUF, BSIZE);
+	/* One message posted, then a second one staged (written, never posted), then death. */
+	buf = rsk_ep_send_buf(p.c);
+	memcpy(buf, "first", 5);
+	assert_int_equal(rsk_ep_post_send(p.c, buf, 5, 0x11, 0), 0);
+	buf = rsk_ep_send_buf(p.c);
+	memcpy(buf, "staged", 6);
+	rsk_ep_stage(p.c, 6, 0x22);
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 1);
+	assert_int_equal(wc[0].len, 5);
+	assert_int_equal(rsk_shm_peer_died(p.s), 0); /* nothing of the server's unread there */
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 1);
+	assert_int_equal(wc[0].len, 6);
+	assert_int_equal(wc[0].imm, 0x22);
+	assert_memory_equal(rsk_ep_recv_buf(p.s, wc[0].slot), "staged", 6);
+	/* Asked again (another hang-up report), it is not posted twice. */
+	assert_int_equal(rsk_shm_peer_died(p.s), 0);
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 0);
+	pair_close(&p);
+}
+
+static void test_died_after_post_takes_nothing(void **state)
+{
+	struct shm_pair p;
+	struct rsk_wc wc[4];
+	char *buf;
+
+	(void)state;
+	pair_open(&p, NBUF, BSIZE);
+	/* The stage was posted after it was noted: the note is stale and must not repeat it. */
+	buf = rsk_ep_send_buf(p.c);
+	memcpy(buf, "abc", 3);
+	rsk_ep_stage(p.c, 3, 0x33);
+	assert_int_equal(rsk_ep_post_send(p.c, buf, 3, 0x33, 0), 0);
+	assert_int_equal(rsk_shm_peer_died(p.s), 0);
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 1);
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 0);
+	/* A lying note (a length beyond the buffer) is not taken either. */
+	rsk_ep_stage(p.c, BSIZE + 1, 0x33);
+	assert_int_equal(rsk_shm_peer_died(p.s), 0);
+	assert_int_equal(rsk_ep_poll(p.s, wc, 4), 0);
+	pair_close(&p);
+}
+
+static void test_died_with_our_data_unread(void **state)
+{
+	struct shm_pair p;
+	struct rsk_wc wc[4];
+	char *buf;
+
+	(void)state;
+	pair_open(&p, NBUF, BSIZE);
+	/* The server sent data the client harvested but never reposted: unread, a reset. */
+	buf = rsk_ep_send_buf(p.s);
+	assert_int_equal(rsk_ep_post_send(p.s, buf, 10, 0, 0), 0);
+	assert_int_equal(rsk_ep_poll(p.c, wc, 4), 1);
+	assert_int_equal(rsk_shm_peer_died(p.s), 1);
+	/* Read and posted back: nothing unread any more. */
+	assert_int_equal(rsk_ep_post_recv(p.c, wc[0].slot), 0);
+	assert_int_equal(rsk_shm_peer_died(p.s), 0);
+	/* An empty message (FIN, credits) left unharvested is not unread data. */
+	assert_int_equal(rsk_ep_post_send(p.s, NULL, 0, 0, RSK_SEND_INLINE), 0);
+	assert_int_equal(rsk_shm_peer_died(p.s), 0);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1107,6 +1182,9 @@ int main(void)
 		cmocka_unit_test(test_fin_mark),
 		cmocka_unit_test(test_open_rejects_regular_file),
 		cmocka_unit_test(test_wrap_non_pow2),
+		cmocka_unit_test(test_died_salvages_stage),
+		cmocka_unit_test(test_died_after_post_takes_nothing),
+		cmocka_unit_test(test_died_with_our_data_unread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
