@@ -50,14 +50,6 @@ void rsk_accept_begin(int fd)
 	rsk_sock_put(s);
 }
 
-/* The TCP connection is not kept: closing it resets both ends, so neither keeps TIME_WAIT. */
-static void rsk_accept_reset_tcp(int fd)
-{
-	struct linger lg = {1, 0};
-
-	(void)rsk_sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-}
-
 /* Build the accelerated connection from claim @cl for accepted socket @fd. 0 or -errno. */
 static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
 			     struct rsk_claim *cl)
@@ -91,8 +83,6 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 		(void)rsk_sys_close(ctl);
 		ctl = -1;
 	}
-	if (rc == 0 && !cm->keeps_tcp)
-		rsk_accept_reset_tcp(fd); /* no placeholder: its close resets (no TIME_WAIT) */
 	if (rc == 0)
 		rc = rsk_sock_become(s, fd, c, app, ctl, tcp, NULL);
 	cm->unclaim(cl, rc == 0); /* before a discard: a decline still needs the endpoint */

@@ -681,7 +681,13 @@ static int rsk_shm_answer(struct rsk_claim *cl, int ctl)
 	return rc == -ECONNRESET ? -EPIPE : rc; /* either way the client's end is closed */
 }
 
-/* Neither end keeps the TCP connection: close the client's with a reset (no TIME_WAIT). */
+/*
+ * Neither end keeps the TCP connection. Ours closes in order: a reset from our side could
+ * reach the client while its connect() still waits and fail it with ECONNRESET. The
+ * client's socket (the offer's copy) closes with a reset once the client's own fd is gone,
+ * after its connect(): that takes our FIN_WAIT socket away too, so neither end keeps
+ * TIME_WAIT.
+ */
 static void rsk_shm_reset_tcp(int fd)
 {
 	struct linger lg = {1, 0};
