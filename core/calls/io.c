@@ -28,9 +28,11 @@
 #include "upgrade.h"
 
 /*
- * A blocking call interrupted by a signal: TCP restarts it when every handler was installed
- * with SA_RESTART, and returns EINTR otherwise. We cannot tell which signal came, so EINTR
- * is returned when any caught signal lacks SA_RESTART.
+ * A blocking call interrupted by a signal: TCP restarts it when the handler that ran was
+ * installed with SA_RESTART, and returns EINTR otherwise (always, with SO_RCVTIMEO or
+ * SO_SNDTIMEO set). A blocking read lets the kernel decide (rsk_io_sleep_rx). Where we wait
+ * in poll, which is never restarted, we cannot tell which signal came: EINTR is returned
+ * when any caught signal lacks SA_RESTART.
  */
 static int rsk_io_restartable(void)
 {
@@ -51,6 +53,27 @@ static int rsk_io_restartable(void)
  * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
  * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
  */
+/*
+ * The common wait, a blocking read without a deadline: sleep in a peek at the app end, which
+ * its waker makes readable (a token, EOF, or its going). The kernel restarts the peek after
+ * an SA_RESTART handler and fails it with EINTR after another, exactly as it would a read of
+ * a TCP socket. 1: woke, 0: the fd did not block (look with poll), or -EINTR.
+ */
+static int rsk_io_sleep_rx(struct rsk_conn *c, int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char b;
+	ssize_t r = rsk_sys_recv(fd, &b, 1, MSG_PEEK);
+
+	if (r == -EINTR)
+		return -EINTR;
+	if (r == -EAGAIN)
+		return 0;
+	if (rsk_sys_poll(&p, 1, 0) > 0)
+		rsk_conn_saw_events(c, fd, p.revents); /* a hang-up: the peer went */
+	return 1;
+}
+
 static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us,
 			 int pending)
 {
@@ -58,6 +81,8 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 	int64_t left;
 	int ms = -1, rc;
 
+	if (events == POLLIN && !deadline_us && !pending && (rc = rsk_io_sleep_rx(c, fd)) != 0)
+		return rc < 0 ? rc : 0;
 	if (deadline_us) {
 		left = deadline_us - rsk_now_us();
 		if (left <= 0)
@@ -69,8 +94,8 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 	if (pending && (ms < 0 || ms > 1))
 		ms = 1;
 	rc = rsk_sys_poll(&p, 1, ms);
-	if (rc == -EINTR && !rsk_io_restartable())
-		return -EINTR;
+	if (rc == -EINTR && (deadline_us || !rsk_io_restartable()))
+		return -EINTR; /* with a timeout set, TCP never restarts */
 	if (rc > 0)
 		rsk_conn_saw_events(c, fd, p.revents); /* a hang-up: the peer went */
 	return 0;

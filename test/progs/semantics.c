@@ -879,6 +879,96 @@ static int chk_so_rcvtimeo(void)
 	return 0;
 }
 
+/* ---- EINTR per signal: what TCP does is decided by the handler of the signal that came */
+
+static pthread_t eintr_target;
+static volatile sig_atomic_t eintr_hits;
+
+static void on_eintr_sig(int sig)
+{
+	(void)sig;
+	eintr_hits++;
+}
+
+struct eintr_job {
+	int sig, data_fd; /* send @sig to the reader after 150 ms; then a byte on @data_fd (>= 0) */
+};
+
+static void *eintr_poker(void *arg)
+{
+	struct eintr_job *j = arg;
+
+	usleep(150000); /* the reader sleeps in the kernel by now, past any spin */
+	pthread_kill(eintr_target, j->sig);
+	if (j->data_fd >= 0) {
+		usleep(150000);
+		(void)!write(j->data_fd, "x", 1);
+	}
+	return NULL;
+}
+
+/* A blocking read on @fd while @sig comes (and data after it when @data). */
+static ssize_t eintr_read(int fd, int sig, int data_fd, int *err)
+{
+	struct eintr_job j = {sig, data_fd};
+	pthread_t t;
+	ssize_t r;
+	char b;
+
+	eintr_target = pthread_self();
+	eintr_hits = 0;
+	if (pthread_create(&t, NULL, eintr_poker, &j) != 0)
+		return -2;
+	r = read(fd, &b, 1);
+	*err = errno;
+	pthread_join(t, NULL);
+	return r;
+}
+
+static int chk_eintr_per_signal(void)
+{
+	struct sigaction sa, old1, old2;
+	struct timeval tv = {5, 0};
+	ssize_t r;
+	int c, s, e, rc = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_eintr_sig;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, &old1);
+	sa.sa_flags = 0;
+	sigaction(SIGUSR2, &sa, &old2);
+	TRY(pair(&c, &s));
+	/* SIGUSR1 has SA_RESTART: the read goes on and returns the byte that comes after it. */
+	r = eintr_read(s, SIGUSR1, c, &e);
+	if (!(r == 1 && eintr_hits == 1)) {
+		prog_msg("read across an SA_RESTART signal: %zd %s (handler ran %d times)", r,
+			 r < 0 ? ename(e) : "", (int)eintr_hits);
+		rc = -1;
+	}
+	/* SIGUSR2 has not: EINTR, though another handler has SA_RESTART. */
+	r = eintr_read(s, SIGUSR2, -1, &e);
+	if (rc == 0 && !(r < 0 && e == EINTR && eintr_hits == 1)) {
+		prog_msg("read across a signal without SA_RESTART: %zd %s", r, r < 0 ? ename(e) : "");
+		rc = -1;
+	}
+	/* With SO_RCVTIMEO set, TCP never restarts: EINTR even for SIGUSR1. */
+	REQ(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "setsockopt: %s",
+	    ename(errno));
+	r = eintr_read(s, SIGUSR1, -1, &e);
+	if (rc == 0 && !(r < 0 && e == EINTR)) {
+		prog_msg("read with SO_RCVTIMEO across an SA_RESTART signal: %zd %s", r,
+			 r < 0 ? ename(e) : "");
+		rc = -1;
+	}
+	sigaction(SIGUSR1, &old1, NULL);
+	sigaction(SIGUSR2, &old2, NULL);
+	close(c);
+	close(s);
+	REQ(rc == 0, "EINTR differs from TCP's (above)");
+	return 0;
+}
+
 static int chk_so_sndtimeo(void)
 {
 	static char big[262144];
@@ -1359,6 +1449,7 @@ static const struct check checks[] = {
     {"fionread", chk_fionread},
     {"so_rcvtimeo", chk_so_rcvtimeo},
     {"so_sndtimeo", chk_so_sndtimeo},
+    {"eintr_per_signal", chk_eintr_per_signal},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},
