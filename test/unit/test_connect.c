@@ -1,0 +1,306 @@
+/*
+ * Unit tests for core/calls/connect.c, driven in-process as preload/socket.c drives it: the
+ * choice between the kernel connect and a faster path (policy, excluded ports, a socket that
+ * is not new or is shared, a destination that is not local in shm mode, TCP first, a
+ * listener without a shm companion) with the fallback reason each records; an accelerated
+ * connect over loopback shm (0 blocking, EINPROGRESS non-blocking, as TCP says, and the
+ * bytes then flow); a refused connect (ECONNREFUSED, nothing counted); and the kernel
+ * connect's bookkeeping (connect_done, SO_ERROR settling a pending non-blocking connect).
+ * The dial_sync path (verbs) needs a device and is left to the Soft-RoCE guest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/stats.h"
+#include "unit.h"
+#include "unit_cm.h"
+#include "unit_calls.h"
+
+#define KERNEL RDMASOCK_TRANSPORT_KERNEL
+#define SHM RDMASOCK_TRANSPORT_SHM
+
+static int group_setup(void **state)
+{
+	(void)state;
+	rsk_life_init();
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	rsk_config.mode = RSK_MODE_SHM;
+	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
+	rsk_stats_reset();
+	return 0;
+}
+
+/* rsk_connect must leave @fd to the kernel with reason @why. */
+static void assert_kernel(int fd, const struct sockaddr_in *a, enum rdmasock_fallback why)
+{
+	int rc = 12345;
+
+	assert_int_equal(rsk_connect(fd, (const struct sockaddr *)a, sizeof(*a), &rc), 0);
+	assert_int_equal(rc, 12345); /* not handled: nothing reported */
+	assert_null(ucl_sock(fd)->conn);
+	assert_int_equal(ucl_sock(fd)->fb_reason, why);
+}
+
+/* A socket the library does not track is never its business. */
+static void test_untracked(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = 7;
+
+	(void)state;
+	assert_int_equal(rsk_connect(fd, (struct sockaddr *)&a, sizeof(a), &rc), 0);
+	assert_int_equal(rc, 7);
+	assert_null(rsk_sock_get(fd));
+	close(fd);
+	ucl_close(l);
+}
+
+/* Loopback with a shm listener: connect is handled here, 0 as a blocking TCP connect says,
+ * and the accepted end is switched too; bytes flow both ways over shm. */
+static void test_accelerated_blocking(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd = ucl_socket(0), sv, accel = 0;
+	struct rsk_conn *c;
+	char buf[16];
+
+	(void)state;
+	assert_int_equal(ucl_connect(fd, &a, &accel), 0);
+	assert_int_equal(accel, 1);
+	assert_non_null(ucl_sock(fd)->conn);
+	assert_int_equal(ucl_sock(fd)->transport, SHM);
+	assert_true(rsk_fdtab_is_accel(rsk_fdtab_load(fd)));
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->conn);
+	assert_int_equal(rsk_stats.connections[SHM], 2); /* each end counted once */
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	assert_int_equal(ucl_send(fd, "hello", 5, 0), 5);
+	assert_int_equal(ucl_recv(sv, buf, sizeof(buf), 0), 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(ucl_send(sv, "back", 4, 0), 4);
+	assert_int_equal(ucl_recv(fd, buf, sizeof(buf), 0), 4);
+	assert_memory_equal(buf, "back", 4);
+	/* a second connect on it: the socket is not new any more, nothing is set up again
+	 * (preload answers EISCONN for an accelerated fd before asking) */
+	c = ucl_sock(fd)->conn;
+	assert_int_equal(rsk_connect(fd, (struct sockaddr *)&a, sizeof(a), &accel), 0);
+	assert_ptr_equal(ucl_sock(fd)->conn, c);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/* Non-blocking: EINPROGRESS, as the kernel said, yet the socket is writable at once. */
+static void test_accelerated_nonblocking(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd = ucl_socket(SOCK_NONBLOCK), sv, accel = 0;
+	struct pollfd p;
+	char buf[8];
+
+	(void)state;
+	assert_int_equal(ucl_connect(fd, &a, &accel), -EINPROGRESS);
+	assert_int_equal(accel, 1);
+	assert_non_null(ucl_sock(fd)->conn);
+	p = (struct pollfd){.fd = fd, .events = POLLOUT};
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_true(p.revents & POLLOUT);
+	assert_int_equal(ucl_recv(fd, buf, sizeof(buf), 0), -EAGAIN); /* non-blocking kept */
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_int_equal(ucl_send(fd, "x", 1, 0), 1);
+	assert_int_equal(ucl_recv(sv, buf, sizeof(buf), 0), 1);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/* The reasons a connect stays on the kernel, each recorded for the stats. */
+static void test_fallback_reasons(void **state)
+{
+	struct sockaddr_in a, far = ucm_in4("192.0.2.1", 9), bad;
+	int l = ucl_listen(&a), fd, d;
+
+	(void)state;
+	/* kernel mode: the policy */
+	rsk_config.mode = RSK_MODE_KERNEL;
+	fd = ucl_socket(0);
+	assert_kernel(fd, &a, RDMASOCK_FB_POLICY);
+	ucl_close(fd);
+	rsk_config.mode = RSK_MODE_SHM;
+	/* an excluded port: the policy too */
+	rsk_config.n_exclude = 1;
+	rsk_config.exclude[0].lo = rsk_config.exclude[0].hi = ntohs(a.sin_port);
+	fd = ucl_socket(0);
+	assert_kernel(fd, &a, RDMASOCK_FB_POLICY);
+	ucl_close(fd);
+	rsk_config.n_exclude = 0;
+	/* shm mode and a destination on another host (no packet is sent for it) */
+	fd = ucl_socket(0);
+	assert_kernel(fd, &far, RDMASOCK_FB_NOT_LOCAL);
+	ucl_close(fd);
+	/* a socket two fds name: unsupported (the other fd would keep the TCP file) */
+	fd = ucl_socket(0);
+	d = dup(fd);
+	assert_int_equal(rsk_sock_dup(fd, d), 0);
+	assert_kernel(fd, &a, RDMASOCK_FB_UNSUPPORTED);
+	ucl_close(d);
+	ucl_close(fd);
+	/* an address of another family than the socket's, or too short */
+	fd = ucl_socket(0);
+	bad = a;
+	bad.sin_family = AF_INET6;
+	assert_kernel(fd, &bad, RDMASOCK_FB_UNSUPPORTED);
+	assert_int_equal(rsk_connect(fd, (struct sockaddr *)&a, sizeof(a) - 1, &d), 0);
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_UNSUPPORTED);
+	ucl_close(fd);
+	/* no failed step leaves anything of ours open */
+	assert_int_equal(rsk_stats.connections[SHM], 0);
+	ucl_close(l);
+}
+
+/* A listener without a shm companion (a plain TCP server): no peer, the kernel connect. */
+static void test_no_peer(void **state)
+{
+	uint16_t port;
+	int l = ucm_tcp_bound(1, &port), fd = ucl_socket(0), sv, before;
+	struct sockaddr_in a = ucm_lo4(port);
+
+	(void)state;
+	before = ucm_fd_count();
+	assert_kernel(fd, &a, RDMASOCK_FB_NO_PEER);
+	assert_int_equal(ucm_fd_count(), before); /* the dial's attempt left no fd behind */
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTED);
+	assert_int_equal(rsk_stats.connections[KERNEL], 1);
+	assert_int_equal(rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER], 1);
+	sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(sv >= 0);
+	close(sv);
+	ucl_close(fd);
+	close(l);
+}
+
+/* Refused (bound, not listening): ECONNREFUSED from the kernel; never counted. */
+static void test_refused(void **state)
+{
+	uint16_t port;
+	int dead = ucm_tcp_bound(0, &port), fd = ucl_socket(0), accel = 1;
+	struct sockaddr_in a = ucm_lo4(port);
+	struct pollfd p;
+	int err = 0;
+	socklen_t elen = sizeof(err);
+
+	(void)state;
+	assert_int_equal(ucl_connect(fd, &a, &accel), -ECONNREFUSED);
+	assert_int_equal(accel, 0);
+	assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_NEW);
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	ucl_close(fd);
+	/* non-blocking: EINPROGRESS (or at once ECONNREFUSED on loopback), then SO_ERROR */
+	fd = ucl_socket(SOCK_NONBLOCK);
+	err = ucl_connect(fd, &a, &accel);
+	assert_true(err == -EINPROGRESS || err == -ECONNREFUSED);
+	if (err == -EINPROGRESS) {
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTING);
+		p = (struct pollfd){.fd = fd, .events = POLLOUT};
+		assert_int_equal(poll(&p, 1, 2000), 1);
+		assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen), 0);
+		assert_int_equal(err, ECONNREFUSED);
+		rsk_connect_so_error(fd, err);
+	}
+	assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_NEW); /* it may connect again */
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	ucl_close(fd);
+	close(dead);
+}
+
+/* A pending non-blocking kernel connect: SO_ERROR 0 settles it, counted once. */
+static void test_so_error_settles(void **state)
+{
+	uint16_t port;
+	int l = ucm_tcp_bound(1, &port), fd, sv, rc;
+	struct sockaddr_in a = ucm_lo4(port);
+	struct pollfd p;
+
+	(void)state;
+	rsk_config.mode = RSK_MODE_KERNEL;
+	fd = ucl_socket(SOCK_NONBLOCK);
+	rc = ucl_connect(fd, &a, NULL);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	if (rc == -EINPROGRESS) {
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTING);
+		assert_int_equal(rsk_stats.connections[KERNEL], 0);
+		p = (struct pollfd){.fd = fd, .events = POLLOUT};
+		assert_int_equal(poll(&p, 1, 2000), 1);
+		rsk_connect_so_error(fd, 0);
+	}
+	assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTED);
+	assert_int_equal(rsk_stats.connections[KERNEL], 1);
+	assert_int_equal(rsk_stats.fallbacks[RDMASOCK_FB_POLICY], 1);
+	rsk_connect_so_error(fd, 0); /* asked again: counted once */
+	rsk_connect_done(fd, -EISCONN);
+	assert_int_equal(rsk_stats.connections[KERNEL], 1);
+	sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	close(sv);
+	ucl_close(fd);
+	close(l);
+}
+
+/* TCP first: the kernel connect, with the socket ready to move (reason tcp_first). */
+static void test_tcp_first(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd = ucl_socket(0), sv, accel = 1;
+
+	(void)state;
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	assert_int_equal(ucl_connect(fd, &a, &accel), 0);
+	assert_int_equal(accel, 0);
+	assert_null(ucl_sock(fd)->conn);
+	assert_non_null(ucl_sock(fd)->upg);
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_TCP_FIRST);
+	assert_true(rsk_fdtab_is_data(rsk_fdtab_load(fd))); /* its calls come to us */
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(fd)));
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->upg);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+#define T(f) cmocka_unit_test_setup(f, setup)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_untracked),
+		T(test_accelerated_blocking),
+		T(test_accelerated_nonblocking),
+		T(test_fallback_reasons),
+		T(test_no_peer),
+		T(test_refused),
+		T(test_so_error_settles),
+		T(test_tcp_first),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}

@@ -1,0 +1,104 @@
+/*
+ * Helpers for the unit tests of core/calls (test_connect, test_accept, test_io, test_upgrade):
+ * the socket calls driven in-process exactly as preload/socket.c and preload/close.c drive
+ * them (track at socket(), rsk_connect before the kernel connect and rsk_connect_done after
+ * it, rsk_accept_begin/accept4/rsk_accept_done, release before the real close), so a
+ * loopback client and server in one process get a real shm (or TCP-first) connection.
+ * Include after <cmocka.h> and unit_cm.h.
+ */
+#ifndef RSK_TEST_UNIT_CALLS_H
+#define RSK_TEST_UNIT_CALLS_H
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/evloop.h"
+#include "calls/calls.h"
+#include "calls/io.h"
+#include "sock/sock.h"
+
+/* socket() of a tracked TCP socket (@flags: SOCK_NONBLOCK or 0). */
+static inline int ucl_socket(int flags)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	return fd;
+}
+
+/* A tracked listening socket on 127.0.0.1 (listen() and its hook), its address in *a. */
+static inline int ucl_listen(struct sockaddr_in *a)
+{
+	uint16_t port;
+	int fd = ucm_tcp_bound(0, &port);
+
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	rsk_accept_listen_done(fd, 64);
+	*a = ucm_lo4(port);
+	return fd;
+}
+
+/* connect() as preload/socket.c: 0 or -errno; *accel (may be NULL): rsk_connect took it. */
+static inline int ucl_connect(int fd, const struct sockaddr_in *a, int *accel)
+{
+	int rc = 0, handled = rsk_connect(fd, (const struct sockaddr *)a, sizeof(*a), &rc);
+
+	if (accel != NULL)
+		*accel = handled;
+	if (handled)
+		return rc;
+	rc = connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0 ? -errno : 0;
+	rsk_connect_done(fd, rc);
+	return rc;
+}
+
+/* accept4() as preload/socket.c: the fd or -errno. */
+static inline int ucl_accept(int lfd, int flags)
+{
+	int fd;
+
+	rsk_accept_begin(lfd);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | flags);
+	if (fd < 0)
+		return -errno;
+	return rsk_accept_done(lfd, fd, flags);
+}
+
+/* close() as preload/close.c. */
+static inline void ucl_close(int fd)
+{
+	(void)rsk_sock_release_fd(fd);
+	close(fd);
+}
+
+static inline struct rsk_sock *ucl_sock(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	assert_non_null(s);
+	rsk_sock_put(s); /* the slot's reference keeps it while the fd is open */
+	return s;
+}
+
+static inline ssize_t ucl_send(int fd, const void *buf, size_t len, int flags)
+{
+	struct iovec iov = {(void *)buf, len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	return rsk_io_sendmsg(fd, &m, flags | MSG_NOSIGNAL);
+}
+
+static inline ssize_t ucl_recv(int fd, void *buf, size_t len, int flags)
+{
+	struct iovec iov = {buf, len};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	return rsk_io_recvmsg(fd, &m, flags);
+}
+
+#endif
