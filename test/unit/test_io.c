@@ -1,0 +1,466 @@
+/*
+ * Unit tests for core/calls/io.c over a real in-process shm connection (connect and accept
+ * driven as preload/ drives them): which sockets the data path serves (EBADF for ours that
+ * are not accelerated, ENOTCONN for a forked child's detached one, EINVAL for a bad iovec
+ * count); non-blocking and MSG_DONTWAIT calls (EAGAIN); a blocking recv that waits for the
+ * peer, SO_RCVTIMEO and SO_SNDTIMEO (EAGAIN at the deadline), a blocking send that waits for
+ * credits; the restart rule for a signal (EINTR unless every caught signal has SA_RESTART);
+ * MSG_PEEK, MSG_WAITALL and scattered iovecs; EPIPE with and without SIGPIPE; shutdown and
+ * O_NONBLOCK mirroring; and rsk_io_wait_spin's bounds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/stats.h"
+#include "conn/conn.h"
+#include "unit.h"
+#include "unit_cm.h"
+#include "unit_calls.h"
+
+#define SHM RDMASOCK_TRANSPORT_SHM
+
+/* The client (cl) and the accepted (sv) ends of one shm connection. */
+struct pair {
+	int l, cl, sv;
+};
+
+static struct pair P;
+
+static int group_setup(void **state)
+{
+	(void)state;
+	rsk_life_init();
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
+
+static int setup(void **state)
+{
+	struct sockaddr_in a;
+
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	rsk_config.mode = RSK_MODE_SHM;
+	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
+	rsk_config.spin_us = 0; /* every wait sleeps at once: the timing below is the poll's */
+	rsk_config.buf_count = 8;
+	rsk_config.buf_size = 4096;
+	rsk_stats_reset();
+	P.l = ucl_listen(&a);
+	P.cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(P.cl, &a, NULL), 0);
+	P.sv = ucl_accept(P.l, 0);
+	assert_true(P.sv >= 0);
+	assert_non_null(ucl_sock(P.cl)->conn);
+	assert_non_null(ucl_sock(P.sv)->conn);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (P.cl >= 0)
+		ucl_close(P.cl);
+	if (P.sv >= 0)
+		ucl_close(P.sv);
+	ucl_close(P.l);
+	return 0;
+}
+
+static struct rsk_conn *conn_of(int fd)
+{
+	return ucl_sock(fd)->conn;
+}
+
+/* ---- a helper thread that acts after a delay ---- */
+
+struct later {
+	pthread_t t;
+	int ms, fd, what; /* 0: send @len bytes, 1: read up to @len, 2: signal @target */
+	size_t len;
+	pthread_t target;
+	ssize_t rc;
+};
+
+static void *later_run(void *arg)
+{
+	static char buf[1 << 16];
+	struct later *w = arg;
+
+	unit_sleep_ms(w->ms);
+	if (w->what == 0)
+		w->rc = ucl_send(w->fd, buf, w->len, 0);
+	else if (w->what == 1)
+		w->rc = ucl_recv(w->fd, buf, w->len, 0);
+	else
+		w->rc = pthread_kill(w->target, SIGUSR1);
+	return NULL;
+}
+
+static void later_start(struct later *w, int what, int fd, size_t len, int ms)
+{
+	w->what = what;
+	w->fd = fd;
+	w->len = len;
+	w->ms = ms;
+	w->target = pthread_self();
+	assert_int_equal(pthread_create(&w->t, NULL, later_run, w), 0);
+}
+
+static void later_join(struct later *w)
+{
+	assert_int_equal(pthread_join(w->t, NULL), 0);
+}
+
+/* ---- tests ---- */
+
+/* Only accelerated (or upgradable) sockets are the data path's. */
+static void test_which_sockets(void **state)
+{
+	struct iovec iov = {NULL, 0};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	int k = ucl_socket(0), u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char b[4];
+
+	(void)state;
+	assert_int_equal(ucl_recv(u, b, sizeof(b), 0), -EBADF);     /* not ours */
+	assert_int_equal(ucl_recv(k, b, sizeof(b), 0), -EBADF);     /* ours, on the kernel */
+	assert_int_equal(ucl_send(k, b, sizeof(b), 0), -EBADF);
+	assert_int_equal(rsk_io_shutdown(k, SHUT_WR), -EBADF);
+	/* a forked child's view of a connection that stayed the parent's */
+	ucl_sock(k)->detached = 1;
+	assert_int_equal(ucl_recv(k, b, sizeof(b), 0), -ENOTCONN);
+	ucl_sock(k)->detached = 0;
+	/* iovec counts the kernel refuses */
+	m.msg_iovlen = (size_t)IOV_MAX + 1;
+	assert_int_equal(rsk_io_recvmsg(P.sv, &m, 0), -EINVAL);
+	assert_int_equal(rsk_io_sendmsg(P.cl, &m, MSG_NOSIGNAL), -EINVAL);
+	/* nothing asked: nothing done, at once (no wait) */
+	m.msg_iovlen = 1;
+	assert_int_equal(rsk_io_recvmsg(P.sv, &m, 0), 0);
+	assert_int_equal(rsk_io_shutdown(P.sv, 7), -EINVAL);
+	ucl_close(k);
+	close(u);
+}
+
+/* Non-blocking (O_NONBLOCK mirrored by rsk_io_setfl, or MSG_DONTWAIT): EAGAIN. */
+static void test_nonblocking(void **state)
+{
+	char b[16];
+
+	(void)state;
+	assert_int_equal(conn_of(P.sv)->nonblock, 0);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
+	rsk_io_setfl(P.sv, O_RDWR | O_NONBLOCK);
+	assert_int_equal(conn_of(P.sv)->nonblock, 1);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), -EAGAIN);
+	assert_int_equal(ucl_send(P.cl, "abc", 3, 0), 3);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 3);
+	rsk_io_setfl(P.sv, O_RDWR);
+	assert_int_equal(conn_of(P.sv)->nonblock, 0);
+	rsk_io_setfl(-1, O_NONBLOCK); /* not ours: nothing */
+}
+
+/* A blocking recv waits for the peer's bytes; SO_RCVTIMEO bounds the wait. */
+static void test_blocking_recv_and_timeout(void **state)
+{
+	struct later w;
+	int64_t t0;
+	char b[256];
+
+	(void)state;
+	later_start(&w, 0, P.cl, 100, 100);
+	t0 = rsk_now_ms();
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 100);
+	assert_true(rsk_now_ms() - t0 >= 90); /* it waited for them */
+	later_join(&w);
+	assert_int_equal(w.rc, 100);
+	assert_int_equal(rsk_stats.bytes_received[SHM], 100);
+	/* SO_RCVTIMEO 150 ms: EAGAIN after about that long, never much sooner */
+	conn_of(P.sv)->rcvtimeo_us = 150000;
+	t0 = rsk_now_ms();
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), -EAGAIN);
+	assert_true(rsk_now_ms() - t0 >= 140);
+	assert_true(rsk_now_ms() - t0 < 2000);
+	/* data that comes within it is returned */
+	later_start(&w, 0, P.cl, 7, 30);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 7);
+	later_join(&w);
+}
+
+/* Fill the window with non-blocking sends; returns the bytes it took. */
+static size_t fill(int fd)
+{
+	static char buf[4096];
+	size_t total = 0;
+	ssize_t n;
+	int i;
+
+	for (i = 0; i < 10000; i++) {
+		n = ucl_send(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return total;
+		assert_true(n > 0);
+		total += (size_t)n;
+	}
+	fail_msg("the window never filled");
+	return total;
+}
+
+/* Drain what @fd has, non-blocking. */
+static size_t drain(int fd)
+{
+	static char buf[1 << 16];
+	size_t total = 0;
+	ssize_t n;
+
+	while ((n = ucl_recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		total += (size_t)n;
+	assert_int_equal(n, -EAGAIN);
+	return total;
+}
+
+/* A full window: a blocking send waits for the reader's credits; SO_SNDTIMEO bounds it. */
+static void test_blocking_send_credits(void **state)
+{
+	static char big[3 * 4096];
+	struct later w;
+	size_t full, got = 0;
+	int64_t t0;
+	ssize_t n;
+
+	(void)state;
+	full = fill(P.cl);
+	assert_true(full > 0);
+	assert_true(full <= 8u * 4096u);
+	/* SO_SNDTIMEO: EAGAIN at the deadline, nothing taken */
+	conn_of(P.cl)->sndtimeo_us = 100000;
+	t0 = rsk_now_ms();
+	assert_int_equal(ucl_send(P.cl, big, sizeof(big), 0), -EAGAIN);
+	assert_true(rsk_now_ms() - t0 >= 90);
+	conn_of(P.cl)->sndtimeo_us = 0;
+	/* the reader drains after 100 ms: the blocked send completes, all of it */
+	later_start(&w, 1, P.sv, 1 << 16, 100);
+	t0 = rsk_now_ms();
+	n = ucl_send(P.cl, big, sizeof(big), 0);
+	assert_int_equal(n, (ssize_t)sizeof(big));
+	assert_true(rsk_now_ms() - t0 >= 90);
+	later_join(&w);
+	assert_true(w.rc > 0);
+	got = (size_t)w.rc;
+	t0 = rsk_now_ms();
+	while (got < full + sizeof(big) && rsk_now_ms() - t0 < 2000)
+		got += drain(P.sv);
+	assert_int_equal(got, full + sizeof(big));
+	assert_true(rsk_stats.credit_stalls > 0);
+}
+
+static int g_sigs;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	UNIT_INC(&g_sigs);
+}
+
+static void catch_usr1(int flags)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
+}
+
+/* A signal during a blocking recv: EINTR without SA_RESTART, a restarted wait with it. */
+static void test_signal_restart_rule(void **state)
+{
+	struct later sig, data;
+	char b[64];
+
+	(void)state;
+	g_sigs = 0;
+	catch_usr1(0);
+	later_start(&sig, 2, -1, 0, 50);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), -EINTR);
+	later_join(&sig);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 1);
+	/* SA_RESTART: the signal is handled, the recv goes on waiting and gets the data */
+	catch_usr1(SA_RESTART);
+	later_start(&sig, 2, -1, 0, 50);
+	later_start(&data, 0, P.cl, 5, 150);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 5);
+	later_join(&sig);
+	later_join(&data);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 2);
+	/* a send blocked on a full window (nothing taken yet): EINTR too */
+	catch_usr1(0);
+	(void)fill(P.cl);
+	later_start(&sig, 2, -1, 0, 50);
+	assert_int_equal(ucl_send(P.cl, b, sizeof(b), 0), -EINTR);
+	later_join(&sig);
+	signal(SIGUSR1, SIG_DFL);
+	(void)drain(P.sv);
+}
+
+/* MSG_PEEK leaves the bytes; MSG_WAITALL gathers two sends; scattered iovecs in order. */
+static void test_peek_waitall_iovec(void **state)
+{
+	struct iovec iov[3];
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 3};
+	char a[3], b[4], c[5], buf[16];
+	struct later w;
+	struct sockaddr_in from;
+
+	(void)state;
+	assert_int_equal(ucl_send(P.cl, "peekaboo", 8, 0), 8);
+	assert_int_equal(ucl_recv(P.sv, buf, 4, MSG_PEEK), 4);
+	assert_memory_equal(buf, "peek", 4);
+	assert_int_equal(rsk_stats.bytes_received[SHM], 0); /* a peek is no read */
+	assert_int_equal(ucl_recv(P.sv, buf, sizeof(buf), 0), 8);
+	assert_memory_equal(buf, "peekaboo", 8);
+	/* MSG_WAITALL: 8 bytes now, the rest 100 ms later; one call returns all 12 */
+	assert_int_equal(ucl_send(P.cl, "12345678", 8, 0), 8);
+	later_start(&w, 0, P.cl, 4, 100);
+	assert_int_equal(ucl_recv(P.sv, buf, 12, MSG_WAITALL), 12);
+	assert_memory_equal(buf, "12345678", 8);
+	later_join(&w);
+	/* writev/readv: the pieces in order; recvmsg reports no address, no control */
+	iov[0] = (struct iovec){(void *)"abc", 3};
+	iov[1] = (struct iovec){(void *)"defg", 4};
+	iov[2] = (struct iovec){(void *)"hijkl", 5};
+	assert_int_equal(rsk_io_sendmsg(P.cl, &m, MSG_NOSIGNAL), 12);
+	iov[0] = (struct iovec){a, 3};
+	iov[1] = (struct iovec){b, 4};
+	iov[2] = (struct iovec){c, 5};
+	m.msg_name = &from;
+	m.msg_namelen = sizeof(from);
+	m.msg_control = buf;
+	m.msg_controllen = sizeof(buf);
+	m.msg_flags = 0x55;
+	assert_int_equal(rsk_io_recvmsg(P.sv, &m, MSG_WAITALL), 12);
+	assert_memory_equal(a, "abc", 3);
+	assert_memory_equal(b, "defg", 4);
+	assert_memory_equal(c, "hijkl", 5);
+	assert_int_equal(m.msg_namelen, 0);
+	assert_int_equal(m.msg_controllen, 0);
+	assert_int_equal(m.msg_flags, 0);
+}
+
+/* shutdown(SHUT_WR): the peer reads what was sent, then EOF; its sends still arrive. */
+static void test_shutdown(void **state)
+{
+	char b[16];
+
+	(void)state;
+	assert_int_equal(ucl_send(P.cl, "bye", 3, 0), 3);
+	assert_int_equal(rsk_io_shutdown(P.cl, SHUT_WR), 0);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 3);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 0);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 0); /* EOF stays */
+	assert_int_equal(ucl_send(P.cl, "x", 1, 0), -EPIPE);  /* our side is shut */
+	assert_int_equal(ucl_send(P.sv, "ok", 2, 0), 2);
+	assert_int_equal(ucl_recv(P.cl, b, sizeof(b), 0), 2);
+	/* SHUT_RD: reads end at once, whatever comes */
+	assert_int_equal(rsk_io_shutdown(P.cl, SHUT_RD), 0);
+	assert_int_equal(ucl_recv(P.cl, b, sizeof(b), 0), 0);
+}
+
+/* The peer closed: EPIPE; SIGPIPE raised unless MSG_NOSIGNAL. */
+static void test_epipe_sigpipe(void **state)
+{
+	struct iovec iov = {(void *)"z", 1};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct sigaction sa, old;
+	ssize_t n = 0;
+	int i;
+
+	(void)state;
+	ucl_close(P.sv);
+	P.sv = -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sa.sa_flags = SA_RESTART;
+	assert_int_equal(sigaction(SIGPIPE, &sa, &old), 0);
+	g_sigs = 0;
+	for (i = 0; i < 100 && (n = rsk_io_sendmsg(P.cl, &m, MSG_NOSIGNAL)) > 0; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(n, -EPIPE);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 0);
+	assert_int_equal(rsk_io_sendmsg(P.cl, &m, 0), -EPIPE);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 1);
+	assert_int_equal(sigaction(SIGPIPE, &old, NULL), 0);
+}
+
+static int g_polls;
+
+static int poll0_after_3(void *arg)
+{
+	(void)arg;
+	return ++g_polls >= 3 ? 42 : 0;
+}
+
+static int poll0_never(void *arg)
+{
+	(void)arg;
+	++g_polls;
+	return 0;
+}
+
+/* rsk_io_wait_spin: no spinning for timeout 0 or spin_us 0; else bounded by spin_us. */
+static void test_wait_spin(void **state)
+{
+	int spent = -1;
+	int64_t t0;
+
+	(void)state;
+	g_polls = 0;
+	assert_true(rsk_conn_live > 0); /* our pair */
+	assert_int_equal(rsk_io_wait_spin(poll0_never, NULL, 100, &spent), 0); /* spin_us 0 */
+	assert_int_equal(g_polls, 0);
+	assert_int_equal(spent, 0);
+	rsk_config.spin_us = 20000;
+	assert_int_equal(rsk_io_wait_spin(poll0_never, NULL, 0, &spent), 0); /* timeout 0 */
+	assert_int_equal(g_polls, 0);
+	assert_int_equal(rsk_io_wait_spin(poll0_after_3, NULL, 100, &spent), 42);
+	assert_int_equal(g_polls, 3);
+	g_polls = 0;
+	t0 = rsk_now_us();
+	assert_int_equal(rsk_io_wait_spin(poll0_never, NULL, -1, &spent), 0);
+	assert_true(rsk_now_us() - t0 >= 20000);
+	assert_true(g_polls > 1);
+	assert_true(spent >= 19 && spent < 1000);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_which_sockets),
+		T(test_nonblocking),
+		T(test_blocking_recv_and_timeout),
+		T(test_blocking_send_credits),
+		T(test_signal_restart_rule),
+		T(test_peek_waitall_iovec),
+		T(test_shutdown),
+		T(test_epipe_sigpipe),
+		T(test_wait_spin),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
