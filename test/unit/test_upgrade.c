@@ -1,0 +1,364 @@
+/*
+ * Unit tests for core/calls/upgrade.c (TCP first) over loopback in one process, the calls
+ * driven as preload/ drives them: the client's threshold (RDMASOCK_UPGRADE_BYTES moved, or
+ * RDMASOCK_UPGRADE_MS of age, checked at its calls: below both it never dials), the move
+ * itself, byte-exact both ways (TCP up to each side's FIN, then the stream) and counted once
+ * as shm; a socket that must stay TCP (used where the library cannot see, shared by two fds,
+ * shut for writing before its threshold) gives its data path back to the kernel; the
+ * server's address map, whose key folds an IPv4-mapped IPv6 address to IPv4, so an offer
+ * announced in either spelling finds the socket, and nothing once the socket closed. The
+ * verbs move needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/stats.h"
+#include "calls/upgrade.h"
+#include "conn/conn.h"
+#include "transport/announce.h"
+#include "unit.h"
+#include "unit_cm.h"
+#include "unit_calls.h"
+
+#define KERNEL RDMASOCK_TRANSPORT_KERNEL
+#define SHM RDMASOCK_TRANSPORT_SHM
+
+struct pair {
+	int l, cl, sv;
+};
+
+static int group_setup(void **state)
+{
+	(void)state;
+	rsk_life_init(); /* rsk_upg_init: the listeners' announcements reach us */
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	rsk_config.mode = RSK_MODE_SHM;
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	rsk_config.upgrade_bytes = 1000;
+	rsk_config.upgrade_ms = 600000; /* only the bytes decide, unless a test says */
+	rsk_config.spin_us = 0;
+	rsk_stats_reset();
+	return 0;
+}
+
+/* A TCP-first connection: both ends upgradable, on TCP. */
+static void pair_open(struct pair *p)
+{
+	struct sockaddr_in a;
+
+	p->l = ucl_listen(&a);
+	p->cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(p->cl, &a, NULL), 0);
+	p->sv = ucl_accept(p->l, 0);
+	assert_true(p->sv >= 0);
+	assert_non_null(ucl_sock(p->cl)->upg);
+	assert_non_null(ucl_sock(p->sv)->upg);
+	assert_null(ucl_sock(p->cl)->conn);
+}
+
+static void pair_close(struct pair *p)
+{
+	ucl_close(p->cl);
+	ucl_close(p->sv);
+	ucl_close(p->l);
+}
+
+static unsigned char pat(uint64_t i)
+{
+	return (unsigned char)(i * 13 + i / 253);
+}
+
+/* Send @n pattern bytes from stream offset *@off on @fd (blocking). */
+static void send_pat(int fd, uint64_t *off, size_t n)
+{
+	unsigned char b[4096];
+	size_t i;
+
+	assert_true(n <= sizeof(b));
+	for (i = 0; i < n; i++)
+		b[i] = pat(*off + i);
+	assert_int_equal(ucl_send(fd, b, n, 0), (ssize_t)n);
+	*off += n;
+}
+
+/* Read what @fd has now (non-blocking), checking it continues the pattern at *@off. */
+static ssize_t recv_pat(int fd, uint64_t *off)
+{
+	unsigned char b[8192];
+	ssize_t n = ucl_recv(fd, b, sizeof(b), MSG_DONTWAIT), i;
+
+	for (i = 0; i < n; i++)
+		assert_int_equal(b[i], pat(*off + (uint64_t)i));
+	if (n > 0)
+		*off += (uint64_t)n;
+	return n;
+}
+
+/* Read until *@off reaches @want (bounded). */
+static void recv_until(int fd, uint64_t *off, uint64_t want)
+{
+	int64_t end = rsk_now_ms() + 2000;
+
+	while (*off < want && rsk_now_ms() < end)
+		if (recv_pat(fd, off) == -EAGAIN)
+			unit_sleep_ms(1);
+	assert_int_equal(*off, want);
+}
+
+/* Below both thresholds a client never dials; at the byte threshold it does (its next call). */
+static void test_bytes_threshold(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int fds;
+
+	(void)state;
+	pair_open(&p);
+	fds = ucm_fd_count();
+	send_pat(p.cl, &tx, 600);
+	recv_until(p.sv, &rx, 600);
+	send_pat(p.cl, &tx, 399); /* 999 moved: still below */
+	recv_until(p.sv, &rx, 999);
+	send_pat(p.cl, &tx, 1); /* the call that brings it to 1000 was routed at 999 */
+	assert_int_equal(ucm_fd_count(), fds); /* no stream set up yet */
+	recv_until(p.sv, &rx, 1000);
+	send_pat(p.cl, &tx, 1); /* due: this call dials and offers (its bytes still TCP) */
+	assert_true(ucm_fd_count() > fds); /* its app end, the rendezvous */
+	assert_null(ucl_sock(p.cl)->conn); /* offered, not moved: the server has not taken it */
+	recv_until(p.sv, &rx, 1001);
+	pair_close(&p);
+}
+
+/* The age threshold: a client that moved few bytes dials once it is old enough. */
+static void test_age_threshold(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int fds;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 200;
+	pair_open(&p);
+	fds = ucm_fd_count();
+	send_pat(p.cl, &tx, 10);
+	assert_int_equal(ucm_fd_count(), fds); /* young */
+	recv_until(p.sv, &rx, 10);
+	unit_sleep_ms(250);
+	send_pat(p.cl, &tx, 10);
+	assert_true(ucm_fd_count() > fds); /* old enough: dialed */
+	recv_until(p.sv, &rx, 20);
+	pair_close(&p);
+}
+
+/*
+ * The whole move: TCP bytes, the threshold, the offer, each side's first stream message and
+ * FIN; both fds then name the stream, and every byte arrived once and in order each way.
+ */
+static void test_move_byte_exact(void **state)
+{
+	struct pair p;
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	int64_t end;
+
+	(void)state;
+	pair_open(&p);
+	send_pat(p.cl, &c2s, 1500); /* past the threshold */
+	send_pat(p.sv, &s2c, 700);
+	send_pat(p.cl, &c2s, 100);  /* dials; these bytes still go into TCP */
+	end = rsk_now_ms() + 3000;
+	while ((ucl_sock(p.cl)->conn == NULL || ucl_sock(p.sv)->conn == NULL) &&
+	       rsk_now_ms() < end) {
+		(void)recv_pat(p.sv, &got_s); /* takes the offer, then TCP up to the client's FIN */
+		(void)recv_pat(p.cl, &got_c); /* follows, then TCP up to the server's FIN */
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	assert_non_null(ucl_sock(p.sv)->conn);
+	assert_null(ucl_sock(p.cl)->upg);
+	assert_null(ucl_sock(p.sv)->upg);
+	assert_true(rsk_fdtab_is_accel(rsk_fdtab_load(p.cl)));
+	assert_int_equal(ucl_sock(p.cl)->transport, SHM);
+	/* moved: counted as shm now, no longer as kernel */
+	assert_int_equal(rsk_stats.connections[SHM], 2);
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	/* the stream carries on where TCP ended, both ways */
+	send_pat(p.cl, &c2s, 3000);
+	send_pat(p.sv, &s2c, 2500);
+	recv_until(p.sv, &got_s, c2s);
+	recv_until(p.cl, &got_c, s2c);
+	/* and the end: EOF after everything */
+	ucl_close(p.cl);
+	{
+		char b[4];
+
+		assert_int_equal(ucl_recv(p.sv, b, sizeof(b), 0), 0);
+	}
+	ucl_close(p.sv);
+	ucl_close(p.l);
+}
+
+/* Used where the library cannot see (stdio, a fork): the kernel's data path from then on. */
+static void test_never(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int fds;
+
+	(void)state;
+	pair_open(&p);
+	fds = ucm_fd_count();
+	rsk_upg_never(ucl_sock(p.cl), p.cl);
+	assert_false(rsk_fdtab_is_data(rsk_fdtab_load(p.cl))); /* no divert any more */
+	send_pat(p.cl, &tx, 2000); /* past the threshold: no dial */
+	recv_until(p.sv, &rx, 2000);
+	send_pat(p.cl, &tx, 10);
+	assert_int_equal(ucm_fd_count(), fds);
+	assert_null(ucl_sock(p.cl)->conn);
+	recv_until(p.sv, &rx, 2010);
+	pair_close(&p);
+}
+
+/* Shared by two fds, or shut for writing, when the threshold comes: it stays TCP. */
+static void test_unmovable_gives_up(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int fds, d;
+	char b[8];
+
+	(void)state;
+	pair_open(&p);
+	d = dup(p.cl);
+	assert_int_equal(rsk_sock_dup(p.cl, d), 0);
+	fds = ucm_fd_count();
+	send_pat(p.cl, &tx, 1200);
+	send_pat(p.cl, &tx, 10); /* due, but two fds name it */
+	assert_int_equal(ucm_fd_count(), fds);
+	assert_false(rsk_fdtab_is_data(rsk_fdtab_load(p.cl)));
+	recv_until(p.sv, &rx, 1210);
+	ucl_close(d);
+	pair_close(&p);
+	/* shut for writing before the threshold: reads go on, no move */
+	pair_open(&p);
+	fds = ucm_fd_count();
+	tx = rx = 0;
+	send_pat(p.cl, &tx, 1200);
+	recv_until(p.sv, &rx, 1200);
+	assert_int_equal(rsk_upg_shutdown(ucl_sock(p.cl), p.cl, SHUT_WR), 0);
+	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), 0), 0); /* the client's FIN, a real end */
+	assert_int_equal(ucl_send(p.sv, "tail", 4, 0), 4);
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), 0), 4);
+	assert_int_equal(ucm_fd_count(), fds);
+	assert_null(ucl_sock(p.cl)->conn);
+	assert_int_equal(rsk_upg_shutdown(ucl_sock(p.cl), p.cl, 9), -EINVAL);
+	pair_close(&p);
+}
+
+static struct sockaddr_storage ss4(const struct sockaddr_in *a)
+{
+	struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, a, sizeof(*a));
+	return ss;
+}
+
+/* ::ffff:a.b.c.d, port @port. */
+static struct sockaddr_storage ss_mapped(const struct sockaddr_in *a)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+	memset(&ss, 0, sizeof(ss));
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = a->sin_port;
+	s6->sin6_addr.s6_addr[10] = 0xff;
+	s6->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&s6->sin6_addr.s6_addr[12], &a->sin_addr, 4);
+	return ss;
+}
+
+/* The server's map: an offer announced in either spelling of its client's address finds it. */
+static void test_map_key_folding(void **state)
+{
+	struct sockaddr_in a, peer, other;
+	struct sockaddr_storage ss;
+	struct sockaddr_in6 v6;
+	socklen_t len = sizeof(peer);
+	int l = ucl_listen(&a), c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), sv;
+
+	(void)state;
+	assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(c, (struct sockaddr *)&peer, &len), 0);
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->upg);
+	ss = ss4(&peer);
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 1);
+	ss = ss_mapped(&peer);
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 1); /* folded to the same key */
+	other = peer;
+	other.sin_port = htons((uint16_t)(ntohs(peer.sin_port) ^ 1));
+	ss = ss4(&other);
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 0); /* another port */
+	other = peer;
+	other.sin_addr.s_addr = htonl(0x7f000002);
+	ss = ss_mapped(&other);
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 0); /* another address */
+	v6 = ucm_in6("::1", ntohs(peer.sin_port));
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, &v6, sizeof(v6));
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 0); /* a real IPv6 address */
+	/* an announcement without a real offer behind it: the socket stays usable on TCP */
+	assert_int_equal(send(c, "ping", 4, 0), 4);
+	{
+		char b[8];
+		int64_t end = rsk_now_ms() + 2000;
+		ssize_t n;
+
+		while ((n = ucl_recv(sv, b, sizeof(b), MSG_DONTWAIT)) == -EAGAIN &&
+		       rsk_now_ms() < end)
+			unit_sleep_ms(1);
+		assert_int_equal(n, 4);
+		assert_memory_equal(b, "ping", 4);
+	}
+	/* closed: out of the map */
+	ucl_close(sv);
+	ss = ss4(&peer);
+	assert_int_equal(rsk_transport_upgrade_offer(&ss), 0);
+	close(c);
+	ucl_close(l);
+}
+
+#define T(f) cmocka_unit_test_setup(f, setup)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_bytes_threshold),
+		T(test_age_threshold),
+		T(test_move_byte_exact),
+		T(test_never),
+		T(test_unmovable_gives_up),
+		T(test_map_key_folding),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
