@@ -1,0 +1,351 @@
+/*
+ * Unit tests for core/conn/relay.c: a connection turned into a plain byte pipe through its
+ * readiness socketpair, the event loop moving the bytes between the pipe and the stream. The
+ * relay only uses the stream, the endpoint's readiness block and the ctl end, so it runs
+ * here over a shm endpoint (a verbs one needs a device: the fork-per-connection relay itself
+ * is left to the Soft-RoCE guest). The peer is a bare stream on the other side of the ring,
+ * whose kicks towards us go nowhere (as a verbs peer's: our own loop wakes us). Checked: the
+ * guards (a stream already ended, failed or shown at EOF, no ctl end, a connection this
+ * process does not hold), bytes both ways in order through the pipe and counted as the
+ * transport's, the ends (the app's SHUT_WR reaches the peer as FIN, the peer's FIN reaches
+ * the app as EOF, then the relay releases the connection), and a peer's reset ending the
+ * pipe both ways.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/config.h"
+#include "base/evloop.h"
+#include "base/stats.h"
+#include "conn/conn.h"
+#include "conn/relay.h"
+#include "stream/stream.h"
+#include "transport/shm.h"
+#include "unit.h"
+#include "unit_cm.h"
+
+#define NBUF 8
+#define BSIZE 4096
+#define SHM RDMASOCK_TRANSPORT_SHM
+
+struct fix {
+	struct rsk_conn *c;
+	int app, ctl, memfd;
+	struct rsk_ep *peer;
+	struct rsk_stream pst;
+	int released; /* the relay released c (or the test did) */
+	int fds;      /* open fds before the fixture */
+};
+
+static struct fix F;
+
+static int group_setup(void **state)
+{
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
+
+/* Our connection (attached, registered, keeping its ctl end) and the bare peer stream. */
+static int setup(void **state)
+{
+	int tcp = -1;
+
+	(void)state;
+	rsk_stats_reset();
+	memset(&F, 0, sizeof(F));
+	F.fds = ucm_fd_count();
+	F.c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(F.c);
+	F.memfd = rsk_shm_create_open(NBUF, BSIZE, rsk_conn_ep_mem(F.c), &F.c->ep);
+	assert_true(F.memfd >= 0);
+	assert_int_equal(rsk_conn_prepare(F.c, -1, &F.app, &F.ctl, &tcp), 0);
+	assert_int_equal(rsk_shm_open(F.memfd, RSK_SHM_SERVER, -1, NULL, &F.peer), 0);
+	assert_int_equal(rsk_stream_init(&F.pst, F.peer, NULL), 0);
+	rsk_stream_set_nodelay(&F.pst, 1);
+	assert_int_equal(rsk_conn_attach(F.c, F.app, F.ctl, -1, 1), 0);
+	rsk_conn_lock(F.c);
+	rsk_stream_set_nodelay(&F.c->st, 1); /* the relay's sends go out at once */
+	rsk_conn_unlock(F.c);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	/* the relay releases the connection itself once it is over (deferred to the loop) */
+	if (!F.released && !UNIT_WAIT(rsk_conn_live == 0, 200))
+		rsk_conn_release(F.c);
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000));
+	rsk_stream_fini(&F.pst);
+	rsk_ep_destroy(F.peer);
+	close(F.memfd);
+	if (F.app >= 0)
+		close(F.app);
+	assert_int_equal(ucm_fd_count(), F.fds); /* the ctl end went with the connection */
+	return 0;
+}
+
+static ssize_t peer_send(const void *buf, size_t len)
+{
+	struct iovec iov = {(void *)buf, len};
+
+	return rsk_stream_send(&F.pst, &iov, 1, 0);
+}
+
+/* Read from the peer stream until @len bytes or its end (bounded). */
+static ssize_t peer_recv_all(char *buf, size_t len, int *eof)
+{
+	int64_t end = rsk_now_ms() + 2000;
+	size_t got = 0;
+	ssize_t n;
+
+	*eof = 0;
+	while (got < len && rsk_now_ms() < end) {
+		struct iovec iov = {buf + got, len - got};
+
+		n = rsk_stream_recv(&F.pst, &iov, 1, 0);
+		if (n == 0) {
+			*eof = 1;
+			break;
+		}
+		if (n == -EAGAIN) {
+			unit_sleep_ms(1);
+			continue;
+		}
+		if (n < 0)
+			return n;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* The peer's end after its data: FIN (0) within the bound, or -EAGAIN. */
+static ssize_t peer_next(void)
+{
+	int64_t end = rsk_now_ms() + 2000;
+	char b[16];
+	ssize_t n;
+
+	do {
+		struct iovec iov = {b, sizeof(b)};
+
+		n = rsk_stream_recv(&F.pst, &iov, 1, 0);
+		if (n == -EAGAIN)
+			unit_sleep_ms(1);
+	} while (n == -EAGAIN && rsk_now_ms() < end);
+	return n;
+}
+
+/* Read from the app end (a plain socket now) until @len bytes or EOF (bounded). */
+static ssize_t app_recv_all(char *buf, size_t len, int *eof)
+{
+	struct pollfd p = {.fd = F.app, .events = POLLIN};
+	size_t got = 0;
+	ssize_t n;
+
+	*eof = 0;
+	while (got < len) {
+		if (poll(&p, 1, 2000) != 1)
+			break;
+		n = recv(F.app, buf + got, len - got, MSG_DONTWAIT);
+		if (n == 0) {
+			*eof = 1;
+			break;
+		}
+		if (n < 0)
+			return -errno;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static void test_guards(void **state)
+{
+	struct rsk_conn *c;
+	int ctl;
+
+	(void)state;
+	/* no ctl end to relay through */
+	ctl = F.c->ctl_fd;
+	F.c->ctl_fd = -1;
+	assert_int_equal(rsk_relay_start(F.c, F.app), -EBUSY);
+	F.c->ctl_fd = ctl;
+	/* the stream already failed, or its end was shown: leave it as it is */
+	F.c->st.err = -ECONNRESET;
+	assert_int_equal(rsk_relay_start(F.c, F.app), -EBUSY);
+	F.c->st.err = 0;
+	F.c->eof_shown = 1;
+	assert_int_equal(rsk_relay_start(F.c, F.app), -EBUSY);
+	F.c->eof_shown = 0;
+	F.c->hup_shown = 1;
+	assert_int_equal(rsk_relay_start(F.c, F.app), -EBUSY);
+	F.c->hup_shown = 0;
+	/* a connection this process does not hold (never registered) */
+	c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(c);
+	c->ep = F.c->ep;
+	c->ctl_fd = F.ctl;
+	assert_int_equal(rsk_relay_start(c, F.app), -ENOENT);
+	c->ep = NULL;
+	rsk_conn_discard(c, -1, -1, -1);
+}
+
+/* Bytes both ways through the pipe, in order, counted; each app write wakes the relay. */
+static void test_bytes_both_ways(void **state)
+{
+	static char up[20000], down[20000], got[20000];
+	size_t i, off = 0;
+	ssize_t n;
+	int eof;
+
+	(void)state;
+	for (i = 0; i < sizeof(up); i++) {
+		up[i] = (char)(i * 7 + 1);
+		down[i] = (char)(i * 11 + 3);
+	}
+	assert_int_equal(peer_send("early", 5), 5); /* there before the relay starts */
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(app_recv_all(got, 5, &eof), 5);
+	assert_memory_equal(got, "early", 5);
+	/* app -> peer: more than one relay buffer's worth would not fit the window at once */
+	assert_int_equal(send(F.app, up, 3000, 0), 3000);
+	assert_int_equal(peer_recv_all(got, 3000, &eof), 3000);
+	assert_memory_equal(got, up, 3000);
+	/* peer -> app, woken by the app's next write (the loop pumps both ways each step) */
+	while (off < sizeof(down)) {
+		n = peer_send(down + off, sizeof(down) - off);
+		if (n == -EAGAIN)
+			break;
+		assert_true(n > 0);
+		off += (size_t)n;
+	}
+	assert_true(off > 0);
+	assert_int_equal(send(F.app, up + 3000, 1, 0), 1);
+	assert_int_equal(app_recv_all(got, off, &eof), (ssize_t)off);
+	assert_memory_equal(got, down, off);
+	assert_int_equal(peer_recv_all(got, 1, &eof), 1);
+	assert_int_equal(got[0], up[3000]);
+	assert_int_equal(rsk_stats.bytes_sent[SHM], 3001);
+	assert_int_equal(rsk_stats.bytes_received[SHM], 5 + off);
+}
+
+/* The ends: the peer's FIN is the app's EOF, the app's SHUT_WR the peer's FIN; then the
+ * relay is over and releases the connection by itself. */
+static void test_orderly_end(void **state)
+{
+	char b[64];
+	int eof;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(peer_send("last", 4), 4);
+	assert_int_equal(rsk_stream_shutdown_wr(&F.pst), 0);
+	assert_int_equal(send(F.app, "mine", 4, 0), 4);
+	assert_int_equal(shutdown(F.app, SHUT_WR), 0);
+	assert_int_equal(app_recv_all(b, sizeof(b), &eof), 4);
+	assert_memory_equal(b, "last", 4);
+	assert_int_equal(eof, 1);
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_memory_equal(b, "mine", 4);
+	assert_int_equal(peer_next(), 0); /* FIN after everything */
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000)); /* released, relay freed */
+	F.released = 1;
+}
+
+/* A reset from the peer: the pipe ends both ways (EOF, then the app's writes fail). */
+static void test_peer_reset(void **state)
+{
+	char b[8];
+	int eof, i;
+	ssize_t n = 0;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	rsk_stream_reset(&F.pst);
+	assert_int_equal(send(F.app, "x", 1, MSG_NOSIGNAL), 1); /* wakes the relay */
+	assert_int_equal(app_recv_all(b, sizeof(b), &eof), 0);
+	assert_int_equal(eof, 1);
+	for (i = 0; i < 100 && (n = send(F.app, "y", 1, MSG_NOSIGNAL)) > 0; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, EPIPE);
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000)); /* over: released */
+	F.released = 1;
+}
+
+/* Every holder closed the app end: the peer reads FIN after the bytes sent before, and the
+ * relay releases the connection. */
+static void test_app_closes(void **state)
+{
+	char b[16];
+	int eof;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(send(F.app, "gone", 4, 0), 4);
+	assert_int_equal(peer_send("unread", 6), 6);
+	close(F.app);
+	F.app = -1;
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_memory_equal(b, "gone", 4);
+	assert_true(peer_next() <= 0); /* the end (see test_app_closes_unread_resets) */
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000));
+	F.released = 1;
+}
+
+#ifdef RSK_KNOWN_BUGS
+/*
+ * KNOWN BUG: the app end closed while bytes of the peer were still unread (they were in our
+ * stream before the close, so TCP would answer the close with a reset). The relay drains
+ * them into its buffer, its write to the closed pipe fails (relay.c:152, r->dead) or the
+ * pipe reads ECONNRESET (relay.c:175, taken as app_eof), and the release then ends the
+ * stream with a FIN (conn.c:658 sees rx_bytes 0: the relay took them): the peer believes
+ * everything was read. Expected: a reset, as conn_end_stream does for unread data.
+ */
+static void test_app_closes_unread_resets(void **state)
+{
+	char b[16];
+	int eof;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(send(F.app, "gone", 4, 0), 4);
+	assert_int_equal(peer_send("unread", 6), 6);
+	close(F.app);
+	F.app = -1;
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_int_equal(peer_next(), -ECONNRESET);
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000));
+	F.released = 1;
+}
+#endif
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_guards),
+		T(test_bytes_both_ways),
+		T(test_orderly_end),
+		T(test_peer_reset),
+		T(test_app_closes),
+#ifdef RSK_KNOWN_BUGS
+		T(test_app_closes_unread_resets),
+#endif
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
