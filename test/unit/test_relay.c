@@ -264,6 +264,31 @@ static void test_orderly_end(void **state)
 	F.released = 1;
 }
 
+/* The peer's FIN alone: the app reads EOF while its own direction still flows (half close). */
+static void test_half_close(void **state)
+{
+	char b[16];
+	int eof;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(peer_send("x", 1), 1);
+	assert_int_equal(rsk_stream_shutdown_wr(&F.pst), 0);
+	assert_int_equal(send(F.app, "ping", 4, 0), 4); /* wakes the relay */
+	assert_int_equal(app_recv_all(b, sizeof(b), &eof), 1);
+	assert_int_equal(eof, 1); /* EOF although the relay goes on (our side is open) */
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_memory_equal(b, "ping", 4);
+	assert_int_equal(send(F.app, "after", 5, 0), 5);
+	assert_int_equal(peer_recv_all(b, 5, &eof), 5);
+	assert_memory_equal(b, "after", 5);
+	assert_int_equal(rsk_conn_live, 1); /* not over yet */
+	assert_int_equal(shutdown(F.app, SHUT_WR), 0);
+	assert_int_equal(peer_next(), 0);
+	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000));
+	F.released = 1;
+}
+
 /* A reset from the peer: the pipe ends both ways (EOF, then the app's writes fail). */
 static void test_peer_reset(void **state)
 {
@@ -340,6 +365,7 @@ int main(void)
 		T(test_guards),
 		T(test_bytes_both_ways),
 		T(test_orderly_end),
+		T(test_half_close),
 		T(test_peer_reset),
 		T(test_app_closes),
 #ifdef RSK_KNOWN_BUGS
