@@ -154,13 +154,13 @@ static void test_age_threshold(void **state)
 
 	(void)state;
 	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 200;
+	rsk_config.upgrade_ms = 1000; /* far above a connect and one call, even under load */
 	pair_open(&p);
 	fds = ucm_fd_count();
 	send_pat(p.cl, &tx, 10);
 	assert_int_equal(ucm_fd_count(), fds); /* young */
 	recv_until(p.sv, &rx, 10);
-	unit_sleep_ms(250);
+	unit_sleep_ms(1100);
 	send_pat(p.cl, &tx, 10);
 	assert_true(ucm_fd_count() > fds); /* old enough: dialed */
 	recv_until(p.sv, &rx, 20);
