@@ -77,6 +77,7 @@
 	X(int, getsockname, (int fd, struct sockaddr *addr, socklen_t *len))                       \
 	X(int, getpeername, (int fd, struct sockaddr *addr, socklen_t *len))                       \
 	X(pid_t, fork, (void))                                                                     \
+	X(long, syscall, (long number, ...))                                                       \
 	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen))                       \
 	X(ssize_t, __recv_chk, (int fd, void *buf, size_t n, size_t buflen, int flags))            \
 	X(ssize_t, __recvfrom_chk,                                                                 \

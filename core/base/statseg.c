@@ -60,7 +60,7 @@ static void rsk_seg_wait(uint32_t *word, uint32_t seen, int timeout_ms)
 {
 	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
 
-	(void)syscall(SYS_futex, word, FUTEX_WAIT, seen, timeout_ms < 0 ? NULL : &ts, NULL, 0);
+	(void)rsk_sys_futex(word, FUTEX_WAIT, seen, timeout_ms < 0 ? NULL : &ts);
 }
 
 static uint64_t rsk_seg_realtime_ms(void)
@@ -301,7 +301,7 @@ void rsk_statseg_stop(void)
 		unlink(rsk_seg_file);
 		/* Let the thread see the flag and end; the mapping stays (it may still read). */
 		__atomic_add_fetch(&rsk_seg->readers, 1, __ATOMIC_RELEASE);
-		(void)syscall(SYS_futex, &rsk_seg->readers, FUTEX_WAKE, 1, NULL, NULL, 0);
+		(void)rsk_sys_futex(&rsk_seg->readers, FUTEX_WAKE, 1, NULL);
 	}
 	pthread_mutex_unlock(&rsk_seg_lock);
 }

@@ -11,7 +11,10 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "real.h"
 
@@ -19,6 +22,12 @@
 static inline long rsk_sys_ret(long rc)
 {
 	return rc < 0 ? -errno : rc;
+}
+
+/* A futex on a shared word (another process may wait or wake on it): FUTEX_WAIT/WAKE. */
+static inline int rsk_sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+	return (int)rsk_sys_ret(RSK_REAL(syscall)(SYS_futex, word, op, val, ts, NULL, 0));
 }
 
 static inline int rsk_sys_socket(int domain, int type, int protocol)

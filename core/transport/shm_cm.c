@@ -268,13 +268,13 @@ static void rsk_lshared_wait(struct rsk_shm_lshared *sh, uint32_t seen, int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 
-	(void)syscall(SYS_futex, &sh->held, FUTEX_WAIT, seen, &ts, NULL, 0);
+	(void)rsk_sys_futex(&sh->held, FUTEX_WAIT, seen, &ts);
 }
 
 static void rsk_lshared_wake(struct rsk_shm_lshared *sh)
 {
 	if (__atomic_load_n(&sh->shared, __ATOMIC_RELAXED))
-		(void)syscall(SYS_futex, &sh->held, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		(void)rsk_sys_futex(&sh->held, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
 static void rsk_shm_unlisten(void *lh)
