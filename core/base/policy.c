@@ -11,6 +11,7 @@
 
 static struct rsk_rules rsk_policy_rules;
 static int rsk_policy_env_mode; /* RDMASOCK_TRANSPORT set: rules choose no transport */
+static int rsk_policy_kernel; /* rsk_policy_kernel_only: every new connection stays TCP */
 
 /* The environment variable behind each tunable a rule can set. */
 static const char *const rsk_policy_env[RSK_RK_COUNT] = {
@@ -78,6 +79,8 @@ enum rsk_mode rsk_policy_mode(int role, const struct sockaddr *addr)
 {
 	const struct rsk_rule *r;
 
+	if (__atomic_load_n(&rsk_policy_kernel, __ATOMIC_RELAXED))
+		return RSK_MODE_KERNEL;
 	if (rsk_policy_env_mode || rsk_policy_rules.n == 0)
 		return rsk_config.mode;
 	r = rsk_rules_match(&rsk_policy_rules, NULL, role, addr);
@@ -86,8 +89,19 @@ enum rsk_mode rsk_policy_mode(int role, const struct sockaddr *addr)
 	return (enum rsk_mode)r->val[RSK_RK_TRANSPORT];
 }
 
+int rsk_policy_kernel_only(void)
+{
+	return !__atomic_exchange_n(&rsk_policy_kernel, 1, __ATOMIC_RELAXED);
+}
+
+int rsk_policy_is_kernel_only(void)
+{
+	return __atomic_load_n(&rsk_policy_kernel, __ATOMIC_RELAXED);
+}
+
 void rsk_policy_reset(void)
 {
 	memset(&rsk_policy_rules, 0, sizeof(rsk_policy_rules));
 	rsk_policy_env_mode = 0;
+	rsk_policy_kernel = 0;
 }

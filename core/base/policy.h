@@ -28,6 +28,13 @@ int rsk_policy_init(struct rsk_config *c, const char *(*get)(const char *name),
  */
 enum rsk_mode rsk_policy_mode(int role, const struct sockaddr *addr);
 
+/*
+ * From now on every new connection stays on the kernel, whatever the rules say (the process
+ * set up io_uring, whose socket I/O no preload sees). Returns 1 the first time, 0 after.
+ */
+int rsk_policy_kernel_only(void);
+int rsk_policy_is_kernel_only(void);
+
 /* Forget the loaded rules (tests). */
 void rsk_policy_reset(void);
 

@@ -12,6 +12,7 @@
 #include "base/config.h"
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "base/proc.h"
 #include "base/stats.h"
 #include "base/sys.h"
@@ -119,7 +120,7 @@ static void rsk_accept_fd_pressure(struct rsk_listener *l, int fd)
 
 	if (room < reserve)
 		rsk_listener_note(l, RSK_LISTEN_PAUSE);
-	else if (room >= 2 * reserve)
+	else if (room >= 2 * reserve && !rsk_policy_is_kernel_only())
 		rsk_listener_note(l, RSK_LISTEN_RESUME);
 }
 

@@ -44,6 +44,13 @@ void rsk_life_fork_prepare(void);
 void rsk_life_fork_failed(void);
 void rsk_life_fork_child(void);
 
+/*
+ * The process set up an io_uring: what it does there (accept, recv, send on any fd) no
+ * preload sees. New connections stay on the kernel from now on, and the transports'
+ * listeners take no new clients.
+ */
+void rsk_life_io_uring(void);
+
 /* Library start: the hooks the lower layers call (after the configuration is read). */
 void rsk_life_init(void);
 

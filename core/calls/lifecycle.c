@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "base/evloop.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "base/proc.h"
 #include "base/statseg.h"
 #include "calls.h"
@@ -72,6 +73,22 @@ static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
 	(void)v;
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
+}
+
+static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
+{
+	(void)fd;
+	(void)v;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		rsk_listener_note(s->lst, RSK_LISTEN_PAUSE);
+}
+
+void rsk_life_io_uring(void)
+{
+	if (!rsk_policy_kernel_only())
+		return;
+	rsk_info("io_uring set up: new connections of this process stay on the kernel");
+	rsk_sock_walk(rsk_life_pause_listener); /* accept()s through the ring never claim */
 }
 
 void rsk_life_fork_prepare(void)

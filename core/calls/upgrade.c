@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "base/policy.h"
 #include "base/proc.h"
 #include "base/stats.h"
 #include "base/sys.h"
@@ -423,6 +424,8 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 /* Moving now? The client's threshold: bytes moved, or its age at this call. */
 static int rsk_upg_due(const struct rsk_upg *u)
 {
+	if (rsk_policy_is_kernel_only())
+		return 0; /* io_uring: its I/O on this socket would not see the move */
 	return __atomic_load_n(&u->bytes, __ATOMIC_RELAXED) >= rsk_config.upgrade_bytes ||
 	       rsk_now_ms() - u->born_ms >= (int64_t)rsk_config.upgrade_ms;
 }
