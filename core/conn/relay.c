@@ -34,6 +34,7 @@ struct rsk_relay {
 	int app_eof;  /* every holder closed or shut its writing side */
 	int peer_eof; /* the peer's FIN reached the app */
 	int dead;     /* error: nothing more moves */
+	int unread;   /* the app went leaving data of the peer unread: TCP resets */
 	uint64_t up, down; /* bytes moved each way */
 };
 
@@ -150,6 +151,7 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 			moved = 1;
 		} else if (k < 0 && k != -EAGAIN && k != -EINTR) {
 			r->dead = 1; /* nobody holds the app end any more */
+			r->unread = 1; /* and our bytes for it were never read */
 		}
 	}
 	return moved;
@@ -171,6 +173,9 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 		} else if (k == 0) {
 			r->app_eof = 1;
 			moved = 1;
+		} else if (k == -ECONNRESET) {
+			r->dead = 1; /* the app closed over relayed bytes it had not read */
+			r->unread = 1;
 		} else if (k != -EAGAIN && k != -EINTR) {
 			r->app_eof = 1;
 		}
@@ -206,6 +211,8 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 		rsk_dbg("relay of %p ends: %s (err %d rst %d fin %d)", (void *)c,
 			c->st.err ? "stream reset" : "app end gone", c->st.err, c->st.rst_rcvd,
 			c->st.fin_rcvd);
+		if (r->unread && !c->st.err)
+			rsk_stream_reset(&c->st);
 		(void)rsk_sys_shutdown(c->ctl_fd, SHUT_RDWR);
 		return 1;
 	}

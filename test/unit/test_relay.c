@@ -330,14 +330,10 @@ static void test_app_closes(void **state)
 	F.released = 1;
 }
 
-#ifdef RSK_KNOWN_BUGS
 /*
- * KNOWN BUG: the app end closed while bytes of the peer were still unread (they were in our
- * stream before the close, so TCP would answer the close with a reset). The relay drains
- * them into its buffer, its write to the closed pipe fails (relay.c:152, r->dead) or the
- * pipe reads ECONNRESET (relay.c:175, taken as app_eof), and the release then ends the
- * stream with a FIN (conn.c:658 sees rx_bytes 0: the relay took them): the peer believes
- * everything was read. Expected: a reset, as conn_end_stream does for unread data.
+ * The app end closed while bytes of the peer were still unread (they were in our stream
+ * before the close): TCP answers such a close with a reset, and so must the relay, though it
+ * had already moved those bytes into its own buffer or the pipe.
  */
 static void test_app_closes_unread_resets(void **state)
 {
@@ -355,7 +351,6 @@ static void test_app_closes_unread_resets(void **state)
 	assert_true(UNIT_WAIT(rsk_conn_live == 0, 2000));
 	F.released = 1;
 }
-#endif
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
@@ -368,9 +363,7 @@ int main(void)
 		T(test_half_close),
 		T(test_peer_reset),
 		T(test_app_closes),
-#ifdef RSK_KNOWN_BUGS
 		T(test_app_closes_unread_resets),
-#endif
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
