@@ -31,6 +31,9 @@ static int rsk_dup_onto(int fd, int fd2, int flags, int is_dup3)
 	}
 	if (fd != fd2 && rsk_fdtab_load(fd2) != 0 && RSK_REAL(fcntl)(fd, F_GETFD) >= 0)
 		rsk_sock_release_fd(fd2);
+	/* stdin/stdout/stderr are stdio's: an inetd-style server, or bash's >&3 on /dev/tcp */
+	if (fd2 <= 2 && fd != fd2 && rsk_fdtab_load(fd) != 0 && !rsk_fd_is_internal(fd))
+		rsk_life_stdio(fd);
 	rc = is_dup3 ? RSK_REAL(dup3)(fd, fd2, flags) : RSK_REAL(dup2)(fd, fd2);
 	if (rc >= 0 && fd != fd2 && rsk_fdtab_load(fd) != 0 && !rsk_fd_is_internal(fd))
 		(void)rsk_sock_dup(fd, fd2);

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -78,6 +79,7 @@
 	X(int, getpeername, (int fd, struct sockaddr *addr, socklen_t *len))                       \
 	X(pid_t, fork, (void))                                                                     \
 	X(long, syscall, (long number, ...))                                                       \
+	X(FILE *, fdopen, (int fd, const char *mode))                                              \
 	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen))                       \
 	X(ssize_t, __recv_chk, (int fd, void *buf, size_t n, size_t buflen, int flags))            \
 	X(ssize_t, __recvfrom_chk,                                                                 \

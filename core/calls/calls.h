@@ -51,6 +51,14 @@ void rsk_life_fork_child(void);
  */
 void rsk_life_io_uring(void);
 
+/*
+ * @fd is about to be used through stdio (fdopen, or dup'ed onto 0-2): glibc's stdio reads
+ * and writes through its internal calls, which no preload sees. A connection still on TCP
+ * stays there; one already accelerated is relayed (its fd then carries the data) where the
+ * transport allows it.
+ */
+void rsk_life_stdio(int fd);
+
 /* Library start: the hooks the lower layers call (after the configuration is read). */
 void rsk_life_init(void);
 

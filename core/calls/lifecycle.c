@@ -75,6 +75,29 @@ static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
 }
 
+void rsk_life_stdio(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	struct rsk_conn *c;
+
+	if (s == NULL)
+		return;
+	c = s->conn;
+	if (c == NULL && s->upg != NULL) {
+		rsk_upg_never(s, fd); /* decided before a byte moved: stdio sees a kernel socket */
+	} else if (c != NULL && c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0 &&
+		   rsk_relay_start(c, fd) == 0) {
+		rsk_sock_retag_kernel(s); /* the app end carries the data now */
+		rsk_info("fd %d: used through stdio: relayed", fd);
+	} else if (c != NULL) {
+		rsk_warn("fd %d: used through stdio, which the library cannot see, on an "
+			 "accelerated connection; RDMASOCK_TCP_FIRST=on keeps connections on TCP "
+			 "until stdio would be safe",
+			 fd);
+	}
+	rsk_sock_put(s);
+}
+
 static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
 {
 	(void)fd;

@@ -1,0 +1,209 @@
+/*
+ * Role: a socket used through stdio, whose reads and writes glibc makes with its internal
+ * calls (no preload sees them), carries every byte in order, also mixed with send().
+ *
+ *   stdio_peer lines PORT     fdopen(fd, "r+"), line-buffered: 2,000 lines by fprintf, each
+ *                             read back by fgets from the echo server
+ *   stdio_peer bulk PORT      fwrite 1 MiB + fflush, then fread the 1 MiB echo
+ *   stdio_peer mix PORT       send(), fprintf + fflush, send(), write() in turn, 300 rounds,
+ *                             the echo read with recv() and fgets() in turn, in order
+ *   stdio_peer getc PORT      write() then getc() (the echo's first byte must be it)
+ *   stdio_peer inetd PORT     accept one connection, fork: the child puts the socket on
+ *                             stdin and stdout and execs `sed -u s/^/re:/` (stdio both ways)
+ *   stdio_peer inetd_client PORT   500 lines to it by write(), each answer "re:" + the
+ *                             line read back by read()
+ * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include "progs.h"
+
+const char *prog_name = "stdio_peer";
+
+static FILE *open_file(int port)
+{
+	int fd = tcp_connect(port);
+	FILE *f;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	f = fdopen(fd, "r+");
+	if (f == NULL)
+		die("fdopen: %s", strerror(errno));
+	return f;
+}
+
+static void lines(int port)
+{
+	FILE *f = open_file(port);
+	char want[128], got[128];
+	int i;
+
+	setvbuf(f, NULL, _IOLBF, 0);
+	for (i = 0; i < 2000; i++) {
+		snprintf(want, sizeof(want), "line %d of the stdio test %x\n", i, i * 2654435761u);
+		if (fputs(want, f) == EOF)
+			die("fputs %d: %s", i, strerror(errno));
+		if (fgets(got, sizeof(got), f) == NULL)
+			die("fgets %d: %s", i, feof(f) ? "EOF" : strerror(errno));
+		if (strcmp(got, want) != 0)
+			die("line %d came back as \"%.60s\"", i, got);
+	}
+	fclose(f);
+}
+
+static void bulk(int port)
+{
+	const size_t n = 1 << 20;
+	char *out = malloc(n), *in = malloc(n);
+	FILE *f = open_file(port);
+	size_t got = 0, k;
+	ssize_t bad;
+
+	if (out == NULL || in == NULL)
+		die("out of memory");
+	pat_fill(out, n, 77, 0);
+	if (fwrite(out, 1, n, f) != n || fflush(f) != 0)
+		die("fwrite: %s", strerror(errno));
+	while (got < n && (k = fread(in + got, 1, n - got, f)) > 0)
+		got += k;
+	if (got != n)
+		die("fread: %zu of %zu bytes", got, n);
+	if ((bad = pat_check(in, n, 77, 0)) >= 0)
+		die("byte %zd of the echo is wrong", bad);
+	fclose(f);
+	free(out);
+	free(in);
+}
+
+/* Each round's four pieces, by four paths, come back as one line in order. */
+static void mix(int port)
+{
+	FILE *f = open_file(port);
+	int fd = fileno(f), i;
+	char want[160], got[160], piece[40];
+	size_t len;
+
+	for (i = 0; i < 300; i++) {
+		snprintf(want, sizeof(want), "s%d.f%d.s%d.w%d\n", i, i, i, i);
+		snprintf(piece, sizeof(piece), "s%d.", i);
+		if (send(fd, piece, strlen(piece), 0) < 0)
+			die("send: %s", strerror(errno));
+		if (fprintf(f, "f%d.", i) < 0 || fflush(f) != 0)
+			die("fprintf: %s", strerror(errno));
+		if (send(fd, piece, strlen(piece), 0) < 0)
+			die("send: %s", strerror(errno));
+		snprintf(piece, sizeof(piece), "w%d\n", i);
+		if (write_all(fd, piece, strlen(piece)) < 0)
+			die("write: %s", strerror(errno));
+		len = strlen(want);
+		if (i % 2 == 0) {
+			if (read_full(fd, got, len, len) != (ssize_t)len)
+				die("recv round %d: %s", i, strerror(errno));
+			got[len] = '\0';
+		} else if (fgets(got, sizeof(got), f) == NULL) {
+			die("fgets round %d: %s", i, feof(f) ? "EOF" : strerror(errno));
+		}
+		if (strcmp(got, want) != 0)
+			die("round %d came back as \"%s\"", i, got);
+	}
+	fclose(f);
+}
+
+static void getc_mode(int port)
+{
+	FILE *f = open_file(port);
+	int c;
+
+	if (write_all(fileno(f), "Q", 1) < 0)
+		die("write: %s", strerror(errno));
+	c = getc(f);
+	if (c != 'Q')
+		die("getc gave %d, not 'Q'", c);
+	fclose(f);
+}
+
+static void inetd(int port)
+{
+	struct sockaddr_in a = loopback(port);
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd, st;
+	pid_t pid;
+
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0)
+		die("listen: %s", strerror(errno));
+	printf("listening\n");
+	if ((fd = accept(l, NULL, NULL)) < 0)
+		die("accept: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(l);
+		if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		close(fd);
+		execlp("sed", "sed", "-u", "s/^/re:/", (char *)NULL);
+		_exit(127);
+	}
+	close(fd);
+	close(l);
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("the inetd child (sed) failed: status %d", st);
+}
+
+/* The client of the inetd server reads with read(): only the server side uses stdio. */
+static void inetd_client(int port)
+{
+	int fd = tcp_connect(port), i;
+	char want[96], got[96], line[80];
+	size_t len;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	for (i = 0; i < 500; i++) {
+		snprintf(line, sizeof(line), "request %d\n", i);
+		snprintf(want, sizeof(want), "re:%s", line);
+		len = strlen(want);
+		if (write_all(fd, line, strlen(line)) < 0)
+			die("write: %s", strerror(errno));
+		if (read_full(fd, got, len, len) != (ssize_t)len)
+			die("answer %d: %s", i, strerror(errno));
+		got[len] = '\0';
+		if (strcmp(got, want) != 0)
+			die("answer %d was \"%s\"", i, got);
+	}
+	shutdown(fd, SHUT_WR);
+	if (read(fd, got, 1) != 0)
+		die("more after the last answer");
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	int port;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (argc != 3)
+		die("usage: stdio_peer MODE PORT");
+	port = port_arg(argv[2]);
+	if (strcmp(argv[1], "lines") == 0)
+		lines(port);
+	else if (strcmp(argv[1], "bulk") == 0)
+		bulk(port);
+	else if (strcmp(argv[1], "mix") == 0)
+		mix(port);
+	else if (strcmp(argv[1], "getc") == 0)
+		getc_mode(port);
+	else if (strcmp(argv[1], "inetd") == 0)
+		inetd(port);
+	else if (strcmp(argv[1], "inetd_client") == 0)
+		inetd_client(port);
+	else
+		die("unknown mode %s", argv[1]);
+	printf("stdio_peer: %s: ok\n", argv[1]);
+	return 0;
+}
