@@ -61,8 +61,8 @@ RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	int nfd;
 
-	if (rsk_tracked(fd))
-		rsk_accept_begin(fd);
+	if (rsk_tracked(fd) && (nfd = rsk_accept_begin(fd)) < 0)
+		return (int)rsk_ret(nfd);
 	nfd = RSK_REAL(accept4)(fd, addr, len, flags);
 
 	if (nfd >= 0 && rsk_tracked(fd))
@@ -74,8 +74,8 @@ RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	int nfd;
 
-	if (rsk_tracked(fd))
-		rsk_accept_begin(fd);
+	if (rsk_tracked(fd) && (nfd = rsk_accept_begin(fd)) < 0)
+		return (int)rsk_ret(nfd);
 	nfd = RSK_REAL(accept)(fd, addr, len);
 
 	if (nfd >= 0 && rsk_tracked(fd))

@@ -222,6 +222,22 @@ int rsk_fd_headroom(int fd)
 	return next - fd;
 }
 
+int rsk_fd_room_now(void)
+{
+	int probe = rsk_sys_fcntl(0, F_DUPFD_CLOEXEC, 0), room;
+
+	if (probe == -EBADF) /* no fd 0 to copy: any open one of ours would do, but the
+			      * number is what matters, and the lowest free is 0 then */
+		return rsk_fd_headroom(0);
+	if (probe < 0)
+		return 0;
+	/* Holes among our hidden numbers are free too: the kernel hands them out once the
+	 * numbers below ours are taken. */
+	room = rsk_fd_headroom(probe) + __atomic_load_n(&rsk_hide_nholes, __ATOMIC_RELAXED);
+	(void)rsk_sys_close(probe);
+	return room > 0 ? room : 0;
+}
+
 void rsk_fd_unhide_close(int fd)
 {
 	rsk_fdtab_replace(fd, RSK_INTERNAL_SLOT, 0);

@@ -31,4 +31,8 @@ int rsk_fd_headroom(int fd);
  * accelerated one would take one more fd). An eighth of the fd limit, at least 64. */
 int rsk_fd_reserve(void);
 
+/* Free numbers between the lowest free one and our hidden ones, now (two system calls: ask
+ * it only when short of fds is likely). 0 when none is free at all. */
+int rsk_fd_room_now(void);
+
 #endif

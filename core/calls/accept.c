@@ -5,6 +5,7 @@
  * kernel reports a connection lost before accept), never left waiting.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 
@@ -40,15 +41,27 @@ void rsk_accept_listen_done(int fd, int backlog)
 	rsk_sock_put(s);
 }
 
-void rsk_accept_begin(int fd)
+/*
+ * The fds an accelerated accept needs for a moment beyond the connection's own: the offer's
+ * (memory, the client's readiness end, its TCP socket) and the new readiness pair.
+ */
+#define RSK_ACCEPT_SWITCH_FDS 6
+
+int rsk_accept_begin(int fd)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
+	int rc = 0;
 
 	if (s == NULL)
-		return;
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+		return 0;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST);
+		if (__atomic_load_n(&s->fd_pressed, __ATOMIC_RELAXED) &&
+		    rsk_fd_room_now() <= RSK_ACCEPT_SWITCH_FDS)
+			rc = -EMFILE;
+	}
 	rsk_sock_put(s);
+	return rc;
 }
 
 /* Build the accelerated connection from claim @cl for accepted socket @fd. 0 or -errno. */
@@ -114,14 +127,17 @@ static int rsk_accept_drop(int fd, int err)
  * limit (the application's newest fd @fd near our hidden ones) stops taking new clients
  * until it has room again, so they stay on TCP instead of failing later.
  */
-static void rsk_accept_fd_pressure(struct rsk_listener *l, int fd)
+static void rsk_accept_fd_pressure(struct rsk_sock *ls, int fd)
 {
 	int room = rsk_fd_headroom(fd), reserve = rsk_fd_reserve();
 
-	if (room < reserve)
-		rsk_listener_note(l, RSK_LISTEN_PAUSE);
-	else if (room >= 2 * reserve && !rsk_policy_is_kernel_only())
-		rsk_listener_note(l, RSK_LISTEN_RESUME);
+	if (room < reserve) {
+		__atomic_store_n(&ls->fd_pressed, 1, __ATOMIC_RELAXED);
+		rsk_listener_note(ls->lst, RSK_LISTEN_PAUSE);
+	} else if (room >= 2 * reserve && !rsk_policy_is_kernel_only()) {
+		__atomic_store_n(&ls->fd_pressed, 0, __ATOMIC_RELAXED);
+		rsk_listener_note(ls->lst, RSK_LISTEN_RESUME);
+	}
 }
 
 /* Claim and switch accepted socket @s (at @fd) of listener @ls. Returns @fd or -errno. */
@@ -136,7 +152,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
 	    rsk_sys_getsockname(fd, (struct sockaddr *)&local, &llen) < 0)
 		return fd; /* already reset: the application will find out */
-	rsk_accept_fd_pressure(ls->lst, fd);
+	rsk_accept_fd_pressure(ls, fd);
 	memset(&cl, 0, sizeof(cl));
 	cl.why = RDMASOCK_FB_NO_PEER;
 	/* Both ends of the accepted connection: an offer must hold the other end of exactly

@@ -26,8 +26,12 @@ void rsk_connect_so_error(int fd, int err);
 /* listen() succeeded on @fd: also listen with the transports where allowed. */
 void rsk_accept_listen_done(int fd, int backlog);
 
-/* accept() is about to run on tracked @fd: this process accepts on it. */
-void rsk_accept_begin(int fd);
+/*
+ * accept() is about to run on tracked @fd: this process accepts on it. 0, or -EMFILE when
+ * the process is too short of fds to take a client that committed to a faster path (it
+ * stays in the backlog, as over TCP with a full fd table, rather than be reset).
+ */
+int rsk_accept_begin(int fd);
 
 /*
  * accept() on @lfd returned kernel socket @fd (accept4 @flags): track it and, if a preloaded

@@ -88,7 +88,10 @@ static int rsk_listener_watch(struct rsk_tlistener *t)
 		tw->i = i;
 		if (fd < 0)
 			continue;
-		if ((rc = rsk_evloop_watch(fd, EPOLLIN, rsk_listener_on_event, tw, &tw->w)) < 0)
+		/* Edge-triggered: a transport short of fds may leave entries queued for its
+		 * accepts (shm), and a level-triggered watch would spin on them. */
+		if ((rc = rsk_evloop_watch(fd, EPOLLIN | EPOLLET, rsk_listener_on_event, tw,
+					   &tw->w)) < 0)
 			return rc;
 		tw->fd = fd;
 	}

@@ -54,6 +54,7 @@ struct rsk_sock {
 	uint64_t from_lst;
 	unsigned int forks_at_accept;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
+	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
 	unsigned int walk_gen;

@@ -292,35 +292,40 @@ static void rsk_shm_unlisten(void *lh)
 	free(l);
 }
 
-static void rsk_listen_take(struct rsk_shm_listener *l);
+static int rsk_listen_take(struct rsk_shm_listener *l, int max);
 static void rsk_listen_give_back(struct rsk_shm_listener *l);
 static void rsk_offer_hide(struct rsk_offer *e);
 
 /*
- * Short of fds: new clients must find no rendezvous (they stay on TCP, decided before they
- * commit). What is queued already is taken first and claimed as its TCP connections come.
- * (A listener shared with siblings keeps its name while any of them listens.)
+ * Short of fds (or io_uring): new clients must find no rendezvous (they stay on TCP, decided
+ * before they commit). Its listening sockets refuse new connections from now on (a shut
+ * reading side) but keep what is queued: those clients have committed, and each is taken,
+ * one fd at a time, as its TCP connection is accepted. Taking them all now would cost the
+ * fds we are short of. (A listener shared with siblings keeps its name while any of them
+ * listens.)
  */
 static int rsk_shm_pause(struct rsk_shm_listener *l)
 {
-	struct rsk_offer *e;
 	int i, changed = 0;
 
 	pthread_mutex_lock(&l->lock);
 	if (!l->paused) {
-		changed = 1;
-		rsk_listen_take(l);
-		if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
-			rsk_listen_give_back(l); /* siblings may be waiting for some of them */
-		for (e = l->pending; e != NULL; e = e->next)
-			rsk_offer_hide(e);
+		changed = 1; /* the loop stops watching: a shut listener always polls readable */
 		for (i = 0; i < l->nrdv; i++)
-			rsk_fd_unhide_close(l->rdv[i]);
-		l->nrdv = 0;
+			(void)rsk_sys_shutdown(l->rdv[i], SHUT_RD);
 		l->paused = 1;
 	}
 	pthread_mutex_unlock(&l->lock);
 	return changed;
+}
+
+/* Paused: is nothing left queued in the shut rendezvous? What is found is taken (a few at
+ * most: the process has just got some room back, and dead clients' entries are dropped at
+ * the next look). */
+#define RSK_RESUME_TAKE 32
+static int rsk_listen_drained(struct rsk_shm_listener *l)
+{
+	return l->nrdv == 0 || rsk_listen_take(l, RSK_RESUME_TAKE) < RSK_RESUME_TAKE;
 }
 
 static int rsk_shm_resume(struct rsk_shm_listener *l)
@@ -328,8 +333,12 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 	int n, i, changed = 0;
 
 	pthread_mutex_lock(&l->lock);
-	if (l->paused) {
+	/* Only once the queue is empty: closing the shut sockets resets what they hold. */
+	if (l->paused && rsk_listen_drained(l)) {
 		changed = 1;
+		for (i = 0; i < l->nrdv; i++)
+			rsk_fd_unhide_close(l->rdv[i]);
+		l->nrdv = 0;
 		n = rsk_rdv_listen((struct sockaddr *)&l->bound, l->v6only, RSK_RDV_BACKLOG, l->rdv);
 		for (i = 0; i < n; i++)
 			l->rdv[i] = rsk_fd_hide(l->rdv[i]);
@@ -372,14 +381,18 @@ static int rsk_offer_sender_ok(uid_t uid, uid_t owner, int forwarded)
 
 /* Accept the waiting rendezvous connections into the pending list (counted as held).
  * Connections of other users are closed at once: they would hold our fds for nothing. */
-static void rsk_listen_take(struct rsk_shm_listener *l)
+/* Up to @max queued rendezvous connections into the pending list, oldest last (FIFO order,
+ * the order their TCP connections are accepted in). Returns how many. */
+static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 {
-	struct rsk_offer *e;
-	int i, fd, k;
+	struct rsk_offer *e, **tail;
+	int i, fd, n = 0;
 	uid_t uid;
 
+	for (tail = &l->pending; *tail != NULL;)
+		tail = &(*tail)->next;
 	for (i = 0; i < l->nrdv; i++) {
-		for (k = 0; k < 4096; k++) { /* bounded by the rendezvous backlog */
+		while (n < max) {
 			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 			if (fd < 0)
 				break;
@@ -396,12 +409,14 @@ static void rsk_listen_take(struct rsk_shm_listener *l)
 			e->uid = uid;
 			e->owner = l->owner[i];
 			e->fds[0] = e->fds[1] = e->fds[2] = e->fds[3] = -1;
-			e->next = l->pending;
-			l->pending = e;
+			*tail = e;
+			tail = &e->next;
 			l->nlocal++;
+			n++;
 			__atomic_add_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
 		}
 	}
+	return n;
 }
 
 /* Is the client behind offer @e gone (it closed the offer's connection)? */
@@ -530,12 +545,12 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struc
 		}
 		/* v4m: a dual-stack listener reports an IPv4 client as ::ffff:a.b.c.d, and an
 		 * IPv6 socket connected to ::ffff:a.b.c.d reaches an IPv4 listener as a.b.c.d */
-		if (mine == NULL && e->client_known &&
+		if (e->client_known &&
 		    rsk_addr_same_v4m((struct sockaddr *)&e->client,
 				      (const struct sockaddr *)cl->peer) &&
 		    rsk_offer_connected_here(l, e, cl)) {
 			mine = rsk_offer_unlink(l, pp);
-			continue;
+			break; /* the later ones' offers are read when their turn comes */
 		}
 		pp = &e->next;
 	}
@@ -577,13 +592,19 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
 	return (int32_t)(*held - l->nlocal);
 }
 
-/* Take what is queued, keep ours, and (shared with siblings) hand the rest back. Lock held. */
+/*
+ * Find ours, taking queued entries one at a time, oldest first, only as far as the search
+ * needs: each costs an fd, and its offer four more once read (a server near its fd limit
+ * with hundreds of clients queued). Then (shared with siblings) hand the rest back. Lock
+ * held.
+ */
 static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
-	struct rsk_offer *e;
+	struct rsk_offer *e = rsk_listen_scan(l, cl);
+	int k;
 
-	rsk_listen_take(l);
-	e = rsk_listen_scan(l, cl);
+	for (k = 0; e == NULL && k < 4096 && rsk_listen_take(l, 1) == 1; k++)
+		e = rsk_listen_scan(l, cl);
 	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
 		rsk_listen_give_back(l);
 	return e;
@@ -728,7 +749,9 @@ static int rsk_shm_listen_fd(void *lh, int i)
 	if (rsk_config.tcp_first == RSK_TCP_FIRST_OFF)
 		return -1;
 	pthread_mutex_lock(&l->lock);
-	fd = i < l->nrdv && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ? l->rdv[i] : -1;
+	fd = i < l->nrdv && !l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE)
+		     ? l->rdv[i]
+		     : -1;
 	pthread_mutex_unlock(&l->lock);
 	return fd;
 }
@@ -737,6 +760,21 @@ static int rsk_shm_listen_fd(void *lh, int i)
  * only a client that connects and never sends makes it wait this long). */
 #define RSK_ANNOUNCE_WAIT_MS 50
 #define RSK_ANNOUNCE_MAX 32
+#define RSK_COLLECT_MAX 4096 /* bounded by the rendezvous backlog */
+
+/*
+ * How many queued entries the loop may take to look for upgrade offers: each costs an fd,
+ * and five once its offer is read. A process short of fds leaves them queued for its
+ * accepts, which take them one at a time (rsk_listen_look).
+ */
+static int rsk_shm_collect_budget(void)
+{
+	int spare = rsk_fd_room_now() - rsk_fd_reserve();
+
+	if (spare <= 0)
+		return 0;
+	return spare / 5 < RSK_COLLECT_MAX ? spare / 5 : RSK_COLLECT_MAX;
+}
 
 /* Take what is queued and read the offers; collect upgrade offers not announced yet. */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
@@ -747,7 +785,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 	struct pollfd p;
 	int n = 0;
 
-	rsk_listen_take(l);
+	rsk_listen_take(l, rsk_shm_collect_budget());
 	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
 		/* A client sends its offer right after it connects (a few syscalls later) */
 		while (!e->have && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {

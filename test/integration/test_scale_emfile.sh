@@ -87,8 +87,12 @@ server_run with pre
 read -r ksh _ _ <<<"$(srv_held plain)"
 read -r lsh lsx lso <<<"$(srv_held with)"
 echo "server at $LIMIT fds: kernel TCP held $ksh; the library held $lsh with $lsx hidden fds ($lso open)"
-[ $((lso + 1)) -ge $((LIMIT - 2)) ] || fail "server: EMFILE while the fd table was not full"
-[ $((lsh + lsx)) -ge $((ksh - 2)) ] ||
+# A server short of fds keeps RSK_ACCEPT_SWITCH_FDS (6, core/calls/accept.c) numbers free:
+# a client committed to shm needs them for a moment as it is taken, and is left in the
+# backlog (EMFILE, as with a full table) rather than reset for want of them.
+SW=6
+[ $((lso + 1)) -ge $((LIMIT - 2 - SW)) ] || fail "server: EMFILE while the fd table was not full"
+[ $((lsh + lsx)) -ge $((ksh - 2 - SW)) ] ||
 	fail "server: EMFILE after $lsh connections + $lsx hidden fds; kernel TCP held $ksh"
 
 stats_summary
