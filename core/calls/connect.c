@@ -180,6 +180,15 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 		rsk_client_undo(u);
 		return rc;
 	}
+	/* Not connected at once (a full backlog): as a kernel connect, the handshake must say
+	 * when it is done -- with the offer taken back it stays TCP. */
+	if (inprogress && u->cm->withdraw != NULL && u->cm->withdraw(&u->d, fd) == 1) {
+		rsk_dbg("fd %d: the handshake is slow: the connection stays on TCP", fd);
+		rsk_client_undo(u);
+		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
+		rsk_connect_done(fd, -EINPROGRESS);
+		return -EINPROGRESS;
+	}
 	if (u->cm->dialed != NULL)
 		u->cm->dialed(&u->d);
 	u->dialed = 0; /* what the dial holds now belongs to the endpoint */

@@ -151,6 +151,38 @@ static void rsk_shm_dialed(struct rsk_dial *d)
 	p->rdv = -1;
 }
 
+/* Is kernel socket @fd's handshake done (connected, or closed by the peer since)? */
+static int rsk_shm_tcp_done(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+	return rsk_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLOUT | POLLHUP | POLLERR));
+}
+
+/*
+ * The mark goes first, then we look at the handshake again. Still not done: the server can
+ * accept only later, and it reads the mark before it takes the offer -- withdrawn. Done
+ * meanwhile: the server may have taken the offer before the mark reached it, and its answer
+ * (left in place for the endpoint) says which happened.
+ */
+static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
+{
+	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
+	struct pollfd q = {.fd = p->rdv, .events = POLLIN};
+	char b = RSK_RDV_WITHDRAW;
+
+	if (rsk_shm_tcp_done(fd))
+		return 0;
+	if (rsk_sys_send(p->rdv, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+		return 0; /* the server gone or the queue full: the connect goes on as it is */
+	if (!rsk_shm_tcp_done(fd))
+		return 1;
+	if (rsk_sys_poll(&q, 1, (int)rsk_config.connect_timeout_ms) <= 0 ||
+	    rsk_sys_recv(p->rdv, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
+		return 0; /* no answer: the endpoint finds out (a reset), as before */
+	return b == RSK_RDV_DECLINE;
+}
+
 static void rsk_shm_undial(struct rsk_dial *d)
 {
 	rsk_shm_dial_close(rsk_shm_dial_of(d));
@@ -646,6 +678,16 @@ struct rsk_shm_claim {
 	struct rsk_offer *e;
 };
 
+/* Did the client take its offer back (RSK_RDV_WITHDRAW after it on its connection)? */
+static int rsk_offer_withdrawn(struct rsk_offer *e)
+{
+	char b;
+
+	return e->fds[RSK_RDV_REPLY] >= 0 &&
+	       rsk_sys_recv(e->fds[RSK_RDV_REPLY], &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1 &&
+	       b == RSK_RDV_WITHDRAW;
+}
+
 _Static_assert(sizeof(struct rsk_shm_claim) <= RSK_CM_PRIV, "rsk_claim.priv too small");
 
 static struct rsk_shm_claim *rsk_shm_claim_of(struct rsk_claim *cl)
@@ -667,6 +709,12 @@ static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 			    &elsewhere);
 	rsk_shm_claim_of(cl)->e = e;
 
+	if (e != NULL && rsk_offer_withdrawn(e)) {
+		(void)rsk_rdv_answer(e->fds[RSK_RDV_REPLY], 0, -1); /* one that raced us reads it */
+		rsk_offer_free(e);
+		rsk_shm_claim_of(cl)->e = e = NULL;
+		elsewhere = 0;
+	}
 	if (e == NULL && !elsewhere) {
 		cl->why = RDMASOCK_FB_NO_PEER; /* a plain TCP client */
 		return 0;
@@ -831,6 +879,7 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.fork_share = 1,
 	.dial = rsk_shm_dial,
 	.offer = rsk_shm_offer,
+	.withdraw = rsk_shm_withdraw,
 	.dialed = rsk_shm_dialed,
 	.undial = rsk_shm_undial,
 	.listen = rsk_shm_listen,

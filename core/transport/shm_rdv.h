@@ -39,6 +39,9 @@ enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS 
 /* Answer bytes, on the offer's connection. */
 #define RSK_RDV_ACCEPT 'A' /* with the server's ctl end */
 #define RSK_RDV_DECLINE 'D'
+/* From the client, after its offer: it takes the offer back (a connect that did not finish
+ * at once stays TCP). A server that finds it declines. */
+#define RSK_RDV_WITHDRAW 'W'
 
 /*
  * Create the rendezvous of a listener bound to @bound (one or two unix listeners: a

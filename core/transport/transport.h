@@ -251,9 +251,14 @@ struct rsk_cm_ops {
 	/* Client. dial: 0 or -errno (d->why set). offer: after the local parts exist (@ctl is
 	 * our readiness ctl end). dialed: the kernel connect is under way. undial: give up
 	 * before the application saw the connection (after dial succeeded). dial_failed: a
-	 * dial_sync connection stayed on TCP after all (remember the destination). */
+	 * dial_sync connection stayed on TCP after all (remember the destination).
+	 * withdraw: a non-blocking kernel connect (TCP socket @fd) did not finish at once (a
+	 * full backlog, a slow server): take the offer back, so the connection stays TCP and
+	 * reports its handshake as the kernel's does. 1: withdrawn (undial follows), 0: the
+	 * server took the offer first (go on as dialed). NULL: the connect goes on accelerated. */
 	int (*dial)(struct rsk_dial *d);
 	int (*offer)(struct rsk_dial *d, int ctl);
+	int (*withdraw)(struct rsk_dial *d, int fd);
 	void (*dialed)(struct rsk_dial *d);
 	void (*undial)(struct rsk_dial *d);
 	void (*dial_failed)(struct rsk_dial *d);
