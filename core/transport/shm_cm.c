@@ -151,31 +151,37 @@ static void rsk_shm_dialed(struct rsk_dial *d)
 	p->rdv = -1;
 }
 
-/* Is kernel socket @fd's handshake done (connected, or closed by the peer since)? */
-static int rsk_shm_tcp_done(int fd)
+/* Kernel socket @fd's handshake: 1 done, 0 under way, -1 failed (refused, reset). */
+static int rsk_shm_tcp_state(int fd)
 {
 	struct pollfd p = {.fd = fd, .events = POLLOUT};
 
-	return rsk_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLOUT | POLLHUP | POLLERR));
+	if (rsk_sys_poll(&p, 1, 0) <= 0)
+		return 0;
+	if ((p.revents & POLLERR) || ((p.revents & POLLHUP) && !(p.revents & POLLOUT)))
+		return -1;
+	return (p.revents & POLLOUT) != 0;
 }
 
 /*
  * The mark goes first, then we look at the handshake again. Still not done: the server can
  * accept only later, and it reads the mark before it takes the offer -- withdrawn. Done
  * meanwhile: the server may have taken the offer before the mark reached it, and its answer
- * (left in place for the endpoint) says which happened.
+ * (left in place for the endpoint) says which happened. A handshake that failed is withdrawn
+ * too: the application must see the kernel's error, not our endpoint.
  */
 static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
 {
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
 	struct pollfd q = {.fd = p->rdv, .events = POLLIN};
 	char b = RSK_RDV_WITHDRAW;
+	int st = rsk_shm_tcp_state(fd);
 
-	if (rsk_shm_tcp_done(fd))
+	if (st > 0)
 		return 0;
 	if (rsk_sys_send(p->rdv, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
-		return 0; /* the server gone or the queue full: the connect goes on as it is */
-	if (!rsk_shm_tcp_done(fd))
+		return st < 0; /* the server gone or the queue full: the connect goes on as it is */
+	if ((st = rsk_shm_tcp_state(fd)) <= 0)
 		return 1;
 	if (rsk_sys_poll(&q, 1, (int)rsk_config.connect_timeout_ms) <= 0 ||
 	    rsk_sys_recv(p->rdv, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
