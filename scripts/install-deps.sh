@@ -11,6 +11,9 @@ FUZZ_PKGS="clang libclang-rt-14-dev"
 TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
            libmemcached-tools valgrind procps iproute2 netcat-openbsd groff-base man-db util-linux
            gnuplot-nox"
+# bench/syscalls.sh and BENCH_PROFILE=1 of bench/shm_vs_kernel.sh count syscalls with perf
+# (raw_syscalls tracepoints); strace is the fallback and what the Soft-RoCE guest part uses.
+BENCH_PKGS="linux-perf strace"
 # Soft-RoCE guest (test/vm): qemu boots Debian's own kernel, whose rdma_rxe gives real verbs
 # on a host kernel without RDMA. The kernel package itself is only downloaded, never installed
 # (test/vm/prepare.sh). bash, dash and libgcc-s1 are copied into the guest from the host.
@@ -18,7 +21,7 @@ VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ib
          rdmacm-utils perftest iproute2 librdmacm1 dpkg bash dash libgcc-s1 gzip"
 
 want=""
-for p in $BUILD_PKGS $FUZZ_PKGS $TEST_PKGS $VM_PKGS; do
+for p in $BUILD_PKGS $FUZZ_PKGS $TEST_PKGS $BENCH_PKGS $VM_PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || want="$want $p"
 done
 
