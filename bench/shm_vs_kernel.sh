@@ -20,6 +20,12 @@
 #   iperf3 -c, one stream, forward: Gbit/s >= 1.5
 # sockperf prints one-way latency (RTT/2); the table shows RTT and the one-way value.
 #
+# The floor, in the same run: bench/shmring.c, a raw shared-memory ping-pong of 64-byte
+# messages between two processes pinned (taskset) to the same two CPUs as the pinned sockperf
+# rows, busy polling on a shared cache line, no syscalls. Its repetitions are interleaved with
+# the pinned sockperf ones (kernel, shm, ring, kernel, shm, ring, ...); a second table sets the
+# library's and the kernel's ping-pong against it.
+#
 # Usage: bash bench/shm_vs_kernel.sh          (full: ~6-8 minutes)
 #        BENCH_REPS=1 BENCH_QUICK=1 bash bench/shm_vs_kernel.sh   (quick: ~40 s)
 # Environment (defaults in brackets; quick-mode defaults after the slash):
@@ -35,7 +41,9 @@
 #   BENCH_SERVER_CPU [0], BENCH_CLIENT_CPU [1]   CPUs of the pinned sockperf pp rows
 #   BENCH_PIN [off]             pinning of tp, redis and iperf3 runs: off | split | same
 #                               (see bench/lib.sh)
-#   BENCH_SKIP [none]           comma list of parts to skip: pp,tp,redis,iperf
+#   BENCH_SKIP [none]           comma list of parts to skip: pp,ring,tp,redis,iperf
+#   BENCH_RING_N [2000000/500000]  timed round trips per raw-ring run (plus 10000 warm-up and
+#                               up to 200000 timed one by one for the p50)
 #   BENCH_PROFILE [0]           1: afterwards, one more run per side of sockperf pp/tp and
 #                               redis -c 1/-c 50 under perf stat: syscalls, context switches,
 #                               migrations and CPU time per operation (second table; needs
@@ -52,12 +60,14 @@ if [ "$QUICK" = 1 ]; then
 	IPERF_SECS=${BENCH_IPERF_SECS:-1}
 	REDIS_SECS=${BENCH_REDIS_SECS:-0.5}
 	REDIS_MIN_N=5000
+	RING_N=${BENCH_RING_N:-500000}
 else
 	REPS=${BENCH_REPS:-5}
 	SP_SECS=${BENCH_SOCKPERF_SECS:-3}
 	IPERF_SECS=${BENCH_IPERF_SECS:-3}
 	REDIS_SECS=${BENCH_REDIS_SECS:-2}
 	REDIS_MIN_N=20000
+	RING_N=${BENCH_RING_N:-2000000}
 fi
 TRANSPORT=${BENCH_TRANSPORT:-shm}
 SPIN=${BENCH_SPIN_US:-}
@@ -69,6 +79,7 @@ MIN_SHARE=99 # percent of the bytes the shm transport must carry in a valid shm 
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || bench_die "BENCH_REPS must be a positive integer"
 [[ "$SP_SECS" =~ ^[1-9][0-9]*$ ]] || bench_die "BENCH_SOCKPERF_SECS must be a positive integer"
 [[ "$IPERF_SECS" =~ ^[1-9][0-9]*$ ]] || bench_die "BENCH_IPERF_SECS must be a positive integer"
+[[ "$RING_N" =~ ^[1-9][0-9]*$ ]] || bench_die "BENCH_RING_N must be a positive integer"
 [[ "$REDIS_SECS" =~ ^[0-9]*\.?[0-9]+$ ]] || bench_die "BENCH_REDIS_SECS must be a number"
 [ -z "$SPIN" ] || [[ "$SPIN" =~ ^[0-9]+$ ]] || bench_die "BENCH_SPIN_US must be an integer"
 case "$TRANSPORT" in shm | auto) ;; *) bench_die "BENCH_TRANSPORT must be shm or auto" ;; esac
@@ -194,6 +205,47 @@ pp_pin_kernel() { pp_run pin kernel "$1"; }
 pp_pin_shm() { pp_run pin shm "$1"; }
 pp_free_kernel() { pp_run free kernel "$1"; }
 pp_free_shm() { pp_run free shm "$1"; }
+
+# ---------------------------------------------------------------- raw shared-memory ring
+RING_SRC=$BENCH_ROOT/bench/shmring.c
+RING_BIN=$BENCH_ROOT/build/shmring
+ring_build() { # (re)compile the helper when it is missing or older than its source
+	[ "$RING_BIN" -nt "$RING_SRC" ] && return 0
+	mkdir -p "$(dirname "$RING_BIN")"
+	cc -O2 -Wall -Wextra -std=gnu11 -o "$RING_BIN" "$RING_SRC" ||
+		bench_die "cannot build $RING_BIN from $RING_SRC"
+}
+ring_run() { # REP: pong on SCPU, ping on CCPU, both bounded by their own deadline and timeout
+	local rep=$1 f=$BENCH_TMP/ring-$1.shm pid out rtt ow p50
+	head -c 4096 /dev/zero >"$f"
+	taskset -c "$SCPU" timeout -k 2 $((SP_SECS + 20)) "$RING_BIN" pong "$f" $((SP_SECS + 15)) \
+		>"$BENCH_TMP/ring-pong.log" 2>&1 </dev/null &
+	pid=$!
+	BENCH_PIDS+=("$pid")
+	if ! out=$(taskset -c "$CCPU" timeout -k 2 $((SP_SECS + 20)) "$RING_BIN" ping "$f" "$RING_N" \
+		$((SP_SECS + 10)) 2>&1); then
+		bench_stop_server "$pid" TERM 2 || true
+		run_failed ring raw "raw ring ping-pong rep $rep: $out $(cat "$BENCH_TMP/ring-pong.log")"
+		return 0
+	fi
+	bench_wait_exit "$pid" 5 || bench_log "raw ring pong did not exit by itself"
+	rtt=$(sed -n 's/.*rtt_avg_ns=\([0-9.]*\).*/\1/p' <<<"$out")
+	ow=$(sed -n 's/.*oneway_avg_ns=\([0-9.]*\).*/\1/p' <<<"$out")
+	p50=$(sed -n 's/.*rtt_p50_ns=\([0-9]*\).*/\1/p' <<<"$out")
+	if [ -z "$rtt" ] || [ -z "$ow" ] || [ -z "$p50" ]; then
+		run_failed ring raw "cannot parse shmring output: $out"
+		return 0
+	fi
+	add_val ring_rtt/raw "$(awk -v v="$rtt" 'BEGIN { printf "%.4f", v / 1000 }')"
+	add_val ring_oneway/raw "$(awk -v v="$ow" 'BEGIN { printf "%.4f", v / 1000 }')"
+	add_val ring_rtt50/raw "$(awk -v v="$p50" 'BEGIN { printf "%.4f", v / 1000 }')"
+	bench_log "raw ring rep $rep: RTT avg $rtt ns, one-way avg $ow ns, RTT p50 $p50 ns"
+}
+# The ring's repetitions ride with the pinned shm ones: kernel, shm, ring, kernel, shm, ring...
+pp_pin_shm_ring() {
+	pp_pin_shm "$1"
+	[[ "$SKIP" == *,ring,* ]] || ring_run "$1"
+}
 
 # ---------------------------------------------------------------- sockperf throughput
 tp_run() { # SIDE REP
@@ -321,7 +373,10 @@ if [ "$(nproc)" -lt 2 ] || [ "$SCPU" = "$CCPU" ]; then
 	bench_log "pinned ping-pong skipped: needs 2 CPUs and BENCH_SERVER_CPU != BENCH_CLIENT_CPU"
 fi
 if [[ "$SKIP" != *,pp,* ]]; then
-	[ "$PP_PIN_OK" = 1 ] && bench_interleave "$REPS" pp_pin_kernel pp_pin_shm
+	if [ "$PP_PIN_OK" = 1 ]; then
+		[[ "$SKIP" == *,ring,* ]] || ring_build
+		bench_interleave "$REPS" pp_pin_kernel pp_pin_shm_ring
+	fi
 	bench_interleave "$REPS" pp_free_kernel pp_free_shm
 fi
 [[ "$SKIP" != *,tp,* ]] && bench_interleave "$REPS" tp_kernel tp_shm
@@ -494,6 +549,31 @@ echo "that produced a value. spread = (max - min) / median of one side's repetit
 echo "byte share = lowest share of bytes_sent carried by shm over the shm runs (RDMASOCK_STATS,"
 echo "both ends summed); a row is INVALID when any shm run is under ${MIN_SHARE}%, lacks a stats line"
 echo "from one end, or any run failed. n/a = no target was given for that row."
+
+# The floor table: raw ring vs the pinned ping-pong of both sides (same CPUs, same run).
+if [[ "$SKIP" != *,pp,* ]] && [[ "$SKIP" != *,ring,* ]] && [ "$PP_PIN_OK" = 1 ]; then
+	echo
+	echo "#### Floor: raw shared-memory ring ping-pong (bench/shmring.c), same run, cpu $SCPU / cpu $CCPU"
+	echo
+	echo "64-byte messages copied through a shared slot, published by a sequence number in the next"
+	echo "cache line, busy polling, no syscalls; $RING_N timed round trips per run (p50 from up to"
+	echo "200000 timed one by one, clock reads included). $(wc -w <<<"${VAL[ring_rtt/raw]:-}")/$REPS runs gave a value" \
+		"(${FAILS[ring/raw]:-0} failed); spread of the RTT average $(bench_spread ${VAL[ring_rtt/raw]:-})."
+	echo
+	echo "| metric | raw ring | library shm (sockperf) | kernel TCP (sockperf) | shm / ring | kernel / ring |"
+	echo "|---|---|---|---|---|---|"
+	for m in "RTT avg, us:rtt" "one-way avg, us:oneway" "RTT p50, us:rtt50"; do
+		# shellcheck disable=SC2086
+		rg=$(bench_median ${VAL[ring_${m#*:}/raw]:-})
+		# shellcheck disable=SC2086
+		sh=$(bench_median ${VAL[pp_pin_${m#*:}/shm]:-})
+		# shellcheck disable=SC2086
+		kn=$(bench_median ${VAL[pp_pin_${m#*:}/kernel]:-})
+		echo "| ${m%%:*} | $(bench_fmt "$rg") | $(bench_fmt "$sh") | $(bench_fmt "$kn") |" \
+			"$(bench_ratio "$sh" "$rg" %.1f)x | $(bench_ratio "$kn" "$rg" %.1f)x |"
+	done
+fi
+
 echo
 echo "Raw values per repetition (run order):"
 echo
