@@ -107,8 +107,7 @@ struct rsk_io_ctx {
 	int app_fd;  /* the app end whose readiness the call keeps (the fd, until a move ends) */
 	int pending; /* a moving connection's app end is still aside (calls/upgrade.c) */
 	int nonblock;
-	int64_t deadline, spin_end;
-	unsigned int spins;
+	int64_t deadline, spin_end, yielded_us;
 };
 
 /*
@@ -154,14 +153,24 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
 	x->spin_end = 0;
-	x->spins = 0;
+	x->yielded_us = 0;
 	return 0;
 }
 
+/*
+ * The spin of a poll/epoll/select wait. The kernel is asked (@poll0, a zero-timeout real
+ * wait) at the start, whenever one of our rings shows a message its readiness may not show
+ * yet, and otherwise every RSK_SPIN_POLL_US: the fairness rule for the kernel fds in the same
+ * set, which wait at most that long past their event while we spin. Between looks the spin
+ * makes no system call but a yield every RSK_SPIN_YIELD_US (the peer may be waiting for our
+ * core).
+ */
+#define RSK_SPIN_POLL_US 10
+#define RSK_SPIN_YIELD_US 20
+
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms)
 {
-	int64_t start, now;
-	unsigned int tries = 0;
+	int64_t start, now, polled, yielded;
 	int rc;
 
 	*spent_ms = 0;
@@ -169,14 +178,21 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 	if (timeout_ms == 0 || rsk_config.spin_us == 0 ||
 	    __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) <= 0)
 		return 0;
-	start = rsk_now_us();
+	if ((rc = poll0(arg)) != 0)
+		return rc;
+	start = polled = yielded = rsk_now_us();
 	do {
-		rc = poll0(arg);
-		if (rc != 0)
-			return rc;
-		if ((++tries & 3) == 0)
-			sched_yield(); /* now and then: the peer may be waiting for our core */
+		rsk_cpu_relax();
 		now = rsk_now_us();
+		if (now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
+			if ((rc = poll0(arg)) != 0)
+				return rc;
+			polled = now;
+		}
+		if (now - yielded >= RSK_SPIN_YIELD_US) {
+			sched_yield();
+			yielded = now;
+		}
 	} while (now - start < (int64_t)rsk_config.spin_us);
 	*spent_ms = (int)((now - start) / 1000);
 	return 0;
@@ -193,10 +209,14 @@ static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 	if (x->spin_end == 0)
 		x->spin_end = now + rsk_config.spin_us;
 	if (now < x->spin_end) {
-		if ((++x->spins & 15) == 0)
+		if (x->yielded_us == 0)
+			x->yielded_us = now;
+		if (now - x->yielded_us >= RSK_SPIN_YIELD_US) {
 			sched_yield(); /* now and then: the peer may be waiting for our core */
-		else
+			x->yielded_us = now;
+		} else {
 			rsk_cpu_relax();
+		}
 		return 0;
 	}
 	return rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);

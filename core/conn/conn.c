@@ -469,6 +469,26 @@ void rsk_conn_staged(void)
  * Post every staged message. The request is taken before the pass, so a stage made during
  * it requests again; stages we could not reach (lock busy) request again too.
  */
+/* Past this many connections a scan costs more than the system call it saves. */
+#define RSK_ARRIVAL_SCAN_MAX 64
+
+int rsk_conn_any_arrival(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+	int any = 0, n = 0;
+
+	if (pthread_mutex_trylock(&rsk_conn_reg_lock) != 0)
+		return 1;
+	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		if (++n > RSK_ARRIVAL_SCAN_MAX || rsk_ep_rx_pending(r->c->ep)) {
+			any = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	return any;
+}
+
 void rsk_conn_push_all(void)
 {
 	struct rsk_conn_rec *r, *tmp;

@@ -152,6 +152,10 @@ void rsk_conn_staged(void);
 /* Post every staged message of this process now (the application is about to wait). */
 void rsk_conn_push_all(void);
 
+/* A hint for a spinning wait: may a message have come on any connection of this process
+ * that its kernel readiness does not show yet? 1 when it cannot tell cheaply. */
+int rsk_conn_any_arrival(void);
+
 /*
  * Hand @c's events to @fn (called on the event loop, no lock held) instead of the readiness
  * wake-ups: a relayed connection (relay.c) pumps data then. @ext is for the hook's owner.

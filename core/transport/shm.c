@@ -465,6 +465,15 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 	return i;
 }
 
+static int rsk_shm_rx_pending(struct rsk_ep *ep)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	/* rx_next is the owner's, read here unlocked: a stale value only means one more look */
+	return __atomic_load_n(&e->rx->filled, __ATOMIC_ACQUIRE) !=
+	       __atomic_load_n(&e->rx_next, __ATOMIC_RELAXED);
+}
+
 static void rsk_shm_stage(struct rsk_ep *ep, uint32_t len, uint32_t imm)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
@@ -636,6 +645,7 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.tx_room = rsk_shm_tx_room_op,
 	.poll = rsk_shm_poll,
 	.stage = rsk_shm_stage,
+	.rx_pending = rsk_shm_rx_pending,
 	.kick = rsk_shm_kick,
 	.ready = rsk_shm_ready,
 	.settle = rsk_shm_settle,

@@ -151,17 +151,22 @@ static void rsk_shm_dialed(struct rsk_dial *d)
 	p->rdv = -1;
 }
 
-/* Kernel socket @fd's handshake: 1 done, 0 under way, -1 failed (refused, reset). */
-static int rsk_shm_tcp_state(int fd)
+/*
+ * Kernel socket @fd's handshake after waiting up to @ms for it: 1 done, 0 under way, -1
+ * failed (refused, reset).
+ */
+static int rsk_shm_tcp_state(int fd, int ms)
 {
 	struct pollfd p = {.fd = fd, .events = POLLOUT};
 
-	if (rsk_sys_poll(&p, 1, 0) <= 0)
+	if (rsk_sys_poll(&p, 1, ms) <= 0)
 		return 0;
 	if ((p.revents & POLLERR) || ((p.revents & POLLHUP) && !(p.revents & POLLOUT)))
 		return -1;
 	return (p.revents & POLLOUT) != 0;
 }
+
+#define RSK_HANDSHAKE_GRACE_MS 2
 
 /*
  * The mark goes first, then we look at the handshake again. Still not done: the server can
@@ -175,13 +180,15 @@ static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
 	struct pollfd q = {.fd = p->rdv, .events = POLLIN};
 	char b = RSK_RDV_WITHDRAW;
-	int st = rsk_shm_tcp_state(fd);
+	/* A loopback handshake is done when connect() returns, unless a busy host left the
+	 * packets to ksoftirqd: give it a moment (a full backlog pays it per connect). */
+	int st = rsk_shm_tcp_state(fd, RSK_HANDSHAKE_GRACE_MS);
 
 	if (st > 0)
 		return 0;
 	if (rsk_sys_send(p->rdv, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
 		return st < 0; /* the server gone or the queue full: the connect goes on as it is */
-	if ((st = rsk_shm_tcp_state(fd)) <= 0)
+	if ((st = rsk_shm_tcp_state(fd, 0)) <= 0)
 		return 1;
 	if (rsk_sys_poll(&q, 1, (int)rsk_config.connect_timeout_ms) <= 0 ||
 	    rsk_sys_recv(p->rdv, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)

@@ -108,6 +108,9 @@ struct rsk_transport_ops {
 	 * (cm->peer_died). NULL: the bytes die with the process.
 	 */
 	void (*stage)(struct rsk_ep *ep, uint32_t len, uint32_t imm);
+	/* A hint, without a lock or a system call: has a message come that the engine has not
+	 * harvested? (A spinning wait asks it before it asks the kernel.) NULL: cannot tell. */
+	int (*rx_pending)(struct rsk_ep *ep);
 
 	/*
 	 * After posting: do what the post means for the peer's readiness (RSK_WAIT_*,
@@ -154,6 +157,11 @@ static inline int rsk_ep_post_send(struct rsk_ep *ep, const void *buf, uint32_t 
 static inline int rsk_ep_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 {
 	return ep->ops->poll(ep, wc, n);
+}
+
+static inline int rsk_ep_rx_pending(struct rsk_ep *ep)
+{
+	return ep->ops->rx_pending == NULL || ep->ops->rx_pending(ep);
 }
 
 static inline void rsk_ep_stage(struct rsk_ep *ep, uint32_t len, uint32_t imm)
