@@ -108,6 +108,7 @@ struct rsk_io_ctx {
 	int pending; /* a moving connection's app end is still aside (calls/upgrade.c) */
 	int nonblock;
 	int64_t deadline, spin_end, yielded_us;
+	unsigned int rounds; /* spin rounds, for the clock reads (RSK_SPIN_CLOCK_EVERY) */
 };
 
 /*
@@ -154,6 +155,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
 	x->spin_end = 0;
 	x->yielded_us = 0;
+	x->rounds = 0;
 	return 0;
 }
 
@@ -167,10 +169,14 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
  */
 #define RSK_SPIN_POLL_US 10
 #define RSK_SPIN_YIELD_US 20
+/* Spin rounds per clock read: where the clock is a system call (a guest without a vDSO
+ * clocksource, as qemu's hpet) a read per round would be the spin's main cost. */
+#define RSK_SPIN_CLOCK_EVERY 8
 
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms)
 {
 	int64_t start, now, polled, yielded;
+	unsigned int rounds = 0;
 	int rc;
 
 	*spent_ms = 0;
@@ -180,10 +186,11 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 		return 0;
 	if ((rc = poll0(arg)) != 0)
 		return rc;
-	start = polled = yielded = rsk_now_us();
+	start = polled = yielded = now = rsk_now_us();
 	do {
 		rsk_cpu_relax();
-		now = rsk_now_us();
+		if ((++rounds % RSK_SPIN_CLOCK_EVERY) == 0)
+			now = rsk_now_us();
 		if (now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
 			if ((rc = poll0(arg)) != 0)
 				return rc;
@@ -205,6 +212,10 @@ static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 
 	if (x->nonblock)
 		return rsk_io_nothing(x);
+	if (x->spin_end != 0 && (++x->rounds % RSK_SPIN_CLOCK_EVERY) != 0) {
+		rsk_cpu_relax(); /* still spinning, as of the last clock read */
+		return 0;
+	}
 	now = rsk_now_us();
 	if (x->spin_end == 0)
 		x->spin_end = now + rsk_config.spin_us;
