@@ -222,20 +222,21 @@ int rsk_fd_headroom(int fd)
 	return next - fd;
 }
 
-int rsk_fd_room_now(void)
-{
-	int probe = rsk_sys_fcntl(0, F_DUPFD_CLOEXEC, 0), room;
+#define RSK_ROOM_PROBE_MAX 16
 
-	if (probe == -EBADF) /* no fd 0 to copy: any open one of ours would do, but the
-			      * number is what matters, and the lowest free is 0 then */
-		return rsk_fd_headroom(0);
-	if (probe < 0)
-		return 0;
-	/* Holes among our hidden numbers are free too: the kernel hands them out once the
-	 * numbers below ours are taken. */
-	room = rsk_fd_headroom(probe) + __atomic_load_n(&rsk_hide_nholes, __ATOMIC_RELAXED);
-	(void)rsk_sys_close(probe);
-	return room > 0 ? room : 0;
+int rsk_fd_room_now(int any_fd, int want)
+{
+	int got[RSK_ROOM_PROBE_MAX], n = 0, i, fd;
+
+	if (want > RSK_ROOM_PROBE_MAX)
+		want = RSK_ROOM_PROBE_MAX;
+	/* Counting, not computing: numbers freed behind our hidden ones, or taken by the
+	 * application among them, make any arithmetic on the region's bounds wrong. */
+	while (n < want && (fd = rsk_sys_fcntl(any_fd, F_DUPFD_CLOEXEC, 0)) >= 0)
+		got[n++] = fd;
+	for (i = 0; i < n; i++)
+		(void)rsk_sys_close(got[i]);
+	return n;
 }
 
 void rsk_fd_unhide_close(int fd)

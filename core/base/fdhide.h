@@ -31,8 +31,9 @@ int rsk_fd_headroom(int fd);
  * accelerated one would take one more fd). An eighth of the fd limit, at least 64. */
 int rsk_fd_reserve(void);
 
-/* Free numbers between the lowest free one and our hidden ones, now (two system calls: ask
- * it only when short of fds is likely). 0 when none is free at all. */
-int rsk_fd_room_now(void);
+/* Free fd numbers in the process now, counted up to @want (at most 16) by taking and
+ * giving back each: two system calls per number, so ask only when short of fds is likely.
+ * @any_fd is any open fd (the numbers are its copies). */
+int rsk_fd_room_now(int any_fd, int want);
 
 #endif

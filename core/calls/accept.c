@@ -57,7 +57,7 @@ int rsk_accept_begin(int fd)
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST);
 		if (__atomic_load_n(&s->fd_pressed, __ATOMIC_RELAXED) &&
-		    rsk_fd_room_now() <= RSK_ACCEPT_SWITCH_FDS)
+		    rsk_fd_room_now(fd, RSK_ACCEPT_SWITCH_FDS + 1) <= RSK_ACCEPT_SWITCH_FDS)
 			rc = -EMFILE;
 	}
 	rsk_sock_put(s);

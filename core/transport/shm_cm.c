@@ -828,13 +828,25 @@ static int rsk_shm_listen_fd(void *lh, int i)
  * and five once its offer is read. A process short of fds leaves them queued for its
  * accepts, which take them one at a time (rsk_listen_look).
  */
-static int rsk_shm_collect_budget(void)
+static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 {
-	int spare = rsk_fd_room_now() - rsk_fd_reserve();
+	int low, n, room;
 
-	if (spare <= 0)
+	if (l->nrdv == 0)
 		return 0;
-	return spare / 5 < RSK_COLLECT_MAX ? spare / 5 : RSK_COLLECT_MAX;
+	/* Far from full (the lowest free number well below our hidden ones): take a batch;
+	 * near it, count what is free and take what that allows. */
+	low = rsk_sys_fcntl(l->rdv[0], F_DUPFD_CLOEXEC, 0);
+	if (low < 0)
+		return 0;
+	(void)rsk_sys_close(low);
+	room = rsk_fd_headroom(low) - rsk_fd_reserve();
+	if (room >= 5 * RSK_COLLECT_MAX)
+		return RSK_COLLECT_MAX;
+	if (room >= 5 * RSK_ANNOUNCE_MAX)
+		return room / 5;
+	n = rsk_fd_room_now(l->rdv[0], 16);
+	return n >= 16 ? 2 : n > 5 ? 1 : 0;
 }
 
 /* Take what is queued and read the offers; collect upgrade offers not announced yet. */
@@ -846,7 +858,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 	struct pollfd p;
 	int n = 0;
 
-	rsk_listen_take(l, rsk_shm_collect_budget());
+	rsk_listen_take(l, rsk_shm_collect_budget(l));
 	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
 		/* A client sends its offer right after it connects (a few syscalls later) */
 		while (!e->have && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {
