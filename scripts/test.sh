@@ -3,6 +3,8 @@
 # test suite (unit + integration + the Soft-RoCE guest tests), then the unit tests again
 # under ASan/UBSan (the fuzz corpora replay among them), the engine's verbs tests in the guest
 # under ASan/UBSan, and every libFuzzer target for a bounded time (scripts/fuzz.sh).
+# With RSK_SANITIZE=1, then the integration suite with the sanitized library preloaded
+# (scripts/sanitize.sh: ASan+UBSan on shm/auto, TSan on the threaded tests; 6-8 min here).
 # Usage (as root on Debian 12): bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +23,8 @@ cmake --build build-asan -j "$jobs"
 (cd build-asan && ctest --output-on-failure -R '^vm_engine$')
 # new inputs for the wire parsers (offers, hellos, stream messages, the environment)
 bash scripts/fuzz.sh "${RSK_FUZZ_SECS:-15}"
+# the integration suite with a sanitized library preloaded into the real programs: not by
+# default (scripts/sanitize.sh says why a forked child can hang under gcc 12's ASan runtime)
+if [ "${RSK_SANITIZE:-0}" = 1 ]; then
+	bash scripts/sanitize.sh
+fi

@@ -6,9 +6,19 @@
 #   RSK_LIB            path to librdmasock.so
 #   RSK_PROGS          directory of the test programs built from test/progs
 #   RSK_TEST_TRANSPORT transport the preloaded runs use: kernel (default), shm, auto
+# and, set by scripts/sanitize.sh for a sanitized build of the library:
+#   RSK_PRELOAD_FIRST  what LD_PRELOAD lists before the library: ASan's runtime, which must
+#                      come first in a program that was not built with it
+#   RSK_PRELOAD_AFTER  what LD_PRELOAD lists after it: TSan's runtime, whose interceptors of
+#                      blocking calls (poll, read, accept...) ignore every interceptor called
+#                      inside them; first, it would not see the locks the library takes in its
+#                      own poll() and report races that are none
+#   RSK_LIB_PLAIN      an unsanitized build of the library, for the programs that cannot
+#                      take the runtime (pre_plain)
 set -u
 
 RSK_LIB=${RSK_LIB:?RSK_LIB must name librdmasock.so}
+RSK_PRELOAD="${RSK_PRELOAD_FIRST:+$RSK_PRELOAD_FIRST }$RSK_LIB${RSK_PRELOAD_AFTER:+ $RSK_PRELOAD_AFTER}"
 RSK_PROGS=${RSK_PROGS:-}
 RSK_TEST_TRANSPORT=${RSK_TEST_TRANSPORT:-kernel}
 RSK_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsk-test.XXXXXX")
@@ -126,7 +136,23 @@ RSK_UPGRADE_MS=${RSK_UPGRADE_MS:-5}
 
 # Run a command with the library preloaded, stats appended to $RSK_STATS.
 pre() {
-	LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS \
+	LD_PRELOAD=$RSK_PRELOAD RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS \
+		RDMASOCK_TCP_FIRST=$RSK_TCP_FIRST RDMASOCK_UPGRADE_MS=$RSK_UPGRADE_MS "$@"
+}
+
+# pre_plain CMD...: like pre, for a program that cannot take a sanitizer's runtime: when the
+# suite runs a sanitized library, CMD gets the unsanitized RSK_LIB_PLAIN instead (its peers
+# still run the sanitized one). curl is one: its p11-kit constructor calls newlocale(), which
+# holds glibc's locale lock for writing while its malloc() starts a preloaded ASan runtime,
+# whose dlerror() takes and releases that lock again; setlocale() in curl's main() then
+# waits forever (LD_PRELOAD of the bare runtime does it, without librdmasock).
+pre_plain() {
+	if [ -z "${RSK_PRELOAD_FIRST:-}${RSK_PRELOAD_AFTER:-}" ]; then
+		pre "$@"
+		return
+	fi
+	LD_PRELOAD=${RSK_LIB_PLAIN:?RSK_LIB_PLAIN must name an unsanitized librdmasock.so} \
+		RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS \
 		RDMASOCK_TCP_FIRST=$RSK_TCP_FIRST RDMASOCK_UPGRADE_MS=$RSK_UPGRADE_MS "$@"
 }
 
@@ -139,7 +165,7 @@ start_bg() {
 	(
 		if [ "${1:-}" = pre ]; then
 			shift
-			export LD_PRELOAD=$RSK_LIB RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT \
+			export LD_PRELOAD=$RSK_PRELOAD RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT \
 				RDMASOCK_STATS=$RSK_STATS RDMASOCK_TCP_FIRST=$RSK_TCP_FIRST \
 				RDMASOCK_UPGRADE_MS=$RSK_UPGRADE_MS
 		fi

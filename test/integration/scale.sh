@@ -4,7 +4,7 @@
 # connections on TCP on purpose (fd budget), which assert_carried does not allow.
 
 # The environment of a preloaded run, for `timeout ... env "${PRE_ENV[@]}" CMD`.
-PRE_ENV=(LD_PRELOAD="$RSK_LIB" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" RDMASOCK_STATS="$RSK_STATS"
+PRE_ENV=(LD_PRELOAD="$RSK_PRELOAD" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" RDMASOCK_STATS="$RSK_STATS"
 	RDMASOCK_TCP_FIRST="$RSK_TCP_FIRST" RDMASOCK_UPGRADE_MS="$RSK_UPGRADE_MS")
 
 # run_limited SECS [pre] CMD...: CMD (preloaded after the word "pre"), killed after SECS

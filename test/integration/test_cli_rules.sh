@@ -28,7 +28,7 @@ printf 'transport_probe client 127.0.0.1 %s transport=kernel\n* * * * transport=
 server() {
 	local name=$1 port=$2 rules=$3
 	shift 3
-	start_bg "$name" env LD_PRELOAD="$RSK_LIB" RDMASOCK_CONFIG="$rules" \
+	start_bg "$name" env LD_PRELOAD="$RSK_PRELOAD" RDMASOCK_CONFIG="$rules" \
 		RDMASOCK_STATS="$RSK_STATS" "$@" "$RSK_PROGS/echo_server" "$port"
 	wait_port "$port"
 }
@@ -36,7 +36,7 @@ server() {
 probe() {
 	local port=$1 rules=$2
 	shift 2
-	env LD_PRELOAD="$RSK_LIB" RDMASOCK_CONFIG="$rules" RDMASOCK_STATS="$RSK_STATS" "$@" \
+	env LD_PRELOAD="$RSK_PRELOAD" RDMASOCK_CONFIG="$rules" RDMASOCK_STATS="$RSK_STATS" "$@" \
 		"$PROBE" 127.0.0.1 "$port" 2>>"$RSK_TMP/probe.err" | sed -n 's/^transport: //p'
 }
 expect() { # WHAT GOT WANT

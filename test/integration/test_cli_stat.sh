@@ -14,6 +14,9 @@ RSK_CLI=${RSK_CLI:?RSK_CLI must name the rdmasock command}
 export RDMASOCK_STAT_DIR=$RSK_TMP/stat
 mkdir -m 1777 "$RDMASOCK_STAT_DIR"
 export RDMASOCK_LIBRARY=$RSK_LIB
+# Under scripts/sanitize.sh: the sanitizer's runtime first in the LD_PRELOAD that `rdmasock run`
+# appends the library to (redis-server, not built with it, crashes with the runtime after libc).
+[ -z "${RSK_PRELOAD_FIRST:-}" ] || export LD_PRELOAD=$RSK_PRELOAD_FIRST
 seg() { echo "$RDMASOCK_STAT_DIR/rdmasock-stat.$1"; }
 
 cli_start server "$RSK_CLI" run -t shm -s "$RSK_STATS" -- redis-server --port '{PORT}' \

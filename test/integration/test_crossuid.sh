@@ -34,7 +34,8 @@ as_nobody() {
 }
 # pre_nobody CMD...: CMD as nobody, preloaded, its stats in $NSTATS.
 pre_nobody() {
-	as_nobody env LD_PRELOAD="$PUB/librdmasock.so" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
+	as_nobody env LD_PRELOAD="${RSK_PRELOAD_FIRST:+$RSK_PRELOAD_FIRST }$PUB/librdmasock.so${RSK_PRELOAD_AFTER:+ $RSK_PRELOAD_AFTER}" \
+		RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
 		RDMASOCK_STATS="$NSTATS" "$@"
 }
 # nstat FIELD KEY [PROGRAM]: like stats_get, over the nobody stats file.

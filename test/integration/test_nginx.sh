@@ -89,6 +89,8 @@ run_nginx() { # $1 = "pre" or "", $2 = tag
 	write_conf "$d" "$port"
 	start_bg "nginx$tag" $wrap nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf"
 	wait_port "$port"
+	cwrap=$wrap # curl cannot take a sanitizer's runtime (lib.sh, pre_plain)
+	[ "$wrap" = pre ] && cwrap=pre_plain
 
 	# 200 requests, one curl (one connection) each, 4 at a time
 	for ((i = 0; i < NREQ; i += 4)); do
@@ -96,7 +98,7 @@ run_nginx() { # $1 = "pre" or "", $2 = tag
 		for ((j = i; j < i + 4 && j < NREQ; j++)); do
 			f=${FILES[j % ${#FILES[@]}]}
 			echo "$f" >"$out/$j.name"
-			$wrap curl -sS --max-time 20 -o "$out/$j.body" -w "$j %{http_code} %{size_download} %{num_connects}\n" \
+			$cwrap curl -sS --max-time 20 -o "$out/$j.body" -w "$j %{http_code} %{size_download} %{num_connects}\n" \
 				"http://127.0.0.1:$port/$f" >"$out/$j.w" 2>&1 &
 			pids+=($!)
 		done
@@ -106,7 +108,7 @@ run_nginx() { # $1 = "pre" or "", $2 = tag
 	done
 	# a range of the big file
 	echo range >"$out/range.name"
-	$wrap curl -sS --max-time 20 -r 1000-600000 -o "$out/range.body" -w "range %{http_code} %{size_download}\n" \
+	$cwrap curl -sS --max-time 20 -r 1000-600000 -o "$out/range.body" -w "range %{http_code} %{size_download}\n" \
 		"http://127.0.0.1:$port/big.bin" >"$out/range.w" || fail "curl range request failed"
 	# keep-alive: 12 URLs over one connection
 	args=()
@@ -115,7 +117,7 @@ run_nginx() { # $1 = "pre" or "", $2 = tag
 		echo "$f" >"$out/ka$j.name"
 		args+=("http://127.0.0.1:$port/$f?ka=$j" -o "$out/ka$j.body")
 	done
-	$wrap curl -sS --max-time 20 -w "ka %{http_code} %{size_download} %{num_connects}\n" "${args[@]}" \
+	$cwrap curl -sS --max-time 20 -w "ka %{http_code} %{size_download} %{num_connects}\n" "${args[@]}" \
 		>"$out/ka.w" || fail "curl keep-alive requests failed"
 
 	stop_bg "nginx$tag" QUIT # graceful: workers and master return through exit()

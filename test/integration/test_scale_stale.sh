@@ -22,7 +22,7 @@ run() { # TAG plain|pre|delay
 	local tag=$1 how=$2 port rc=0 e=()
 	case $how in
 	pre) e=("${PRE_ENV[@]}") ;;
-	delay) e=("${PRE_ENV[@]}" LD_PRELOAD="$RSK_LIB $RSK_PROGS/evdelay.so"
+	delay) e=("${PRE_ENV[@]}" LD_PRELOAD="$RSK_PRELOAD $RSK_PROGS/evdelay.so"
 		EVDELAY_COUNT_FILE="$RSK_TMP/evdelay.count") ;;
 	esac
 	port=$(free_port)

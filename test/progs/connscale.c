@@ -167,6 +167,8 @@ static int mode_idle(int port, long n, pid_t srv)
 		sleep((unsigned int)atoi(getenv("IDLE_HOLD_S")));
 	for (i = 0; i < connected; i++)
 		close(fds[i]);
+	free(fds);
+	free(p);
 	return fails || events || connected < n ? 1 : 0;
 }
 
@@ -231,6 +233,7 @@ static int mode_emfile(int port, long max)
 	}
 	for (i = 0; i < held; i++)
 		close(fds[i]);
+	free(fds);
 	return bad || events ? 1 : 0;
 }
 
@@ -296,6 +299,9 @@ static int mode_emfile_srv(int port, long m)
 	       m, connected, echoed, waiting, reset, eof, other);
 	for (i = 0; i < connected; i++)
 		close(fds[i]);
+	free(fds);
+	free(done);
+	free(p);
 	return connected < m || reset || eof || other ? 1 : 0;
 }
 
@@ -753,6 +759,7 @@ static int mode_backlog(int port, int n, int timeout_ms, int echo_ms)
 	for (i = 0; i < n; i++)
 		if (c[i].fd >= 0)
 			close(c[i].fd);
+	free(c);
 	if (over > 1.0) {
 		prog_msg("a connect took %.0f ms beyond its own timeout of %d ms", over * 1000,
 			 timeout_ms);

@@ -40,6 +40,8 @@ static int client(int port, size_t bytes, int bindport)
 	if (memcmp(in, out, bytes) != 0)
 		die("echo differs from what was sent");
 	close(fd);
+	free(in);
+	free(out);
 	printf("client ok %zu\n", bytes);
 	return 0;
 }

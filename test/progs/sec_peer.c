@@ -105,6 +105,9 @@ static int offer(int port, const char *mode, int bindport, const char *connect_a
 		rc = rsk_rdv_read_answer(rdv, 100);
 	while (rc == -EAGAIN && rsk_now_ms() < end);
 	printf("answer: %s\n", answer_name(rc));
+	if (rc >= 0)
+		close(rc);
+	rsk_ep_destroy(ep);
 	return 0;
 }
 

@@ -626,11 +626,18 @@ static void test_tick(void **state)
 	int64_t t0, lat;
 
 	(void)state;
+	/* the loop reads it in on_pw: set before the watch, not after (nothing is readable
+	 * until the event round below pokes the pipe) */
+	p->drain = 1;
 	pw_watch(p, EPOLLIN); /* the loop runs */
 	assert_int_equal(rsk_evloop_take_tick(), 0); /* nothing requested yet */
 	rsk_evloop_set_tick(on_tick);
 	unit_sleep_ms(QUIET_MS);
-	tick_calls = tick_taken = tick_again = tick_off_thread = 0;
+	/* atomic: the loop calls on_tick on every pass from here on */
+	__atomic_store_n(&tick_calls, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tick_taken, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tick_again, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tick_off_thread, 0, __ATOMIC_SEQ_CST);
 
 	/* Requested while the loop sleeps untimed: it wakes and ticks promptly. */
 	t0 = rsk_now_us();
@@ -659,7 +666,6 @@ static void test_tick(void **state)
 	assert_int_equal(UNIT_LOAD(&tick_calls), 0);
 
 	/* An event round calls the tick function too; with no request it takes nothing. */
-	p->drain = 1;
 	pw_poke(p);
 	assert_true(UNIT_WAIT(UNIT_LOAD(&p->calls) == 1, WAIT_MS));
 	assert_true(UNIT_WAIT(UNIT_LOAD(&tick_calls) >= 1, WAIT_MS));

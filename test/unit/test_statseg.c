@@ -34,16 +34,16 @@
 
 static char dir[] = "/tmp/rsk-statseg-XXXXXX";
 static char path[PATH_MAX];
-static int rows_wanted;  /* rows the fill callback puts */
-static int fills;        /* times it was called */
+static int rows_wanted;  /* rows the fill callback puts (atomic: the publisher reads it) */
+static int fills;        /* times it was called (atomic: the publisher counts) */
 
 static void fill(struct rsk_statseg_writer *w)
 {
 	struct rsk_statseg_sock r;
 	int i;
 
-	fills++;
-	for (i = 0; i < rows_wanted; i++) {
+	__atomic_add_fetch(&fills, 1, __ATOMIC_SEQ_CST);
+	for (i = 0; i < __atomic_load_n(&rows_wanted, __ATOMIC_SEQ_CST); i++) {
 		memset(&r, 0, sizeof(r));
 		r.fd = 100 + i;
 		r.state = RSK_STATSEG_ST_CONNECTED;
@@ -182,7 +182,7 @@ static void test_start_replaces_leftover(void **state)
 	assert_string_equal(h->program, rsk_stats_program());
 	usleep(300 * 1000); /* the publisher runs: it must still not have published */
 	assert_int_equal(h->generation, 0);
-	assert_int_equal(fills, 0);
+	assert_int_equal(__atomic_load_n(&fills, __ATOMIC_SEQ_CST), 0);
 	munmap(h, len);
 }
 
@@ -197,9 +197,9 @@ static void test_bump_publishes(void **state)
 	rsk_stats_reset();
 	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL], 5);
 	rsk_counter_add(&rsk_stats.connections[RDMASOCK_TRANSPORT_SHM], 2);
-	rows_wanted = 3;
+	__atomic_store_n(&rows_wanted, 3, __ATOMIC_SEQ_CST);
 	assert_true(ask(h, 2000));
-	assert_true(fills >= 1);
+	assert_true(__atomic_load_n(&fills, __ATOMIC_SEQ_CST) >= 1);
 	assert_int_equal(h->nrec, 3);
 	assert_int_equal(h->dropped, 0);
 	assert_int_equal(h->rec[0].fd, 100);
@@ -213,7 +213,7 @@ static void test_bump_publishes(void **state)
 	assert_true(h->published_ms > 0);
 
 	/* the rows follow what the fill sees now */
-	rows_wanted = 1;
+	__atomic_store_n(&rows_wanted, 1, __ATOMIC_SEQ_CST);
 	assert_true(ask(h, 2000));
 	assert_int_equal(h->nrec, 1);
 	munmap(h, len);
@@ -228,12 +228,12 @@ static void test_full_segment_counts_dropped(void **state)
 
 	(void)state;
 	h = map_segment(path, &len);
-	rows_wanted = RSK_STATSEG_CAPACITY + 7;
+	__atomic_store_n(&rows_wanted, RSK_STATSEG_CAPACITY + 7, __ATOMIC_SEQ_CST);
 	assert_true(ask(h, 3000));
 	assert_int_equal(h->nrec, RSK_STATSEG_CAPACITY);
 	assert_int_equal(h->dropped, 7);
 	assert_int_equal(h->rec[RSK_STATSEG_CAPACITY - 1].fd, 100 + RSK_STATSEG_CAPACITY - 1);
-	rows_wanted = 0;
+	__atomic_store_n(&rows_wanted, 0, __ATOMIC_SEQ_CST);
 	assert_true(ask(h, 2000));
 	assert_int_equal(h->nrec, 0);
 	assert_int_equal(h->dropped, 0);
@@ -261,7 +261,7 @@ static void test_fork_child_own_segment(void **state)
 		if (strcmp(rsk_statseg_path(), cpath) != 0 || access(cpath, F_OK) != 0)
 			_exit(2);
 		h = map_segment(cpath, &len);
-		rows_wanted = 2;
+		__atomic_store_n(&rows_wanted, 2, __ATOMIC_SEQ_CST);
 		if (h->pid != getpid())
 			_exit(3);
 		if (!ask(h, 2000))
@@ -283,7 +283,7 @@ static void test_fork_child_own_segment(void **state)
 
 		h = map_segment(path, &len);
 		assert_int_equal(h->pid, getpid());
-		rows_wanted = 1;
+		__atomic_store_n(&rows_wanted, 1, __ATOMIC_SEQ_CST);
 		assert_true(ask(h, 2000)); /* and still published by the parent */
 		assert_int_equal(h->nrec, 1);
 		munmap(h, len);
