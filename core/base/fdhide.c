@@ -36,7 +36,7 @@ static pthread_once_t rsk_hide_once = PTHREAD_ONCE_INIT;
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
 static uint64_t rsk_hide_holes[RSK_HIDE_CEILING_MAX / 64]; /* one bit per number */
-static int rsk_hide_nholes; /* like the two above: rsk_fd_room_now reads it without the lock */
+static int rsk_hide_nholes; /* like the two above: written atomically, read by rsk_hole_take under the lock */
 
 static int rsk_hole_test(int fd)
 {
