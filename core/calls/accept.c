@@ -5,7 +5,6 @@
  * kernel reports a connection lost before accept), never left waiting.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 

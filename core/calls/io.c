@@ -50,10 +50,6 @@ static int rsk_io_restartable(void)
 }
 
 /*
- * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
- * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
- */
-/*
  * The common wait, a blocking read without a deadline: sleep in a peek at the app end, which
  * its waker makes readable (a token, EOF, or its going). The kernel restarts the peek after
  * an SA_RESTART handler and fails it with EINTR after another, exactly as it would a read of
@@ -74,6 +70,10 @@ static int rsk_io_sleep_rx(struct rsk_conn *c, int fd)
 	return 1;
 }
 
+/*
+ * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
+ * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
+ */
 static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us,
 			 int pending)
 {

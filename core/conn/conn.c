@@ -465,10 +465,6 @@ void rsk_conn_staged(void)
 	rsk_evloop_request_tick();
 }
 
-/*
- * Post every staged message. The request is taken before the pass, so a stage made during
- * it requests again; stages we could not reach (lock busy) request again too.
- */
 /* Past this many connections a scan costs more than the system call it saves. */
 #define RSK_ARRIVAL_SCAN_MAX 64
 
@@ -489,6 +485,10 @@ int rsk_conn_any_arrival(void)
 	return any;
 }
 
+/*
+ * Post every staged message. The request is taken before the pass, so a stage made during
+ * it requests again; stages we could not reach (lock busy) request again too.
+ */
 void rsk_conn_push_all(void)
 {
 	struct rsk_conn_rec *r, *tmp;

@@ -424,10 +424,9 @@ static int rsk_offer_sender_ok(uid_t uid, uid_t owner, int forwarded)
 	return uid == owner || (forwarded && uid == geteuid());
 }
 
-/* Accept the waiting rendezvous connections into the pending list (counted as held).
- * Connections of other users are closed at once: they would hold our fds for nothing. */
-/* Up to @max queued rendezvous connections into the pending list, oldest last (FIFO order,
- * the order their TCP connections are accepted in). Returns how many. */
+/* Accept up to @max waiting rendezvous connections into the pending list (counted as
+ * held), oldest last: FIFO, the order their TCP connections are accepted in. Connections of
+ * other users are closed at once: they would hold our fds for nothing. Returns how many. */
 static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 {
 	struct rsk_offer *e, **tail;
