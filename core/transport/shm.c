@@ -504,15 +504,18 @@ static void rsk_shm_salvage(struct rsk_shm_ep *e)
 	__atomic_store_n(&e->rx->filled, filled + 1, __ATOMIC_RELEASE);
 }
 
-/* Messages of ours the peer has not posted back that carry data: its unread bytes. */
-static int rsk_shm_peer_unread(struct rsk_shm_ep *e)
+/*
+ * Does the peer still hold a message of ours that carries data (not posted back), counting
+ * from our @from-th newest (1: the last sent)? -1 when the peer lies about what it posted.
+ */
+static int rsk_shm_peer_holds_data(struct rsk_shm_ep *e, uint32_t from)
 {
 	uint32_t nbuf = e->base.nbuf, posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
 	uint32_t held = e->tx_filled - (posted - nbuf), k, slot;
 
 	if (held > nbuf)
-		return 1; /* a lying peer: the end is a reset */
-	for (k = 1; k <= held; k++) {
+		return -1;
+	for (k = from; k <= held; k++) {
 		slot = (e->tx_slot + nbuf - k % nbuf) % nbuf;
 		if (__atomic_load_n(&e->tx->desc[slot].len, __ATOMIC_RELAXED) > 0)
 			return 1;
@@ -525,7 +528,8 @@ int rsk_shm_peer_died(struct rsk_ep *ep)
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
 
 	rsk_shm_salvage(e);
-	return rsk_shm_peer_unread(e);
+	/* its unread bytes; a lying peer's end is a reset */
+	return rsk_shm_peer_holds_data(e, 1) != 0;
 }
 
 /*
@@ -536,17 +540,9 @@ int rsk_shm_peer_died(struct rsk_ep *ep)
  */
 static int rsk_shm_reader_behind(struct rsk_shm_ep *e)
 {
-	uint32_t nbuf = e->base.nbuf, posted = __atomic_load_n(&e->tx->posted, __ATOMIC_ACQUIRE);
-	uint32_t held = e->tx_filled - (posted - nbuf), k, slot;
-
-	if (held > nbuf)
-		return 0; /* a lying peer: the next send resets the stream */
-	for (k = 2; k <= held; k++) { /* k = 1 is the message just sent */
-		slot = (e->tx_slot + nbuf - k % nbuf) % nbuf;
-		if (__atomic_load_n(&e->tx->desc[slot].len, __ATOMIC_RELAXED) > 0)
-			return 1;
-	}
-	return 0;
+	/* from the 2nd newest: the newest is the message just sent. A lying peer (-1) gets no
+	 * edge: the next send resets the stream. */
+	return rsk_shm_peer_holds_data(e, 2) > 0;
 }
 
 /*
