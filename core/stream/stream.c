@@ -149,18 +149,15 @@ static void rsk_stream_flush(struct rsk_stream *st)
 static int rsk_stream_pop(struct rsk_stream *st)
 {
 	struct rsk_rxmsg *m = &st->rxq[st->rx_head];
-	int rc;
+	/* A reset or gone peer takes no buffers back, but what arrived is still read. */
+	int gone = st->err || st->peer_quit, rc;
 
-	if (st->err || st->peer_quit) {
-		/* A reset or gone peer takes no buffers back, but what arrived is still read. */
-		st->rx_head = (st->rx_head + 1) % st->nbuf;
-		st->rx_count--;
-		return 0;
-	}
-	if ((rc = rsk_ep_post_recv(st->ep, m->slot)) < 0)
+	if (!gone && (rc = rsk_ep_post_recv(st->ep, m->slot)) < 0)
 		return rc;
 	st->rx_head = (st->rx_head + 1) % st->nbuf;
 	st->rx_count--;
+	if (gone)
+		return 0;
 	if (st->ep->oob_credits)
 		rsk_ep_kick(st->ep, RSK_WAIT_TX); /* the repost is the credit: wake a blocked writer */
 	else
