@@ -36,7 +36,7 @@ static pthread_once_t rsk_hide_once = PTHREAD_ONCE_INIT;
 static int rsk_hide_ceiling; /* 0: not known yet */
 static int rsk_hide_next;
 static uint64_t rsk_hide_holes[RSK_HIDE_CEILING_MAX / 64]; /* one bit per number */
-static int rsk_hide_nholes; /* like the two above: written atomically, read by rsk_hole_take under the lock */
+static int rsk_hide_nholes; /* under the lock only */
 
 static int rsk_hole_test(int fd)
 {
@@ -49,7 +49,7 @@ static void rsk_hole_flip(int fd, int on)
 		rsk_hide_holes[fd >> 6] |= 1ull << (fd & 63);
 	else
 		rsk_hide_holes[fd >> 6] &= ~(1ull << (fd & 63));
-	__atomic_store_n(&rsk_hide_nholes, rsk_hide_nholes + (on ? 1 : -1), __ATOMIC_RELAXED);
+	rsk_hide_nholes += on ? 1 : -1;
 }
 
 /* The highest hole, taken out of the set; -1 if none. Holes lie in (next, ceiling). */
@@ -67,8 +67,7 @@ static int rsk_hole_take(void)
 			return fd;
 		}
 	}
-	/* cannot happen: the count and the bits disagree */
-	__atomic_store_n(&rsk_hide_nholes, 0, __ATOMIC_RELAXED);
+	rsk_hide_nholes = 0; /* cannot happen: the count and the bits disagree */
 	return -1;
 }
 
@@ -112,7 +111,7 @@ static void rsk_hide_limits(void)
 		__atomic_store_n(&rsk_hide_ceiling, ceil, __ATOMIC_RELAXED);
 		__atomic_store_n(&rsk_hide_next, ceil - 1, __ATOMIC_RELAXED);
 		memset(rsk_hide_holes, 0, sizeof(rsk_hide_holes));
-		__atomic_store_n(&rsk_hide_nholes, 0, __ATOMIC_RELAXED);
+		rsk_hide_nholes = 0;
 	}
 }
 
