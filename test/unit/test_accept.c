@@ -32,20 +32,10 @@
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
 
-static int group_setup(void **state)
-{
-	(void)state;
-	rsk_life_init();
-	return rsk_evloop_start() < 0 ? -1 : 0;
-}
-
 static int setup(void **state)
 {
 	(void)state;
-	rsk_config_defaults(&rsk_config);
-	rsk_config.mode = RSK_MODE_SHM;
-	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
-	rsk_stats_reset();
+	ucl_config_shm();
 	return 0;
 }
 
@@ -273,5 +263,5 @@ int main(void)
 		T(test_tcp_first),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, NULL);
+	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
 }

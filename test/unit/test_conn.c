@@ -432,6 +432,24 @@ static void test_release_linger0_resets(void **state)
 	pair_close(&p);
 }
 
+/* A pair where only the server is registered: the client can "die" (dead_client_goes). */
+static void dead_client_pair(struct pair *p)
+{
+	pair_setup(p);
+	rsk_conn_show_initial(p->sv.c, p->sv.app, p->ctl_s);
+	close(p->ctl_s);
+	p->ctl_s = -1;
+	assert_int_equal(rsk_conn_attach(p->sv.c, p->sv.app, -1, -1, 0), 0);
+}
+
+/* The client's endpoint and fds go, without a FIN: its process died. */
+static void dead_client_goes(struct pair *p)
+{
+	rsk_conn_discard(p->cl.c, p->cl.app, -1, -1);
+	p->cl.c = NULL;
+	p->cl.app = -1;
+}
+
 /* A peer that went without its FIN (it died) while data of ours sat unread there: its
  * hang-up resets the stream, as its kernel would have (a close over unread data is a RST);
  * what it had sent is read first. */
@@ -441,17 +459,10 @@ static void test_peer_died_resets(void **state)
 	char b[16];
 
 	(void)state;
-	pair_setup(&p);
-	rsk_conn_show_initial(p.sv.c, p.sv.app, p.ctl_s);
-	close(p.ctl_s);
-	p.ctl_s = -1;
-	/* only the server is registered: the client "dies" (its endpoint and fds go, no FIN) */
-	assert_int_equal(rsk_conn_attach(p.sv.c, p.sv.app, -1, -1, 0), 0);
+	dead_client_pair(&p);
 	assert_int_equal(end_send(&p.cl, "last", 4), 4);
 	assert_int_equal(end_send(&p.sv, "unread", 6), 6);
-	rsk_conn_discard(p.cl.c, p.cl.app, -1, -1);
-	p.cl.c = NULL;
-	p.cl.app = -1;
+	dead_client_goes(&p);
 	assert_true(revents(p.sv.app, POLLIN) & POLLHUP);
 	assert_int_equal(p.sv.c->st.err, 0);
 	rsk_conn_saw_events(p.sv.c, p.sv.app, POLLIN | POLLHUP);
@@ -473,18 +484,12 @@ static void test_peer_died_quietly_ends(void **state)
 	char b[16];
 
 	(void)state;
-	pair_setup(&p);
-	rsk_conn_show_initial(p.sv.c, p.sv.app, p.ctl_s);
-	close(p.ctl_s);
-	p.ctl_s = -1;
-	assert_int_equal(rsk_conn_attach(p.sv.c, p.sv.app, -1, -1, 0), 0);
+	dead_client_pair(&p);
 	assert_int_equal(end_send(&p.cl, "posted", 6), 6);
 	/* Nagle holds a short write while the first is unconsumed: staged, not posted */
 	assert_int_equal(end_send(&p.cl, "staged", 6), 6);
 	assert_true(p.cl.c->st.stage_len > 0);
-	rsk_conn_discard(p.cl.c, p.cl.app, -1, -1);
-	p.cl.c = NULL;
-	p.cl.app = -1;
+	dead_client_goes(&p);
 	rsk_conn_saw_events(p.sv.c, p.sv.app, POLLIN | POLLHUP);
 	assert_int_equal(p.sv.c->st.err, 0);
 	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 12);

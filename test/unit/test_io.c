@@ -40,25 +40,15 @@ struct pair {
 
 static struct pair P;
 
-static int group_setup(void **state)
-{
-	(void)state;
-	rsk_life_init();
-	return rsk_evloop_start() < 0 ? -1 : 0;
-}
-
 static int setup(void **state)
 {
 	struct sockaddr_in a;
 
 	(void)state;
-	rsk_config_defaults(&rsk_config);
-	rsk_config.mode = RSK_MODE_SHM;
-	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
+	ucl_config_shm();
 	rsk_config.spin_us = 0; /* every wait sleeps at once: the timing below is the poll's */
 	rsk_config.buf_count = 8;
 	rsk_config.buf_size = 4096;
-	rsk_stats_reset();
 	P.l = ucl_listen(&a);
 	P.cl = ucl_socket(0);
 	assert_int_equal(ucl_connect(P.cl, &a, NULL), 0);
@@ -492,5 +482,5 @@ int main(void)
 		T(test_wait_spin),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, NULL);
+	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
 }

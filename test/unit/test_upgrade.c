@@ -37,13 +37,6 @@ struct pair {
 	int l, cl, sv;
 };
 
-static int group_setup(void **state)
-{
-	(void)state;
-	rsk_life_init(); /* rsk_upg_init: the listeners' announcements reach us */
-	return rsk_evloop_start() < 0 ? -1 : 0;
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -360,5 +353,5 @@ int main(void)
 		T(test_map_key_folding),
 	};
 
-	return cmocka_run_group_tests(tests, group_setup, NULL);
+	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
 }

@@ -16,6 +16,7 @@
 
 #include "base/config.h"
 #include "base/evloop.h"
+#include "base/stats.h"
 #include "calls/calls.h"
 #include "calls/io.h"
 #include "sock/sock.h"
@@ -99,6 +100,23 @@ static inline ssize_t ucl_recv(int fd, void *buf, size_t len, int flags)
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	return rsk_io_recvmsg(fd, &m, flags);
+}
+
+/* Group setup: the library's hooks and its event loop, as the constructor starts them. */
+static inline int ucl_group_setup(void **state)
+{
+	(void)state;
+	rsk_life_init(); /* rsk_upg_init among them: the listeners' announcements reach us */
+	return rsk_evloop_start() < 0 ? -1 : 0;
+}
+
+/* Each test: default configuration, shm set up at connect (no TCP first), counters zero. */
+static inline void ucl_config_shm(void)
+{
+	rsk_config_defaults(&rsk_config);
+	rsk_config.mode = RSK_MODE_SHM;
+	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
+	rsk_stats_reset();
 }
 
 #endif
