@@ -33,9 +33,6 @@
 
 /* How long a process waits for its offer while a sibling process holds some. */
 #define RSK_CLAIM_WAIT_MS 1000
-/* Longest gap between a client's rendezvous connect and its offer (a few syscalls): only a
- * prefork process handing an offer back waits for it. */
-#define RSK_OFFER_GAP_MS 50
 /* The rendezvous queue is not the application's: sized for bursts of connects (a full one
  * sends clients to the kernel path, and offers handed back need room). */
 #define RSK_RDV_BACKLOG 4096
@@ -205,8 +202,11 @@ static void rsk_shm_undial(struct rsk_dial *d)
 
 /* Shared by the processes that inherited the listener (MAP_SHARED, created at listen). */
 struct rsk_shm_lshared {
-	uint32_t held;   /* rendezvous entries taken out and not yet claimed, given back or dropped */
-	uint32_t shared; /* the listener is open in more than one process (it forked) */
+	pthread_mutex_t looking; /* one process looks at a time (robust: a sibling may die) */
+	uint32_t held;    /* rendezvous entries taken out (or being taken: counted before the
+			   * accept) and not yet claimed, given back or dropped */
+	uint32_t shared;  /* the listener is open in more than one process (it forked) */
+	uint32_t waiters; /* processes asleep on held: only they need a wake-up */
 };
 
 struct rsk_offer {
@@ -237,6 +237,17 @@ struct rsk_shm_listener {
 	struct rsk_shm_lshared *sh;
 };
 
+static void rsk_lshared_init(struct rsk_shm_lshared *sh)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&sh->looking, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 /* The owners of the rendezvous just created (the clients check the same uid). */
 static void rsk_shm_owners(struct rsk_shm_listener *l)
 {
@@ -263,6 +274,7 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 		free(l);
 		return n;
 	}
+	rsk_lshared_init(l->sh);
 	for (i = 0; i < n; i++)
 		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 	l->nrdv = n;
@@ -308,17 +320,34 @@ static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk
 	return e;
 }
 
+/* 1 with the look lock held. A sibling that died holding it left its entries half handed
+ * back: those clients see their connection close (a reset), the lock is ours. 0 when it is
+ * beyond repair: look without it. */
+static int rsk_lshared_lock(struct rsk_shm_lshared *sh)
+{
+	int rc = pthread_mutex_lock(&sh->looking);
+
+	if (rc == EOWNERDEAD)
+		rc = pthread_mutex_consistent(&sh->looking);
+	return rc == 0;
+}
+
 /* Sleep until the held count moves from @seen (or @ms pass). */
 static void rsk_lshared_wait(struct rsk_shm_lshared *sh, uint32_t seen, int ms)
 {
 	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
 
+	/* Counted before the futex compares held with @seen: a process that moves held after
+	 * our count sees us and wakes us, one that moved it before makes the wait return. */
+	__atomic_add_fetch(&sh->waiters, 1, __ATOMIC_SEQ_CST);
 	(void)rsk_sys_futex(&sh->held, FUTEX_WAIT, seen, &ts);
+	__atomic_sub_fetch(&sh->waiters, 1, __ATOMIC_SEQ_CST);
 }
 
 static void rsk_lshared_wake(struct rsk_shm_lshared *sh)
 {
-	if (__atomic_load_n(&sh->shared, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&sh->shared, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&sh->waiters, __ATOMIC_SEQ_CST) != 0)
 		(void)rsk_sys_futex(&sh->held, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
@@ -424,9 +453,19 @@ static int rsk_offer_sender_ok(uid_t uid, uid_t owner, int forwarded)
 	return uid == owner || (forwarded && uid == geteuid());
 }
 
+/* A count made for an accept that took nothing goes; a sibling may be waiting on it. */
+static void rsk_listen_unreserve(struct rsk_shm_listener *l)
+{
+	__atomic_sub_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+	rsk_lshared_wake(l->sh);
+}
+
 /* Accept up to @max waiting rendezvous connections into the pending list (counted as
  * held), oldest last: FIFO, the order their TCP connections are accepted in. Connections of
- * other users are closed at once: they would hold our fds for nothing. Returns how many. */
+ * other users are closed at once: they would hold our fds for nothing. Returns how many.
+ * Each is counted as held before its accept: between a sibling's accept and its count, a
+ * process that found the rendezvous empty would see nothing held anywhere and call a client
+ * of ours plain (it then waits for an answer that never comes). */
 static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 {
 	struct rsk_offer *e, **tail;
@@ -437,17 +476,18 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 		tail = &(*tail)->next;
 	for (i = 0; i < l->nrdv; i++) {
 		while (n < max) {
+			__atomic_add_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
 			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (fd < 0)
-				break;
-			if (rsk_rdv_peer_uid(fd, &uid) < 0 || !rsk_offer_sender_ok(uid, l->owner[i], 1)) {
-				(void)rsk_sys_close(fd);
+			e = fd >= 0 ? calloc(1, sizeof(*e)) : NULL;
+			if (e == NULL || rsk_rdv_peer_uid(fd, &uid) < 0 ||
+			    !rsk_offer_sender_ok(uid, l->owner[i], 1)) {
+				rsk_listen_unreserve(l);
+				if (fd >= 0)
+					(void)rsk_sys_close(fd);
+				if (e == NULL)
+					break; /* nothing queued, or out of memory */
+				free(e);
 				continue;
-			}
-			e = calloc(1, sizeof(*e));
-			if (e == NULL) {
-				(void)rsk_sys_close(fd);
-				break;
 			}
 			e->conn = fd;
 			e->uid = uid;
@@ -457,7 +497,6 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 			tail = &e->next;
 			l->nlocal++;
 			n++;
-			__atomic_add_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
 		}
 	}
 	return n;
@@ -482,6 +521,29 @@ static int rsk_offer_gone(struct rsk_offer *e)
 	return rsk_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+/*
+ * Entry @e came from a sibling with the connection of a client whose offer had not come
+ * (in fds[0]): that connection becomes the entry's own, checked as if accepted here.
+ */
+static int rsk_offer_unwrap(struct rsk_offer *e)
+{
+	int conn = e->fds[0];
+
+	e->fds[0] = -1;
+	if (e->uid != geteuid() || (e->hidden && (conn = rsk_fd_hide(conn)) < 0)) {
+		(void)rsk_sys_close(conn); /* only a sibling of ours passes connections on */
+		e->bad = 1;
+		return -1;
+	}
+	rsk_offer_close_fd(e, &e->conn);
+	e->conn = conn;
+	if (rsk_rdv_peer_uid(conn, &e->uid) < 0 || !rsk_offer_sender_ok(e->uid, e->owner, 1)) {
+		e->bad = 1;
+		return -1;
+	}
+	return 0;
+}
+
 /* Read @e's offer if it has come; learn its socket's address once it is connected. Returns
  * -1 when the entry is of no use any more (malformed, abandoned), else 0. */
 static int rsk_offer_update(struct rsk_offer *e)
@@ -491,12 +553,17 @@ static int rsk_offer_update(struct rsk_offer *e)
 
 	if (e->bad)
 		return -1;
-	if (!e->have) {
+	while (!e->have) {
 		rc = rsk_rdv_read_offer(e->conn, &e->o, e->fds);
 		if (rc == -EAGAIN)
 			return 0; /* a client still before its SYN: not the connection we accepted */
 		if (rc < 0)
 			return -1;
+		if (rc == 1) { /* a sibling's: the client's connection itself, still unread */
+			if (rsk_offer_unwrap(e) < 0)
+				return -1;
+			continue;
+		}
 		if (!rsk_offer_sender_ok(e->uid, e->owner, e->o.forwarded)) {
 			e->bad = 1; /* its fds are closed with the entry */
 			return -1;
@@ -601,28 +668,34 @@ static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struc
 	return mine;
 }
 
+/* Pass entry @e on to the rendezvous: its offer, or (not come yet) its connection. 0 when
+ * it went or is of no use, -errno (the rendezvous is full) when we must keep it. */
+static int rsk_offer_pass_on(struct rsk_shm_listener *l, struct rsk_offer *e)
+{
+	if (rsk_offer_update(e) < 0)
+		return 0; /* malformed, or the client went */
+	if (e->have)
+		return rsk_rdv_forward(&e->o, e->fds);
+	return rsk_rdv_forward_unread((const struct sockaddr *)&l->bound, e->conn);
+}
+
 /*
  * A listener shared with sibling processes hands every entry that is not its own back into
  * the rendezvous: the process that accepted their TCP connection may be waiting for them.
- * An entry whose offer has not come yet is given its short moment first.
+ * An entry whose offer has not come yet goes back as it is (never a wait here: siblings'
+ * accepts wait for the look lock meanwhile).
  */
 static void rsk_listen_give_back(struct rsk_shm_listener *l)
 {
 	struct rsk_offer *e, **pp;
-	struct pollfd p;
 	int moved = 0;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (!e->have) {
-			p = (struct pollfd){.fd = e->conn, .events = POLLIN};
-			(void)rsk_sys_poll(&p, 1, RSK_OFFER_GAP_MS);
-			(void)rsk_offer_update(e);
-		}
-		if (e->have && rsk_rdv_forward(&e->o, e->fds) < 0) {
+		if (rsk_offer_pass_on(l, e) < 0) {
 			pp = &e->next; /* rendezvous full: keep it, our next accept looks again */
 			continue;
 		}
-		rsk_offer_free(rsk_offer_unlink(l, pp)); /* forwarded, or it never came */
+		rsk_offer_free(rsk_offer_unlink(l, pp));
 		moved = 1;
 	}
 	if (moved)
@@ -640,10 +713,13 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
  * Find ours, taking queued entries one at a time, oldest first, only as far as the search
  * needs: each costs an fd, and its offer four more once read (a server near its fd limit
  * with hundreds of clients queued). Then (shared with siblings) hand the rest back. Lock
- * held.
+ * held. Siblings look one at a time (the look lock): two that each took the other's offer
+ * and handed it back at once could miss both again, and again, until one called its client
+ * plain -- a client that then waits for an answer that never comes.
  */
 static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
+	int locked = rsk_lshared_lock(l->sh);
 	struct rsk_offer *e = rsk_listen_scan(l, cl);
 	int k;
 
@@ -651,6 +727,8 @@ static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struc
 		e = rsk_listen_scan(l, cl);
 	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
 		rsk_listen_give_back(l);
+	if (locked)
+		pthread_mutex_unlock(&l->sh->looking);
 	return e;
 }
 

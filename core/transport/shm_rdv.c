@@ -262,9 +262,13 @@ static int rsk_rdv_offer_valid(const struct rsk_rdv_offer *o, int nfds)
 {
 	int fam = o->server.ss_family;
 
-	return o->magic == RSK_RDV_MAGIC && o->version == RSK_RDV_VERSION &&
-	       rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
-	       (o->forwarded == 0 || o->forwarded == 1) && o->upgrade <= RSK_RDV_UPGRADE_HOPS + 1 &&
+	if (o->magic != RSK_RDV_MAGIC || o->version != RSK_RDV_VERSION)
+		return 0;
+	if (o->forwarded == RSK_RDV_FWD_UNREAD)
+		return nfds == 1;
+	return rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
+	       (o->forwarded == RSK_RDV_FWD_NONE || o->forwarded == RSK_RDV_FWD_OFFER) &&
+	       o->upgrade <= RSK_RDV_UPGRADE_HOPS + 1 &&
 	       nfds == (o->forwarded ? RSK_RDV_NFDS : RSK_RDV_NFDS - 1);
 }
 
@@ -282,26 +286,48 @@ int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS])
 	}
 	for (i = 0; i < nfds; i++)
 		fds[i] = got[i];
+	if (o->forwarded == RSK_RDV_FWD_UNREAD)
+		return 1;
 	if (!o->forwarded)
 		fds[RSK_RDV_REPLY] = conn;
 	return 0;
 }
 
-int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS])
+/* Pass message @f with @nfds fds to the rendezvous named for @server, on a connection of
+ * its own. */
+static int rsk_rdv_pass(const struct sockaddr *server, const struct rsk_rdv_offer *f,
+			const int *fds, int nfds)
 {
-	struct rsk_rdv_offer f = *o;
 	int fd = rsk_rdv_unix_socket(), rc;
 
 	if (fd < 0)
 		return fd;
-	f.forwarded = 1;
-	if (f.upgrade > 0 && f.upgrade <= RSK_RDV_UPGRADE_HOPS)
-		f.upgrade++;
-	rc = rsk_rdv_connect_rdv(fd, (const struct sockaddr *)&o->server);
+	rc = rsk_rdv_connect_rdv(fd, server);
 	if (rc == 0)
-		rc = rsk_rdv_send(fd, &f, sizeof(f), fds, RSK_RDV_NFDS);
+		rc = rsk_rdv_send(fd, f, sizeof(*f), fds, nfds);
 	(void)rsk_sys_close(fd); /* queued data and fds stay with the receiver */
 	return rc;
+}
+
+int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS])
+{
+	struct rsk_rdv_offer f = *o;
+
+	f.forwarded = RSK_RDV_FWD_OFFER;
+	if (f.upgrade > 0 && f.upgrade <= RSK_RDV_UPGRADE_HOPS)
+		f.upgrade++;
+	return rsk_rdv_pass((const struct sockaddr *)&o->server, &f, fds, RSK_RDV_NFDS);
+}
+
+int rsk_rdv_forward_unread(const struct sockaddr *server, int conn)
+{
+	struct rsk_rdv_offer f;
+
+	memset(&f, 0, sizeof(f));
+	f.magic = RSK_RDV_MAGIC;
+	f.version = RSK_RDV_VERSION;
+	f.forwarded = RSK_RDV_FWD_UNREAD;
+	return rsk_rdv_pass(server, &f, &conn, 1);
 }
 
 int rsk_rdv_answer(int reply, int accept, int ctl)

@@ -25,13 +25,20 @@ struct rsk_rdv_offer {
 	uint32_t nbuf;
 	uint32_t buf_size;
 	struct sockaddr_storage server; /* where the client connects (the rendezvous' name) */
-	uint32_t forwarded;             /* a sibling passed it on: a 4th fd is the reply fd */
+	uint32_t forwarded;             /* RSK_RDV_FWD_*: a sibling passed it on */
 	/* 0: the client's TCP connect follows the offer; else an upgrade of its existing TCP
 	 * connection (calls/upgrade.c), 1 + the times siblings passed it on */
 	uint32_t upgrade;
 };
 
 #define RSK_RDV_UPGRADE_HOPS 8
+
+/* forwarded: */
+#define RSK_RDV_FWD_NONE 0u   /* the client's own message */
+#define RSK_RDV_FWD_OFFER 1u  /* an offer a sibling read: a 4th fd is the reply fd */
+/* A client's connection passed on before its offer came: its only fd is that connection,
+ * from which the offer is still to be read (no field but magic and version counts). */
+#define RSK_RDV_FWD_UNREAD 2u
 
 /* The fds of an offer, in message order (the reply fd only in a forwarded one). */
 enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS };
@@ -71,13 +78,18 @@ int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV
 /*
  * Server: read one offer from accepted rendezvous connection @conn. On success @fds are
  * ours (close-on-exec), fds[RSK_RDV_REPLY] is what to answer on (@conn itself unless a
- * sibling forwarded the offer). 0, -EAGAIN (nothing there yet), -ECONNRESET (the client
+ * sibling forwarded the offer). 0, 1 (a client's connection forwarded unread: it is
+ * fds[0], read its offer from it), -EAGAIN (nothing there yet), -ECONNRESET (the client
  * closed without an offer) or -EPROTO (malformed: wrong magic, version, geometry or fds).
  */
 int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS]);
 
 /* Server: hand an offer we cannot use to the rendezvous named for @o->server again. */
 int rsk_rdv_forward(const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS]);
+
+/* Server: hand client connection @conn, whose offer has not come yet, to the rendezvous of
+ * listener address @server again (RSK_RDV_FWD_UNREAD). 0 or -errno. */
+int rsk_rdv_forward_unread(const struct sockaddr *server, int conn);
 
 /* Server: answer on @reply: accept (with our ctl end @ctl) or decline (@ctl -1). 0/-errno. */
 int rsk_rdv_answer(int reply, int accept, int ctl);

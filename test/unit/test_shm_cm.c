@@ -876,6 +876,46 @@ static void test_prefork_sibling_claims(void **state)
 	assert_int_equal(ucm_fd_count(), before);
 }
 
+/*
+ * Shared with siblings, a claim that meets a client still between its rendezvous connect and
+ * its offer hands that connection back as it is, without waiting for the offer (siblings'
+ * claims wait for the look lock meanwhile). The client's offer then reaches whoever accepts
+ * its TCP connection: here a second claim, which finds the connection handed back.
+ */
+static void test_shared_hands_back_unread(void **state)
+{
+	struct fix *f = *state;
+	struct cli slow, c2;
+	struct srv s2, s1;
+	int64_t ms;
+	int before = ucm_fd_count();
+
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED);
+	assert_int_equal(cli_dial(&slow, &f->dest), 0); /* connected to the rendezvous only */
+	cli_full(&c2, f);
+	srv_accept(&s2, f->kfd);
+	assert_int_equal(srv_claim(&s2, f->lh, &ms), 1);
+	assert_true(ms < 40); /* was: a 50 ms wait for the slow client's offer */
+	srv_open(&s2);
+	cli_resolve(&c2);
+	assert_paired(c2.d.ep, s2.cl.ep, 3);
+
+	cli_offer(&slow); /* on the connection a sibling now holds in the rendezvous queue */
+	cli_connect(&slow);
+	srv_accept(&s1, f->kfd);
+	assert_int_equal(srv_claim(&s1, f->lh, NULL), 1);
+	srv_open(&s1);
+	cli_resolve(&slow);
+	assert_true(rsk_shm_has_peer_ctl(slow.d.ep));
+	assert_paired(slow.d.ep, s1.cl.ep, 4);
+	assert_paired(s1.cl.ep, slow.d.ep, 5);
+	cli_close(&slow);
+	cli_close(&c2);
+	srv_close(&s1);
+	srv_close(&s2);
+	assert_int_equal(ucm_fd_count(), before);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -896,6 +936,7 @@ int main(void)
 		T4(test_second_listen_refused),
 		T4(test_pause_resume),
 		T4(test_prefork_sibling_claims),
+		T4(test_shared_hands_back_unread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

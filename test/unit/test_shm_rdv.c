@@ -339,6 +339,59 @@ static void test_forward(void **state)
 	conn_close(&k);
 }
 
+/*
+ * A client's connection passed on before its offer came: the receiver gets that very
+ * connection (one fd, 1 from read_offer) and reads the client's offer from it, answering on
+ * it like on its own.
+ */
+static void test_forward_unread(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_offer o = good_offer(f), got;
+	int fds[RSK_RDV_NFDS], srv2, inner, before;
+	struct conn k;
+
+	conn_open(f, &k);
+	before = ucm_fd_count();
+	assert_int_equal(rsk_rdv_read_offer(k.srv, &got, fds), -EAGAIN); /* nothing sent yet */
+	assert_int_equal(rsk_rdv_forward_unread((struct sockaddr *)&f->dest, k.srv), 0);
+	assert_int_equal(ucm_fd_count(), before); /* the passer still owns its copy */
+	srv2 = rdv_accept(k.l);
+	fds[0] = fds[1] = -1;
+	assert_int_equal(rsk_rdv_read_offer(srv2, &got, fds), 1);
+	assert_int_equal(got.forwarded, RSK_RDV_FWD_UNREAD);
+	inner = fds[0];
+	assert_true(inner >= 0 && fds[1] == -1);
+	assert_true(fcntl(inner, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(ino(inner), ino(k.srv));
+	close(srv2);
+	close(k.srv); /* the passer lets go: the receiver's copy carries on */
+	k.srv = inner;
+	/* the client's offer arrives now, on the connection the receiver holds */
+	assert_int_equal(rsk_rdv_offer(k.cli, &o, k.fds), 0);
+	assert_int_equal(rsk_rdv_read_offer(inner, &got, fds), 0);
+	assert_memory_equal(&got, &o, sizeof(o));
+	assert_int_equal(fds[RSK_RDV_REPLY], inner);
+	assert_same_files(fds, k.fds, 3);
+	close_all(fds, 3);
+	/* a forged unread forward with the wrong fd count is malformed, its fds closed */
+	{
+		struct rsk_rdv_offer bad = {.magic = RSK_RDV_MAGIC, .version = RSK_RDV_VERSION,
+					    .forwarded = RSK_RDV_FWD_UNREAD};
+		int two[2] = {k.cli, k.cli}, c = rsk_rdv_find((struct sockaddr *)&f->dest), s2;
+
+		assert_true(c >= 0);
+		s2 = rdv_accept(k.l);
+		before = ucm_fd_count();
+		assert_int_equal(ucm_send_fds(c, &bad, sizeof(bad), two, 2), (int)sizeof(bad));
+		assert_int_equal(rsk_rdv_read_offer(s2, &got, fds), -EPROTO);
+		assert_int_equal(ucm_fd_count(), before);
+		close(c);
+		close(s2);
+	}
+	conn_close(&k);
+}
+
 /* Forwarding to a rendezvous that is gone fails and consumes none of the caller's fds. */
 static void test_forward_no_listener(void **state)
 {
@@ -609,6 +662,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offer_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forward_unread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward_no_listener, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_answer, setup, teardown),
 		cmocka_unit_test(test_read_answer_hostile),
