@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/config.h"
 #include "history.h"
 
 #define RSK_HIST_SLOTS 256
@@ -51,6 +52,13 @@ static struct rsk_hist_slot *rsk_hist_slot(const uint8_t key[18])
 	for (i = 0; i < 18; i++)
 		h = (h ^ key[i]) * 16777619u;
 	return &rsk_hist[h % RSK_HIST_SLOTS];
+}
+
+int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls)
+{
+	if (bytes >= rsk_config.upgrade_bytes || rsk_config.upgrade_ms == 0)
+		return 0; /* 0: every connection is worth it, at its first call */
+	return age_ms < (int64_t)rsk_config.upgrade_ms || calls < RSK_HIST_AGE_CALLS;
 }
 
 int rsk_hist_short(const struct sockaddr *dest)

@@ -7,7 +7,18 @@
 #ifndef RSK_CALLS_HISTORY_H
 #define RSK_CALLS_HISTORY_H
 
+#include <stdint.h>
 #include <sys/socket.h>
+
+/*
+ * Is a connection of @age_ms that moved @bytes in @calls data-carrying calls (sends and
+ * reads, either way) short: not worth a transport's setup? Its age counts only once it has
+ * made RSK_HIST_AGE_CALLS such calls: under load every connection waits in queues, and a
+ * request with its answer never earns a setup back however long it waited. With
+ * RDMASOCK_UPGRADE_MS=0 no connection is short.
+ */
+#define RSK_HIST_AGE_CALLS 4
+int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls);
 
 /* Connections to @dest ended short recently (most of the last few)? 0 without history. */
 int rsk_hist_short(const struct sockaddr *dest);

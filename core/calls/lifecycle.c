@@ -186,8 +186,8 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	if (c == NULL || s->from_lst != 0 || c->peer_len == 0)
 		return;
 	rsk_hist_note((const struct sockaddr *)&c->peer,
-		      rsk_now_ms() - c->born_ms < (int64_t)rsk_config.upgrade_ms &&
-			      c->st.bytes_sent + c->st.bytes_rcvd < rsk_config.upgrade_bytes);
+		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, c->st.bytes_sent + c->st.bytes_rcvd,
+					c->st.msgs_sent + c->st.msgs_rcvd));
 }
 
 void rsk_life_init(void)

@@ -50,6 +50,7 @@ struct rsk_upg {
 	const struct rsk_cm_ops *cm;
 	int64_t born_ms;
 	uint64_t bytes;     /* moved over TCP (approximate under concurrent calls: a threshold) */
+	uint64_t calls;     /* calls that moved data over TCP (the same) */
 	unsigned int forks; /* rsk_proc_forks() when it became ours: a fork shares the TCP side */
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
@@ -421,13 +422,16 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	rsk_dbg("fd %d: moving to %s", fd, rsk_transport_name(u->c->ep->ops->id));
 }
 
-/* Moving now? The client's threshold: bytes moved, or its age at this call. */
+/* Moving now? The client's threshold: bytes moved, or its age at this call once it has made
+ * a few calls (rsk_hist_is_short). */
 static int rsk_upg_due(const struct rsk_upg *u)
 {
+	uint64_t bytes = __atomic_load_n(&u->bytes, __ATOMIC_RELAXED);
+
 	if (rsk_policy_is_kernel_only())
 		return 0; /* io_uring: its I/O on this socket would not see the move */
-	return __atomic_load_n(&u->bytes, __ATOMIC_RELAXED) >= rsk_config.upgrade_bytes ||
-	       rsk_now_ms() - u->born_ms >= (int64_t)rsk_config.upgrade_ms;
+	return !rsk_hist_is_short(rsk_now_ms() - u->born_ms, bytes,
+				  __atomic_load_n(&u->calls, __ATOMIC_RELAXED));
 }
 
 /* Both directions ended on TCP: the application's fd becomes the stream's app end. */
@@ -610,8 +614,10 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 	pthread_mutex_lock(&s->lock);
 	if ((u = s->upg) != NULL && u->kcalls > 0)
 		u->kcalls--;
-	if (n > 0 && u != NULL)
+	if (n > 0 && u != NULL) {
 		__atomic_add_fetch(&u->bytes, (uint64_t)n, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&u->calls, 1, __ATOMIC_RELAXED);
+	}
 	if (rx ? n != 0 : n != -EPIPE) {
 		pthread_mutex_unlock(&s->lock);
 		return 0;

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "base/stats.h"
+#include "calls/history.h"
 #include "calls/upgrade.h"
 #include "conn/conn.h"
 #include "transport/announce.h"
@@ -138,8 +139,38 @@ static void test_bytes_threshold(void **state)
 	pair_close(&p);
 }
 
-/* The age threshold: a client that moved few bytes dials once it is old enough. */
+/*
+ * The age threshold: a client that moved few bytes dials once it is old enough and has made
+ * RSK_HIST_AGE_CALLS data calls. One request that waited long (a loaded machine's queues) is
+ * not worth a setup: it stays on TCP however old it is.
+ */
 static void test_age_threshold(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int fds, i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 1000; /* far above a connect and a few calls, even under load */
+	pair_open(&p);
+	fds = ucm_fd_count();
+	send_pat(p.cl, &tx, 10);
+	assert_int_equal(ucm_fd_count(), fds); /* young */
+	recv_until(p.sv, &rx, 10);
+	unit_sleep_ms(1100);
+	for (i = 1; i < RSK_HIST_AGE_CALLS; i++) { /* old, but its calls are too few */
+		send_pat(p.cl, &tx, 10);
+		assert_int_equal(ucm_fd_count(), fds);
+	}
+	send_pat(p.cl, &tx, 10);
+	assert_true(ucm_fd_count() > fds); /* old enough, and busy enough: dialed */
+	recv_until(p.sv, &rx, 10 * (RSK_HIST_AGE_CALLS + 1));
+	pair_close(&p);
+}
+
+/* RDMASOCK_UPGRADE_MS=0: every connection is worth a move, at its first call. */
+static void test_age_zero(void **state)
 {
 	struct pair p;
 	uint64_t tx = 0, rx = 0;
@@ -147,16 +178,12 @@ static void test_age_threshold(void **state)
 
 	(void)state;
 	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 1000; /* far above a connect and one call, even under load */
+	rsk_config.upgrade_ms = 0;
 	pair_open(&p);
 	fds = ucm_fd_count();
 	send_pat(p.cl, &tx, 10);
-	assert_int_equal(ucm_fd_count(), fds); /* young */
+	assert_true(ucm_fd_count() > fds);
 	recv_until(p.sv, &rx, 10);
-	unit_sleep_ms(1100);
-	send_pat(p.cl, &tx, 10);
-	assert_true(ucm_fd_count() > fds); /* old enough: dialed */
-	recv_until(p.sv, &rx, 20);
 	pair_close(&p);
 }
 
@@ -347,6 +374,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_bytes_threshold),
 		T(test_age_threshold),
+		T(test_age_zero),
 		T(test_move_byte_exact),
 		T(test_never),
 		T(test_unmovable_gives_up),
