@@ -5,8 +5,13 @@
 # medians. Each run gets its own network namespace (unshare -n, loopback only), so TIME_WAIT
 # sockets of one run (the library's bind-chosen ports slow every later bind, see
 # bench/phasecost.c tw) neither reach the next run nor anyone else on the machine.
+# Then the applications (APPS=0 skips them), also one network namespace per run: nginx
+# (master + 2 workers, keepalive_timeout 0) with `ab -c 10` without keep-alive for a 1 KiB
+# and a 100 KiB file, and `redis-benchmark -k 0 -c 10 -t get` six runs in a row against one
+# server (the issue's check: each run within 20% of the six's median).
 #   bash bench/connrate.sh [REPS] [TOTAL]      (defaults 5, 3000; every run <= 15 s)
-# Needs root (unshare -n). Prints one line per run, then the table.
+#   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
+# Needs root (unshare -n). Prints one line per run, then the tables.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/build/connrate
@@ -60,3 +65,86 @@ for conc in $CONCS; do
 		"$(awk -v a="$l" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$kl" "$ll" "$lf"
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
+
+[ "${APPS:-1}" = 1 ] || exit 0
+if ! command -v nginx >/dev/null || ! command -v ab >/dev/null || ! command -v redis-server >/dev/null ||
+	! command -v redis-benchmark >/dev/null; then
+	echo "(applications skipped: nginx, ab or redis missing)"
+	exit 0
+fi
+AB_N=${AB_N:-3000}
+RK_N=${RK_N:-5000}
+
+# One namespace: nginx + ab (1 KiB, 100 KiB), then one redis-server and six redis-benchmark
+# -k 0 runs. Prints "ab_1k rps=R failed=F", "ab_100k ...", "redis_k0 run=I rps=R".
+cat >"$OUT/apps.sh" <<'APP'
+ip link set lo up || exit 1
+d=$1 pre=$2 ab_n=$3 rk_n=$4
+wait_port() { for i in $(seq 100); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
+stop() { kill -"$2" "$1" 2>/dev/null; for i in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done; kill -KILL "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+[ -n "$d" ] && [ -d "$d" ] || exit 1
+rm -rf "$d/ngx" && mkdir -p "$d/www" "$d/ngx/tmp"
+[ -f "$d/www/100k.bin" ] || { head -c 1024 /dev/urandom >"$d/www/1k.bin"; head -c 102400 /dev/urandom >"$d/www/100k.bin"; }
+user=""; [ "$(id -u)" = 0 ] && user="user root;"
+t=$d/ngx/tmp
+cat >"$d/ngx/nginx.conf" <<CONF
+daemon off; master_process on; worker_processes 2; $user
+error_log $d/ngx/error.log; pid $d/ngx/nginx.pid;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; keepalive_timeout 0;
+	client_body_temp_path $t; proxy_temp_path $t; fastcgi_temp_path $t; uwsgi_temp_path $t; scgi_temp_path $t;
+	server { listen 127.0.0.1:18600; root $d/www; } }
+CONF
+env $pre nginx -e "$d/ngx/error.log" -p "$d/ngx" -c "$d/ngx/nginx.conf" >/dev/null 2>&1 &
+np=$!
+wait_port 18600 || { echo "error: nginx did not start"; exit 1; }
+for f in 1k 100k; do
+	out=$(env $pre timeout -s KILL 60 ab -q -n "$ab_n" -c 10 "http://127.0.0.1:18600/$f.bin" 2>&1)
+	rps=$(echo "$out" | awk '/^Requests per second:/ { print $4 }')
+	failed=$(echo "$out" | awk '/^Failed requests:/ { print $3 }')
+	echo "ab_$f rps=${rps:-0} failed=${failed:-?} $(echo "$out" | grep -m1 -i 'error\|reset' | tr ' ' _)"
+done
+stop $np QUIT
+env $pre redis-server --port 18700 --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
+rp=$!
+wait_port 18700 || { echo "error: redis-server did not start"; exit 1; }
+for i in 1 2 3 4 5 6; do
+	out=$(env $pre timeout -s KILL 60 redis-benchmark -p 18700 -c 10 -n "$rk_n" -k 0 -t get -q 2>&1 |
+		tr '\r' '\n' | grep 'GET:' | tail -1)
+	echo "redis_k0 run=$i rps=$(echo "$out" | sed -n 's/.*GET: \([0-9.]*\) requests.*/\1/p')"
+done
+stop $rp TERM
+APP
+
+: >"$OUT/apps.txt"
+for ((r = 1; r <= REPS; r++)); do
+	for mode in kernel lib; do
+		pre=""
+		[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
+		unshare -n bash "$OUT/apps.sh" "$OUT" "$pre" "$AB_N" "$RK_N" 2>&1 | sed "s/^/rep=$r mode=$mode /" |
+			tee -a "$OUT/apps.txt"
+	done
+done
+
+rps_of() { grep " mode=$1 $2 " "$OUT/apps.txt" | grep -o 'rps=[0-9.]*' | cut -d= -f2; }
+echo
+printf '| workload | kernel | library | library / kernel | library failed (sum) |\n'
+printf '|---|---|---|---|---|\n'
+for w in ab_1k ab_100k redis_k0; do
+	k=$(rps_of kernel "$w" | median)
+	l=$(rps_of lib "$w" | median)
+	lf=$(grep " mode=lib $w " "$OUT/apps.txt" | grep -o 'failed=[0-9]*' | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
+	printf '| %s | %s req/s | %s req/s | %s | %s |\n' "$w" "$k" "$l" \
+		"$(awk -v a="$l" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$lf"
+done
+# redis -k 0: the six runs of one repetition (one server), each against their median
+for mode in kernel lib; do
+	for ((r = 1; r <= REPS; r++)); do
+		runs=$(grep "^rep=$r mode=$mode redis_k0 " "$OUT/apps.txt" | grep -o 'rps=[0-9.]*' | cut -d= -f2)
+		m=$(echo "$runs" | median)
+		dev=$(echo "$runs" | awk -v m="$m" '{d = $1 > m ? $1 - m : m - $1; if (m > 0 && d / m > x) x = d / m}
+			END {printf "%.0f%%", 100 * x}')
+		echo "redis -k 0, $mode, repetition $r: $(echo "$runs" | tr '\n' ' ')(median $m, largest deviation $dev)"
+	done
+done
+echo "(runs: $OUT/apps.txt; $REPS interleaved repetitions, medians)"

@@ -65,7 +65,10 @@ struct rsk_config {
 /* A TCP-first connection moves once it carried this much, or at its first call this old: a
  * short request/response connection (the kind connect-per-request clients make) never pays
  * for a setup it cannot earn back (see docs/design.md, "TCP first"). */
-#define RSK_DEFAULT_UPGRADE_BYTES 65536
+/* What a connection must carry before a setup pays (bench/connrate.sh: nginx + ab without
+ * keep-alive, 100 KiB responses, ran at 0.31x kernel TCP with each connection set up on shm;
+ * bulk flows still move by age within milliseconds). */
+#define RSK_DEFAULT_UPGRADE_BYTES 1048576
 #define RSK_DEFAULT_UPGRADE_MS 5
 
 extern struct rsk_config rsk_config;

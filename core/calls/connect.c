@@ -210,6 +210,12 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 
 	if (s == NULL)
 		return 0;
+	/* A connect again (APR asks for the result of a non-blocking one so) is the kernel's
+	 * to answer, and the socket keeps the reason its first connect gave it. */
+	if (s->state != RSK_SOCK_NEW) {
+		rsk_sock_put(s);
+		return 0;
+	}
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
 	if (why < 0 && s->upg == NULL && rsk_connect_tcp_first(u.cm, addr) &&
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)

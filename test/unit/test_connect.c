@@ -258,7 +258,7 @@ static void test_so_error_settles(void **state)
 static void test_tcp_first(void **state)
 {
 	struct sockaddr_in a;
-	int l = ucl_listen(&a), fd = ucl_socket(0), sv, accel = 1;
+	int l = ucl_listen(&a), fd = ucl_socket(0), sv, accel = 1, rc = 0;
 
 	(void)state;
 	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
@@ -266,6 +266,10 @@ static void test_tcp_first(void **state)
 	assert_int_equal(accel, 0);
 	assert_null(ucl_sock(fd)->conn);
 	assert_non_null(ucl_sock(fd)->upg);
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_TCP_FIRST);
+	/* a connect again (APR asks so for a non-blocking one's result) is the kernel's to
+	 * answer (EISCONN), and the socket keeps its reason */
+	assert_int_equal(rsk_connect(fd, (struct sockaddr *)&a, sizeof(a), &rc), 0);
 	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_TCP_FIRST);
 	assert_true(rsk_fdtab_is_data(rsk_fdtab_load(fd))); /* its calls come to us */
 	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(fd)));
