@@ -70,11 +70,17 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)) # exit, so the destructor runs
 s = socket.socket()
 signal.pause()'
-	for _ in $(seq 100); do [ -e "/dev/shm/rdmasock-stat.$PID_dflt" ] && break; sleep 0.05; done
-	[ "$(stat -c %a "/dev/shm/rdmasock-stat.$PID_dflt" 2>/dev/null)" = 600 ] ||
-		fail "no 0600 segment in /dev/shm by default"
+	# /dev/shm is everyone's: a file of this pid may be a killed process's leftover (pids
+	# wrap), which the library replaces at its start. Wait until stat reads our process.
+	for _ in $(seq 100); do
+		RDMASOCK_STAT_DIR= "$RSK_CLI" stat --json -p "$PID_dflt" 2>/dev/null |
+			grep -q "\"pid\":$PID_dflt," && break
+		sleep 0.05
+	done
 	RDMASOCK_STAT_DIR= "$RSK_CLI" stat --json -p "$PID_dflt" | grep -q "\"pid\":$PID_dflt," ||
 		fail "stat does not read /dev/shm by default"
+	[ "$(stat -c %a "/dev/shm/rdmasock-stat.$PID_dflt" 2>/dev/null)" = 600 ] ||
+		fail "no 0600 segment in /dev/shm by default"
 	stop_bg dflt
 	[ ! -e "/dev/shm/rdmasock-stat.$PID_dflt" ] || fail "the default segment survived its exit"
 fi
