@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
@@ -25,6 +26,7 @@
 #include "base/config.h"
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "base/sys.h"
 #include "shm.h"
 #include "shm_cm.h"
@@ -200,13 +202,28 @@ static void rsk_shm_undial(struct rsk_dial *d)
 
 /* ---- server ---- */
 
+/*
+ * One process's share of the held count, so that a sibling that dies holding entries (a
+ * worker killed mid-look) can be told apart: its share no longer counts. Without that, every
+ * sibling would wait its whole claim bound for each plain or TCP-first client from then on,
+ * and drop it.
+ */
+struct rsk_lslot {
+	int32_t pid; /* 0 free, -1 being emptied */
+	int32_t n;   /* what it holds (a fork's inherited copies can take it below 0) */
+};
+
+#define RSK_LSHARED_SLOTS 64
+
 /* Shared by the processes that inherited the listener (MAP_SHARED, created at listen). */
 struct rsk_shm_lshared {
 	pthread_mutex_t looking; /* one process looks at a time (robust: a sibling may die) */
-	uint32_t held;    /* rendezvous entries taken out (or being taken: counted before the
-			   * accept) and not yet claimed, given back or dropped */
-	uint32_t shared;  /* the listener is open in more than one process (it forked) */
-	uint32_t waiters; /* processes asleep on held: only they need a wake-up */
+	uint32_t held;     /* rendezvous entries taken out (or being taken: counted before the
+			    * accept) and not yet claimed, given back or dropped */
+	uint32_t shared;   /* the listener is open in more than one process (it forked) */
+	uint32_t waiters;  /* processes asleep on held: only they need a wake-up */
+	int32_t unslotted; /* held by processes that found no free slot (never verified) */
+	struct rsk_lslot slot[RSK_LSHARED_SLOTS];
 };
 
 struct rsk_offer {
@@ -235,6 +252,8 @@ struct rsk_shm_listener {
 	struct rsk_offer *pending;
 	uint32_t nlocal; /* entries in pending (our share of sh->held) */
 	struct rsk_shm_lshared *sh;
+	int slot;        /* ours in sh->slot, -1 none */
+	pid_t slot_pid;  /* the process it was found for (a forked child finds its own) */
 };
 
 static void rsk_lshared_init(struct rsk_shm_lshared *sh)
@@ -246,6 +265,75 @@ static void rsk_lshared_init(struct rsk_shm_lshared *sh)
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&sh->looking, &a);
 	pthread_mutexattr_destroy(&a);
+}
+
+/* The slot of dead process @pid: its share leaves the total, the slot is free again (one
+ * sibling empties it: the one that marks it). */
+static void rsk_lslot_empty(struct rsk_shm_lshared *sh, struct rsk_lslot *s, int32_t pid)
+{
+	int32_t n;
+
+	if (!__atomic_compare_exchange_n(&s->pid, &pid, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	n = __atomic_exchange_n(&s->n, 0, __ATOMIC_SEQ_CST);
+	if (n > 0)
+		__atomic_sub_fetch(&sh->held, (uint32_t)n, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
+}
+
+/* This process's slot, found once per process. NULL when every slot is a live process's:
+ * our share then counts in sh->unslotted. */
+static struct rsk_lslot *rsk_lslot_mine(struct rsk_shm_listener *l)
+{
+	pid_t me = rsk_proc_pid();
+	int32_t free_pid;
+	int i;
+
+	if (l->slot_pid != me) {
+		l->slot_pid = me;
+		l->slot = -1;
+		for (i = 0; i < RSK_LSHARED_SLOTS && l->slot < 0; i++) {
+			free_pid = __atomic_load_n(&l->sh->slot[i].pid, __ATOMIC_SEQ_CST);
+			if (free_pid > 0 && kill(free_pid, 0) < 0 && errno == ESRCH)
+				rsk_lslot_empty(l->sh, &l->sh->slot[i], free_pid); /* an exited one's */
+			free_pid = 0;
+			if (__atomic_compare_exchange_n(&l->sh->slot[i].pid, &free_pid, (int32_t)me, 0,
+							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				l->slot = i;
+		}
+	}
+	return l->slot >= 0 ? &l->sh->slot[l->slot] : NULL;
+}
+
+/* Our share of the held count moves by @d (the shared total with it). */
+static void rsk_lshared_add(struct rsk_shm_listener *l, int32_t d)
+{
+	struct rsk_lslot *m = rsk_lslot_mine(l);
+
+	__atomic_add_fetch(m != NULL ? &m->n : &l->sh->unslotted, d, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&l->sh->held, (uint32_t)d, __ATOMIC_SEQ_CST);
+}
+
+/* What live siblings hold: their slots (a dead one's is emptied on the way) and the
+ * unslotted share. Asked only when the total says something is held elsewhere. */
+static int32_t rsk_lshared_live_elsewhere(struct rsk_shm_listener *l)
+{
+	struct rsk_shm_lshared *sh = l->sh;
+	int32_t sum = __atomic_load_n(&sh->unslotted, __ATOMIC_SEQ_CST), pid, n;
+	pid_t me = rsk_proc_pid();
+	int i;
+
+	for (i = 0; i < RSK_LSHARED_SLOTS; i++) {
+		pid = __atomic_load_n(&sh->slot[i].pid, __ATOMIC_SEQ_CST);
+		n = __atomic_load_n(&sh->slot[i].n, __ATOMIC_SEQ_CST);
+		if (pid <= 0 || pid == (int32_t)me || n <= 0)
+			continue;
+		if (kill(pid, 0) < 0 && errno == ESRCH)
+			rsk_lslot_empty(sh, &sh->slot[i], pid);
+		else
+			sum += n;
+	}
+	return sum;
 }
 
 /* The owners of the rendezvous just created (the clients check the same uid). */
@@ -265,6 +353,7 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 
 	if (l == NULL)
 		return -ENOMEM;
+	l->slot = -1;
 	l->sh = mmap(NULL, sizeof(*l->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
 		     0);
 	n = l->sh == MAP_FAILED ? -ENOMEM : rsk_rdv_listen(bound, v6only, RSK_RDV_BACKLOG, l->rdv);
@@ -316,7 +405,7 @@ static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk
 
 	*pp = e->next;
 	l->nlocal--;
-	__atomic_sub_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+	rsk_lshared_add(l, -1);
 	return e;
 }
 
@@ -351,6 +440,19 @@ static void rsk_lshared_wake(struct rsk_shm_lshared *sh)
 		(void)rsk_sys_futex(&sh->held, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
+/* Our slot goes back (what we held went with our pending list). */
+static void rsk_lslot_release(struct rsk_shm_listener *l)
+{
+	int32_t me = (int32_t)rsk_proc_pid();
+
+	if (l->slot < 0 || l->slot_pid != (pid_t)me)
+		return;
+	__atomic_store_n(&l->sh->slot[l->slot].n, 0, __ATOMIC_SEQ_CST);
+	(void)__atomic_compare_exchange_n(&l->sh->slot[l->slot].pid, &me, 0, 0, __ATOMIC_SEQ_CST,
+					  __ATOMIC_SEQ_CST);
+	l->slot = -1;
+}
+
 static void rsk_shm_unlisten(void *lh)
 {
 	struct rsk_shm_listener *l = lh;
@@ -359,6 +461,7 @@ static void rsk_shm_unlisten(void *lh)
 	while (l->pending != NULL)
 		rsk_offer_free(rsk_offer_unlink(l, &l->pending));
 	rsk_lshared_wake(l->sh);
+	rsk_lslot_release(l);
 	for (i = 0; i < l->nrdv; i++)
 		rsk_fd_unhide_close(l->rdv[i]);
 	munmap(l->sh, sizeof(*l->sh));
@@ -456,7 +559,7 @@ static int rsk_offer_sender_ok(uid_t uid, uid_t owner, int forwarded)
 /* A count made for an accept that took nothing goes; a sibling may be waiting on it. */
 static void rsk_listen_unreserve(struct rsk_shm_listener *l)
 {
-	__atomic_sub_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+	rsk_lshared_add(l, -1);
 	rsk_lshared_wake(l->sh);
 }
 
@@ -476,7 +579,7 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 		tail = &(*tail)->next;
 	for (i = 0; i < l->nrdv; i++) {
 		while (n < max) {
-			__atomic_add_fetch(&l->sh->held, 1, __ATOMIC_SEQ_CST);
+			rsk_lshared_add(l, 1);
 			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 			e = fd >= 0 ? calloc(1, sizeof(*e)) : NULL;
 			if (e == NULL || rsk_rdv_peer_uid(fd, &uid) < 0 ||
@@ -702,11 +805,14 @@ static void rsk_listen_give_back(struct rsk_shm_listener *l)
 		rsk_lshared_wake(l->sh);
 }
 
-/* Entries held by sibling processes right now (the shared count less our own). */
+/* Entries held by live sibling processes right now (the shared count less our own, checked
+ * against their shares when it is not 0). */
 static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *held)
 {
 	*held = __atomic_load_n(&l->sh->held, __ATOMIC_SEQ_CST);
-	return (int32_t)(*held - l->nlocal);
+	if ((int32_t)(*held - l->nlocal) <= 0)
+		return 0;
+	return rsk_lshared_live_elsewhere(l);
 }
 
 /*

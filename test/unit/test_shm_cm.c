@@ -916,6 +916,38 @@ static void test_shared_hands_back_unread(void **state)
 	assert_int_equal(ucm_fd_count(), before);
 }
 
+/*
+ * A sibling that dies holding rendezvous entries (a worker killed mid-look) leaves its share
+ * in the held count. The others must not wait for it: a plain client accepted afterwards is
+ * plain at once, not dropped after the claim's whole bound (-ETIMEDOUT, ECONNABORTED for the
+ * application) as with a count that never comes down.
+ */
+static void test_dead_sibling_holds_nothing(void **state)
+{
+	struct fix *f = *state;
+	struct srv s;
+	int64_t ms;
+	int silent = rdv_raw(f), fd, status = -1;
+	pid_t pid;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) /* not shared yet: its loop takes what is queued and keeps it, then dies */
+		_exit((cm->listen_event(f->lh, 0), 0));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&f->dest, sizeof(struct sockaddr_in)), 0);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, &ms), 0);
+	assert_int_equal(s.cl.why, RDMASOCK_FB_NO_PEER);
+	assert_true(ms < 500);
+	srv_close(&s);
+	close(fd);
+	close(silent);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -937,6 +969,7 @@ int main(void)
 		T4(test_pause_resume),
 		T4(test_prefork_sibling_claims),
 		T4(test_shared_hands_back_unread),
+		T4(test_dead_sibling_holds_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
