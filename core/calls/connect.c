@@ -41,9 +41,8 @@ static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr 
 
 	if (mode == RSK_MODE_KERNEL || !rsk_config_port_allowed(&rsk_config, rsk_sa_port(addr)))
 		return RDMASOCK_FB_POLICY;
-	if (s->state != RSK_SOCK_NEW || s->nfds != 1 || addr->sa_family != s->domain ||
-	    len < rsk_sa_len(addr))
-		return RDMASOCK_FB_UNSUPPORTED;
+	if (s->nfds != 1 || addr->sa_family != s->domain || len < rsk_sa_len(addr))
+		return RDMASOCK_FB_UNSUPPORTED; /* (a socket past NEW never gets here) */
 	if (rsk_fd_headroom(fd) < rsk_fd_reserve())
 		return RDMASOCK_FB_FD_LIMIT; /* the application's own fds come first */
 	*cm = rsk_transport_route(mode, addr, &why);
