@@ -267,18 +267,21 @@ static void rsk_lshared_init(struct rsk_shm_lshared *sh)
 	pthread_mutexattr_destroy(&a);
 }
 
-/* The slot of dead process @pid: its share leaves the total, the slot is free again (one
- * sibling empties it: the one that marks it). */
-static void rsk_lslot_empty(struct rsk_shm_lshared *sh, struct rsk_lslot *s, int32_t pid)
+/* Is slot @s, of process @pid, a dead process's? Then its share leaves the total and the
+ * slot is free again (one sibling empties it: the one that marks it). Returns 1 if dead. */
+static int rsk_lslot_reap(struct rsk_shm_lshared *sh, struct rsk_lslot *s, int32_t pid)
 {
 	int32_t n;
 
+	if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+		return 0;
 	if (!__atomic_compare_exchange_n(&s->pid, &pid, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		return;
+		return 1;
 	n = __atomic_exchange_n(&s->n, 0, __ATOMIC_SEQ_CST);
 	if (n > 0)
 		__atomic_sub_fetch(&sh->held, (uint32_t)n, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->pid, 0, __ATOMIC_SEQ_CST);
+	return 1;
 }
 
 /* This process's slot, found once per process. NULL when every slot is a live process's:
@@ -294,8 +297,7 @@ static struct rsk_lslot *rsk_lslot_mine(struct rsk_shm_listener *l)
 		l->slot = -1;
 		for (i = 0; i < RSK_LSHARED_SLOTS && l->slot < 0; i++) {
 			free_pid = __atomic_load_n(&l->sh->slot[i].pid, __ATOMIC_SEQ_CST);
-			if (free_pid > 0 && kill(free_pid, 0) < 0 && errno == ESRCH)
-				rsk_lslot_empty(l->sh, &l->sh->slot[i], free_pid); /* an exited one's */
+			(void)rsk_lslot_reap(l->sh, &l->sh->slot[i], free_pid); /* an exited one's */
 			free_pid = 0;
 			if (__atomic_compare_exchange_n(&l->sh->slot[i].pid, &free_pid, (int32_t)me, 0,
 							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
@@ -326,11 +328,7 @@ static int32_t rsk_lshared_live_elsewhere(struct rsk_shm_listener *l)
 	for (i = 0; i < RSK_LSHARED_SLOTS; i++) {
 		pid = __atomic_load_n(&sh->slot[i].pid, __ATOMIC_SEQ_CST);
 		n = __atomic_load_n(&sh->slot[i].n, __ATOMIC_SEQ_CST);
-		if (pid <= 0 || pid == (int32_t)me || n <= 0)
-			continue;
-		if (kill(pid, 0) < 0 && errno == ESRCH)
-			rsk_lslot_empty(sh, &sh->slot[i], pid);
-		else
+		if (pid > 0 && pid != (int32_t)me && n > 0 && !rsk_lslot_reap(sh, &sh->slot[i], pid))
 			sum += n;
 	}
 	return sum;
