@@ -80,8 +80,7 @@ RK_N=${RK_N:-5000}
 cat >"$OUT/apps.sh" <<'APP'
 ip link set lo up || exit 1
 d=$1 pre=$2 ab_n=$3 rk_n=$4
-wait_port() { for i in $(seq 100); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; return 1; }
-stop() { kill -"$2" "$1" 2>/dev/null; for i in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done; kill -KILL "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+. "$5/bench/lib.sh" # bench_wait_listen, bench_stop_server
 [ -n "$d" ] && [ -d "$d" ] || exit 1
 rm -rf "$d/ngx" && mkdir -p "$d/www" "$d/ngx/tmp"
 [ -f "$d/www/100k.bin" ] || { head -c 1024 /dev/urandom >"$d/www/1k.bin"; head -c 102400 /dev/urandom >"$d/www/100k.bin"; }
@@ -97,23 +96,23 @@ http { access_log off; sendfile on; keepalive_timeout 0;
 CONF
 env $pre nginx -e "$d/ngx/error.log" -p "$d/ngx" -c "$d/ngx/nginx.conf" >/dev/null 2>&1 &
 np=$!
-wait_port 18600 || { echo "error: nginx did not start"; exit 1; }
+bench_wait_listen 18600 $np 5 || { echo "error: nginx did not start"; exit 1; }
 for f in 1k 100k; do
 	out=$(env $pre timeout -s KILL 60 ab -q -n "$ab_n" -c 10 "http://127.0.0.1:18600/$f.bin" 2>&1)
 	rps=$(echo "$out" | awk '/^Requests per second:/ { print $4 }')
 	failed=$(echo "$out" | awk '/^Failed requests:/ { print $3 }')
 	echo "ab_$f rps=${rps:-0} failed=${failed:-?} $(echo "$out" | grep -m1 -i 'error\|reset' | tr ' ' _)"
 done
-stop $np QUIT
+bench_stop_server $np QUIT 5
 env $pre redis-server --port 18700 --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
 rp=$!
-wait_port 18700 || { echo "error: redis-server did not start"; exit 1; }
+bench_wait_listen 18700 $rp 5 || { echo "error: redis-server did not start"; exit 1; }
 for i in 1 2 3 4 5 6; do
 	out=$(env $pre timeout -s KILL 60 redis-benchmark -p 18700 -c 10 -n "$rk_n" -k 0 -t get -q 2>&1 |
 		tr '\r' '\n' | grep 'GET:' | tail -1)
 	echo "redis_k0 run=$i rps=$(echo "$out" | sed -n 's/.*GET: \([0-9.]*\) requests.*/\1/p')"
 done
-stop $rp TERM
+bench_stop_server $rp TERM 5
 APP
 
 : >"$OUT/apps.txt"
@@ -121,7 +120,7 @@ for ((r = 1; r <= REPS; r++)); do
 	for mode in kernel lib; do
 		pre=""
 		[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
-		unshare -n bash "$OUT/apps.sh" "$OUT" "$pre" "$AB_N" "$RK_N" 2>&1 | sed "s/^/rep=$r mode=$mode /" |
+		unshare -n bash "$OUT/apps.sh" "$OUT" "$pre" "$AB_N" "$RK_N" "$ROOT" 2>&1 | sed "s/^/rep=$r mode=$mode /" |
 			tee -a "$OUT/apps.txt"
 	done
 done
