@@ -149,6 +149,8 @@ static void rsk_conn_sync_tx(struct rsk_conn *c, int app_fd)
 
 void rsk_conn_sync(struct rsk_conn *c, int app_fd)
 {
+	if (c->relayed)
+		return; /* the app end is a data pipe: its readiness is the data's own */
 	if (c->ep->ops->settle != NULL)
 		c->ep->ops->settle(c->ep, app_fd, rsk_conn_tokens_due(c) != 0);
 	if (c->hup_shown)
@@ -210,6 +212,8 @@ static void rsk_conn_wake_own(struct rsk_conn *c)
 
 	if (c->ctl_fd < 0)
 		return; /* the peer is our waker (shm): its kicks and its going reach us directly */
+	if (c->relayed)
+		return; /* a token now would reach the app as data: the relay's hook moves it */
 	if (c->st.err) {
 		rsk_ready_shut(c->ctl_fd, SHUT_RDWR); /* the app end: readable, HUP */
 		return;

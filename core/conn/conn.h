@@ -40,6 +40,7 @@ struct rsk_conn {
 	int eof_shown, hup_shown;
 	int peer_hup; /* the app end's partner went (the peer closed or died) */
 	int linger0;  /* SO_LINGER {1, 0}: close resets, as TCP does */
+	int relayed;  /* the app end carries data (relay.c): no token or fill may enter it */
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;

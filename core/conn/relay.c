@@ -38,9 +38,14 @@ struct rsk_relay {
 	uint64_t up, down; /* bytes moved each way */
 };
 
-/* From here no token or fill may reach the app end: it carries data only. Lock held. */
+/*
+ * From here no token or fill may reach the app end: it carries data only. Lock held; the
+ * flag is set under it, so an event the loop is handling right now (it found no hook yet,
+ * and waits for the lock) writes no token after our collect.
+ */
 static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
+	c->relayed = 1;
 	rsk_ready_collect(rsk_ep_ready(c->ep), &c->ro, app_fd, 100);
 	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */
 	c->ro.fill = 0;

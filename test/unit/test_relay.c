@@ -8,8 +8,8 @@
  * guards (a stream already ended, failed or shown at EOF, no ctl end, a connection this
  * process does not hold), bytes both ways in order through the pipe and counted as the
  * transport's, the ends (the app's SHUT_WR reaches the peer as FIN, the peer's FIN reaches
- * the app as EOF, then the relay releases the connection), and a peer's reset ending the
- * pipe both ways.
+ * the app as EOF, then the relay releases the connection), a peer's reset ending the pipe
+ * both ways, and no readiness token written into the pipe by an event that raced the start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +27,7 @@
 
 #include "base/config.h"
 #include "base/evloop.h"
+#include "base/ready.h"
 #include "base/stats.h"
 #include "conn/conn.h"
 #include "conn/relay.h"
@@ -353,6 +354,33 @@ static void test_app_closes_unread_resets(void **state)
 	F.released = 1;
 }
 
+/*
+ * An arrival the loop was handling as the relay started: it found no hook yet, then waited
+ * for the lock the relay's start held, and wakes the app end after it. That wake must not
+ * write a readiness token into what is now a data pipe (the app would read an 'r' first: the
+ * vm_engine fork scenario saw "rmessage " for "message 0").
+ */
+static void test_wake_after_start_writes_no_token(void **state)
+{
+	char b[16];
+	int eof;
+
+	(void)state;
+	assert_int_equal(rsk_relay_start(F.c, F.app), 0);
+	assert_int_equal(peer_send("abc", 3), 3); /* its kick goes nowhere, as a verbs peer's */
+	/* The shm peer's kick marked our app end shown (its token went nowhere); a verbs peer
+	 * never touches our readiness block, so it is EMPTY, and our own loop is the waker. */
+	__atomic_and_fetch(&rsk_ep_ready(F.c->ep)->rx, ~RSK_RX_SHOWN, __ATOMIC_SEQ_CST);
+	rsk_conn_lock(F.c);
+	rsk_conn_remote_wake(F.c); /* what that late event does */
+	rsk_conn_unlock(F.c);
+	assert_int_equal(send(F.app, "x", 1, 0), 1); /* wakes the relay: it pumps both ways */
+	assert_int_equal(app_recv_all(b, 3, &eof), 3);
+	assert_memory_equal(b, "abc", 3);
+	assert_int_equal(peer_recv_all(b, 1, &eof), 1);
+	assert_int_equal(b[0], 'x');
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -365,6 +393,7 @@ int main(void)
 		T(test_peer_reset),
 		T(test_app_closes),
 		T(test_app_closes_unread_resets),
+		T(test_wake_after_start_writes_no_token),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

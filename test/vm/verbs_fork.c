@@ -34,20 +34,32 @@
 		exit(1);                                                                           \
 	} while (0)
 
-static int echo_once(int fd, int i)
+/* One message out and back; on failure, why goes to *why (for the message only). */
+static int echo_once(int fd, int i, const char **why)
 {
 	char out[32], in[32];
 	int n = snprintf(out, sizeof(out), "message %d", i), got = 0, k;
 
-	if (write(fd, out, (size_t)n) != n)
+	if (write(fd, out, (size_t)n) != n) {
+		*why = "write";
 		return -1;
+	}
 	while (got < n) {
 		k = (int)read(fd, in + got, (size_t)(n - got));
-		if (k <= 0)
+		if (k <= 0) {
+			*why = k == 0 ? "read: EOF" : "read";
 			return -1;
+		}
 		got += k;
 	}
-	return memcmp(in, out, (size_t)n) == 0 ? 0 : -1;
+	if (memcmp(in, out, (size_t)n) == 0)
+		return 0;
+	fprintf(stderr, "verbs_fork: sent \"%.*s\", got:", n, out);
+	for (k = 0; k < n; k++)
+		fprintf(stderr, " %02x", (unsigned char)in[k]);
+	fputc('\n', stderr);
+	*why = "the echo differs";
+	return -1;
 }
 
 static void child_checks(int fd, int use_exit);
@@ -111,6 +123,7 @@ static void child_checks(int fd, int use_exit)
 static void client(const struct sockaddr_in *sa)
 {
 	int fd, i, round;
+	const char *why = "";
 	pid_t kid;
 
 	fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -119,16 +132,16 @@ static void client(const struct sockaddr_in *sa)
 	if (transport_of(fd) != RDMASOCK_TRANSPORT_VERBS)
 		die("the connection is not on verbs (transport %d)", transport_of(fd));
 	for (i = 0; i < 10; i++)
-		if (echo_once(fd, i) < 0)
-			die("echo before fork");
+		if (echo_once(fd, i, &why) < 0)
+			die("echo %d before fork: %s (%s)", i, why, strerror(errno));
 	for (round = 0; round < 2; round++) {
 		kid = fork();
 		if (kid == 0)
 			child_checks(fd, round == 0);
 		wait_ok(kid, round == 0 ? "client's child (exit)" : "client's child (_exit)");
 		for (i = 0; i < 100; i++)
-			if (echo_once(fd, 1000 * (round + 1) + i) < 0)
-				die("echo after child %d exited: %s", round, strerror(errno));
+			if (echo_once(fd, 1000 * (round + 1) + i, &why) < 0)
+				die("echo after child %d exited: %s (%s)", round, why, strerror(errno));
 	}
 	close(fd);
 	exit(0);
