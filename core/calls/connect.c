@@ -15,6 +15,7 @@
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/policy.h"
+#include "base/proc.h"
 #include "base/stats.h"
 #include "base/sys.h"
 #include "calls.h"
@@ -184,6 +185,8 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 	if (inprogress && u->cm->withdraw != NULL && u->cm->withdraw(&u->d, fd) == 1) {
 		rsk_dbg("fd %d: the handshake is slow: the connection stays on TCP", fd);
 		rsk_client_undo(u);
+		s->tcp_lent = 1; /* the offer carried our socket: see rsk_life_closed */
+		s->forks_at_lend = rsk_proc_forks();
 		s->fb_reason = RDMASOCK_FB_HANDSHAKE;
 		rsk_connect_done(fd, -EINPROGRESS);
 		return -EINPROGRESS;

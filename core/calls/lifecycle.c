@@ -4,7 +4,10 @@
  * copies where it does not), and exit (an orderly end for our streams, as the kernel gives
  * TCP).
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "base/clock.h"
 #include "base/config.h"
@@ -13,6 +16,7 @@
 #include "base/policy.h"
 #include "base/proc.h"
 #include "base/statseg.h"
+#include "base/sys.h"
 #include "calls.h"
 #include "history.h"
 #include "upgrade.h"
@@ -173,12 +177,37 @@ void rsk_life_exit(void)
 	rsk_sock_walk_accel(rsk_life_exit_one);
 }
 
-/* The last fd of a tracked socket closes: its TCP-first state goes, and a client's
- * connection tells the destination history how long it lived. */
+/* Is kernel socket @fd still sending its SYN? */
+static int rsk_life_syn_sent(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	return rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	       ti.tcpi_state == TCP_SYN_SENT;
+}
+
+/*
+ * A connect still under way when the application closes: the kernel's close ends it. Ours
+ * would not while the server's rendezvous queue holds the socket a withdrawn offer lent it:
+ * its SYN would go on, and the server accept a connection nobody owns (a full backlog's
+ * timed-out clients). shutdown() ends a connect as close does. Only while no fork since the
+ * offer can hold the socket too: a child's copy would keep it alive under the kernel.
+ */
+static void rsk_life_end_lent(struct rsk_sock *s, int fd)
+{
+	if (s->tcp_lent && rsk_proc_forks() == s->forks_at_lend && rsk_life_syn_sent(fd))
+		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
+}
+
+/* The last fd of a tracked socket closes: its TCP-first state goes, a lent connect that is
+ * still under way ends, and a client's connection tells the destination history how long
+ * it lived. */
 static void rsk_life_closed(struct rsk_sock *s, int fd)
 {
 	struct rsk_conn *c = s->conn;
 
+	rsk_life_end_lent(s, fd);
 	if (s->upg != NULL) {
 		rsk_upg_release(s, fd);
 		return;

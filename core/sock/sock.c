@@ -57,6 +57,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->conn = NULL;
 	s->detached = 0;
 	s->from_lst = 0;
+	s->tcp_lent = 0;
 	s->lst = NULL;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;

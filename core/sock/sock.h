@@ -53,6 +53,10 @@ struct rsk_sock {
 	 * fork-per-connection server, see rsk_sock_release_fd) */
 	uint64_t from_lst;
 	unsigned int forks_at_accept;
+	/* connected here: a withdrawn offer lent our TCP socket to a server that may not have
+	 * read it yet, as of this many forks (calls/lifecycle.c, at the last close) */
+	int tcp_lent;
+	unsigned int forks_at_lend;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
