@@ -22,7 +22,7 @@ cmake --build build-asan -j "$jobs"
 # and the engine over real verbs, sanitized, in the Soft-RoCE guest (skipped if none starts)
 (cd build-asan && ctest --output-on-failure -R '^vm_engine$')
 # new inputs for the wire parsers (offers, hellos, stream messages, the environment)
-bash scripts/fuzz.sh "${RSK_FUZZ_SECS:-15}"
+bash scripts/fuzz.sh "${RSK_FUZZ_SECS:-60}"
 # the integration suite with a sanitized library preloaded into the real programs: not by
 # default (scripts/sanitize.sh says why a forked child can hang under gcc 12's ASan runtime)
 if [ "${RSK_SANITIZE:-0}" = 1 ]; then
