@@ -57,30 +57,45 @@ RSK_EXPORT int listen(int fd, int backlog)
 	return rc;
 }
 
+/*
+ * The real accept4 for a tracked listener, with the peer's address asked for in the same
+ * call (core needs it for every connection; a getpeername after would be one more system
+ * call). The application's buffer is used when it gave one, and reported as it asked.
+ */
+static int rsk_accept_tracked(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct sockaddr_storage own;
+	socklen_t in = 0, olen = sizeof(own);
+	int nfd = rsk_accept_begin(fd);
+
+	if (nfd < 0)
+		return (int)rsk_ret(nfd);
+	if (addr != NULL && len != NULL)
+		in = *len; /* (a bad pointer here is one the kernel would fault on too) */
+	if (addr == NULL)
+		nfd = RSK_REAL(accept4)(fd, (struct sockaddr *)&own, &olen, flags);
+	else
+		nfd = RSK_REAL(accept4)(fd, addr, len, flags);
+	if (nfd < 0)
+		return nfd;
+	if (addr == NULL)
+		return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, (struct sockaddr *)&own, olen));
+	/* truncated: core asks itself */
+	return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, *len <= in ? addr : NULL, *len));
+}
+
 RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	int nfd;
-
-	if (rsk_tracked(fd) && (nfd = rsk_accept_begin(fd)) < 0)
-		return (int)rsk_ret(nfd);
-	nfd = RSK_REAL(accept4)(fd, addr, len, flags);
-
-	if (nfd >= 0 && rsk_tracked(fd))
-		return (int)rsk_ret(rsk_accept_done(fd, nfd, flags));
-	return nfd;
+	if (rsk_tracked(fd))
+		return rsk_accept_tracked(fd, addr, len, flags);
+	return RSK_REAL(accept4)(fd, addr, len, flags);
 }
 
 RSK_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	int nfd;
-
-	if (rsk_tracked(fd) && (nfd = rsk_accept_begin(fd)) < 0)
-		return (int)rsk_ret(nfd);
-	nfd = RSK_REAL(accept)(fd, addr, len);
-
-	if (nfd >= 0 && rsk_tracked(fd))
-		return (int)rsk_ret(rsk_accept_done(fd, nfd, 0));
-	return nfd;
+	if (rsk_tracked(fd))
+		return rsk_accept_tracked(fd, addr, len, 0);
+	return RSK_REAL(accept)(fd, addr, len);
 }
 
 RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)

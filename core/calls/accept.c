@@ -33,6 +33,7 @@ void rsk_accept_listen_done(int fd, int backlog)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->state = RSK_SOCK_LISTENING;
+	s->port = rsk_addr_local_port(fd);
 	if (s->lst == NULL && rsk_config.mode != RSK_MODE_KERNEL &&
 	    rsk_listener_open(fd, &s->lst, &why) < 0)
 		s->fb_reason = why;
@@ -139,35 +140,31 @@ static void rsk_accept_fd_pressure(struct rsk_sock *ls, int fd)
 	}
 }
 
-/* Claim and switch accepted socket @s (at @fd) of listener @ls. Returns @fd or -errno. */
-static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
+/* Claim and switch accepted socket @s (at @fd, from @peer) of listener @ls. Returns @fd or
+ * -errno. */
+static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
+			    const struct sockaddr_storage *peer)
 {
 	const struct rsk_cm_ops *cm = NULL;
-	struct sockaddr_storage peer, local;
-	socklen_t len = sizeof(peer), llen = sizeof(local);
 	struct rsk_claim cl;
 	int rc;
 
-	if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &len) < 0 ||
-	    rsk_sys_getsockname(fd, (struct sockaddr *)&local, &llen) < 0)
-		return fd; /* already reset: the application will find out */
 	rsk_accept_fd_pressure(ls, fd);
 	memset(&cl, 0, sizeof(cl));
 	cl.why = RDMASOCK_FB_NO_PEER;
 	/* Both ends of the accepted connection: an offer must hold the other end of exactly
-	 * this one (on a wildcard listener the port alone would let a forger through). */
-	rc = rsk_listener_claim(ls->lst, &peer, &local, &cl, &cm);
+	 * this one (the transport asks @fd for its own address if it must). */
+	rc = rsk_listener_claim(ls->lst, peer, fd, &cl, &cm);
 	if (rc == 0) {
 		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP for now */
 		/* A TCP-first client offers later: its offer finds us through the address map. */
 		if (rsk_config.tcp_first != RSK_TCP_FIRST_OFF)
-			(void)rsk_upg_server(s, fd, rsk_listener_id(ls->lst), &peer, &local, NULL,
-					     NULL);
+			(void)rsk_upg_server(s, fd, rsk_listener_id(ls->lst), peer, NULL, NULL);
 		return fd;
 	}
 	if (rc > 0 && cl.upgrade) { /* it offered before we accepted: it moves at its first call */
 		s->fb_reason = RDMASOCK_FB_TCP_FIRST;
-		if (rsk_upg_server(s, fd, rsk_listener_id(ls->lst), &peer, &local, &cl, cm) < 0) {
+		if (rsk_upg_server(s, fd, rsk_listener_id(ls->lst), peer, &cl, cm) < 0) {
 			cm->unclaim(&cl, 0);
 			if (cl.ep != NULL)
 				rsk_ep_destroy(cl.ep);
@@ -183,9 +180,23 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd)
 	return fd;
 }
 
-int rsk_accept_done(int lfd, int fd, int flags)
+/* The accepted connection's peer: as accept() returned it (@len bytes at @addr), or asked. */
+static int rsk_accept_peer(int fd, const struct sockaddr *addr, socklen_t len,
+			   struct sockaddr_storage *peer)
+{
+	socklen_t plen = sizeof(*peer);
+
+	if (addr != NULL && len > 0 && len <= sizeof(*peer)) {
+		memcpy(peer, addr, len);
+		return 0;
+	}
+	return rsk_sys_getpeername(fd, (struct sockaddr *)peer, &plen);
+}
+
+int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, socklen_t len)
 {
 	struct rsk_sock *ls = rsk_sock_get(lfd);
+	struct sockaddr_storage peer;
 	struct rsk_sock *s;
 	int rc = fd;
 
@@ -194,12 +205,13 @@ int rsk_accept_done(int lfd, int fd, int flags)
 		return fd;
 	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
 	    (s = rsk_sock_get(fd)) != NULL) {
-		if (ls->lst != NULL)
-			rc = rsk_accept_claim(ls, s, fd);
-		else
+		if (ls->lst == NULL)
 			s->fb_reason = ls->fb_reason; /* why the listener has no companions */
+		else if (rsk_accept_peer(fd, addr, len, &peer) == 0)
+			rc = rsk_accept_claim(ls, s, fd, &peer);
+		/* (no peer: already reset, the application will find out) */
 		if (rc >= 0 && !s->counted) /* an accelerated one was counted as it switched */
-			rsk_sock_count(s, rsk_addr_local_port(fd));
+			rsk_sock_count(s, ls->port);
 		rsk_sock_put(s);
 	}
 	rsk_sock_put(ls);

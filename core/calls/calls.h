@@ -34,11 +34,13 @@ void rsk_accept_listen_done(int fd, int backlog);
 int rsk_accept_begin(int fd);
 
 /*
- * accept() on @lfd returned kernel socket @fd (accept4 @flags): track it and, if a preloaded
- * client offered a faster path, switch it over. Returns @fd, or -errno when the connection
- * had to be dropped (-ECONNABORTED, as the kernel reports a connection lost before accept).
+ * accept() on @lfd returned kernel socket @fd (accept4 @flags) and its peer's address (@len
+ * bytes at @addr, as accept() reported it; NULL if not asked for or truncated): track it
+ * and, if a preloaded client offered a faster path, switch it over. Returns @fd, or -errno
+ * when the connection had to be dropped (-ECONNABORTED, as the kernel reports a connection
+ * lost before accept).
  */
-int rsk_accept_done(int lfd, int fd, int flags);
+int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, socklen_t len);
 
 /* epoll_ctl on tracked @fd: remembered while the socket may still change its file. */
 void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev);

@@ -218,6 +218,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 		rsk_sock_put(s);
 		return 0;
 	}
+	s->port = rsk_sa_port(addr); /* (the kernel's connect rejects a short @addr) */
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
 	if (why < 0 && s->upg == NULL && rsk_connect_tcp_first(u.cm, addr) &&
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
@@ -246,7 +247,7 @@ void rsk_connect_done(int fd, int rc)
 	pthread_mutex_lock(&s->lock);
 	if (rc == 0 || rc == -EISCONN) {
 		s->state = RSK_SOCK_CONNECTED;
-		rsk_sock_count(s, rsk_addr_peer_port(fd));
+		rsk_sock_count(s, s->port);
 	} else if (rc == -EINPROGRESS || rc == -EALREADY) {
 		s->state = RSK_SOCK_CONNECTING;
 	}
@@ -261,9 +262,10 @@ void rsk_connect_so_error(int fd, int err)
 	if (s == NULL)
 		return;
 	pthread_mutex_lock(&s->lock);
+	/* (SO_ERROR 0 also while the handshake is still on: the peer's name says it is done) */
 	if (s->state == RSK_SOCK_CONNECTING && err == 0 && rsk_addr_peer_port(fd) != 0) {
 		s->state = RSK_SOCK_CONNECTED;
-		rsk_sock_count(s, rsk_addr_peer_port(fd));
+		rsk_sock_count(s, s->port);
 	} else if (s->state == RSK_SOCK_CONNECTING && err != 0) {
 		s->state = RSK_SOCK_NEW;
 	}

@@ -70,7 +70,7 @@ struct rsk_upg {
 	struct rsk_claim cl; /* one accept() found already */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
-	struct sockaddr_storage peer, local; /* the accepted connection's two addresses */
+	struct sockaddr_storage peer; /* the accepted connection's client */
 	struct rsk_upg_key key;
 	int in_map;
 	struct rsk_sock *s;
@@ -175,8 +175,8 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 }
 
 int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
-		   const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
-		   struct rsk_claim *cl, const struct rsk_cm_ops *cm)
+		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
+		   const struct rsk_cm_ops *cm)
 {
 	struct rsk_upg *u, *dup;
 
@@ -189,7 +189,6 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 	u->lst_id = lst_id;
 	u->held = 1;
 	u->peer = *peer;
-	u->local = *local;
 	rsk_upg_key_of(peer, &u->key);
 	if (cl != NULL) { /* offered before we accepted: move at the first call */
 		u->cl = *cl;
@@ -404,7 +403,7 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	__atomic_store_n(&u->offer, 0, __ATOMIC_RELEASE);
 	if (!u->have_claim) {
 		memset(&u->cl, 0, sizeof(u->cl));
-		rc = rsk_listener_claim_id(u->lst_id, &u->peer, &u->local, &u->cl, &u->cl_cm);
+		rc = rsk_listener_claim_id(u->lst_id, &u->peer, fd, &u->cl, &u->cl_cm);
 		if (rc <= 0)
 			return; /* not (or no longer) there: another announcement may come */
 		u->have_claim = 1;

@@ -308,15 +308,15 @@ void rsk_listener_forget(struct rsk_listener *l)
 }
 
 static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr_storage *peer,
-				   const struct sockaddr_storage *local, struct rsk_claim *cl,
-				   const struct rsk_cm_ops **cm, int wait_ms)
+				   int fd, struct rsk_claim *cl, const struct rsk_cm_ops **cm,
+				   int wait_ms)
 {
 	int i, rc;
 
 	for (i = 0; i < l->n; i++) {
 		memset(cl, 0, sizeof(*cl));
 		cl->peer = peer;
-		cl->local = local;
+		cl->fd = fd;
 		rc = l->t[i].cm->claim(l->t[i].lh, cl, wait_ms);
 		if (rc != 0 || cl->why != RDMASOCK_FB_NO_PEER) {
 			*cm = l->t[i].cm;
@@ -326,16 +326,14 @@ static int rsk_listener_claim_wait(struct rsk_listener *l, const struct sockaddr
 	return 0;
 }
 
-int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
-		       const struct sockaddr_storage *local, struct rsk_claim *cl,
-		       const struct rsk_cm_ops **cm)
+int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer, int fd,
+		       struct rsk_claim *cl, const struct rsk_cm_ops **cm)
 {
-	return rsk_listener_claim_wait(l, peer, local, cl, cm, RSK_CLAIM_WAIT_MS);
+	return rsk_listener_claim_wait(l, peer, fd, cl, cm, RSK_CLAIM_WAIT_MS);
 }
 
-int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer,
-			  const struct sockaddr_storage *local, struct rsk_claim *cl,
-			  const struct rsk_cm_ops **cm)
+int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, int fd,
+			  struct rsk_claim *cl, const struct rsk_cm_ops **cm)
 {
 	struct rsk_listener *l;
 	int rc = 0;
@@ -344,7 +342,7 @@ int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer,
 	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
 		;
 	if (l != NULL)
-		rc = rsk_listener_claim_wait(l, peer, local, cl, cm, 0);
+		rc = rsk_listener_claim_wait(l, peer, fd, cl, cm, 0);
 	pthread_mutex_unlock(&rsk_lst_lock);
 	return rc;
 }

@@ -39,19 +39,17 @@ void rsk_listener_drop_id(uint64_t id);
 void rsk_listener_forget(struct rsk_listener *l);
 
 /*
- * Claim the accelerated half of the TCP connection accepted from @peer at @local (the
- * accepted socket's own address; NULL if unknown): asks each transport in claim order and
- * fills all of @cl. 1 with *cm and @cl filled, 0 for a plain TCP client (cl->why), or -errno
- * when a client committed to a faster path cannot be served (drop the TCP connection).
+ * Claim the accelerated half of TCP connection @fd (-1: unknown), accepted from @peer: asks
+ * each transport in claim order and fills all of @cl. 1 with *cm and @cl filled, 0 for a
+ * plain TCP client (cl->why), or -errno when a client committed to a faster path cannot be
+ * served (drop the TCP connection).
  */
-int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
-		       const struct sockaddr_storage *local, struct rsk_claim *cl,
-		       const struct rsk_cm_ops **cm);
+int rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer, int fd,
+		       struct rsk_claim *cl, const struct rsk_cm_ops **cm);
 
 /* The same without waiting, on the listener with id @id if it is still open (0 if not): an
  * upgrade offer announced for a connection accepted earlier (calls/upgrade.c). */
-int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer,
-			  const struct sockaddr_storage *local, struct rsk_claim *cl,
-			  const struct rsk_cm_ops **cm);
+int rsk_listener_claim_id(uint64_t id, const struct sockaddr_storage *peer, int fd,
+			  struct rsk_claim *cl, const struct rsk_cm_ops **cm);
 
 #endif

@@ -228,7 +228,7 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
 	     (ti.tcpi_state != RSK_TCP_SYN_SENT && ti.tcpi_state != RSK_TCP_CLOSE))) {
 		s->state = RSK_SOCK_CONNECTED;
-		rsk_sock_count(s, rsk_addr_peer_port(fd));
+		rsk_sock_count(s, s->port);
 	}
 	if (s->state != RSK_SOCK_CONNECTED)
 		return;

@@ -59,6 +59,9 @@ struct rsk_sock {
 	unsigned int forks_at_lend;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
+	/* listening: its port (every connection it accepts has it locally); connecting: the
+	 * destination's. Kept so that counting a connection asks the kernel nothing. */
+	uint16_t port;
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
 	unsigned int walk_gen;

@@ -720,28 +720,32 @@ static int rsk_sa_is_any(const struct sockaddr_storage *a)
 }
 
 /*
- * Is @e's TCP socket connected to the accepted connection's own address (@cl->local, or,
- * unknown, the listener's address and port)? The source address alone proves nothing: a
- * forger can bind the client's port too when both set SO_REUSEADDR. The four addresses of
+ * Is @e's TCP socket connected to the accepted connection's own address (@cl->local; else
+ * the listener's address, or for a wildcard listener @cl->fd's own, asked only now that an
+ * offer names its peer; else the listener's port)? The source address alone proves nothing:
+ * a forger can bind the client's port too when both set SO_REUSEADDR. The four addresses of
  * a connection belong to one socket on the host, so with the source matched as well, holding
  * it proves the offer comes from the process that owns the client's end.
  */
 static int rsk_offer_connected_here(const struct rsk_shm_listener *l, struct rsk_offer *e,
 				    const struct rsk_claim *cl)
 {
-	struct sockaddr_storage to;
-	socklen_t len = sizeof(to);
+	const struct sockaddr_storage *local = cl->local;
+	struct sockaddr_storage to, own;
+	socklen_t len = sizeof(to), olen = sizeof(own);
 
 	if (e->fds[RSK_RDV_TCP] < 0 && e->to_known) /* an upgrade's, read while we held it */
 		to = e->to;
 	else if (rsk_sys_getpeername(e->fds[RSK_RDV_TCP], (struct sockaddr *)&to, &len) < 0)
 		return 0; /* not connected (or reset): not the end of an accepted connection */
-	if (cl->local != NULL)
-		return rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)cl->local);
-	if (rsk_sa_port((struct sockaddr *)&to) != rsk_sa_port((const struct sockaddr *)&l->bound))
-		return 0;
-	return rsk_sa_is_any(&l->bound) ||
-	       rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)&l->bound);
+	if (local == NULL && !rsk_sa_is_any(&l->bound))
+		local = &l->bound; /* every connection it accepts has exactly this address */
+	else if (local == NULL && cl->fd >= 0 &&
+		 rsk_sys_getsockname(cl->fd, (struct sockaddr *)&own, &olen) == 0)
+		local = &own;
+	if (local != NULL)
+		return rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)local);
+	return rsk_sa_port((struct sockaddr *)&to) == rsk_sa_port((const struct sockaddr *)&l->bound);
 }
 
 /* Look at every pending entry; take the one whose socket is the other end of the connection
@@ -847,9 +851,11 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, const struc
 	for (;;) {
 		e = rsk_listen_look(l, cl);
 		*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
-		if (e == NULL && !*held_elsewhere) {
+		if (e == NULL && !*held_elsewhere &&
+		    __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE)) {
 			/* A sibling hands back before it stops counting: what it gave back is in
-			 * the rendezvous by now. One more look before calling the client plain. */
+			 * the rendezvous by now. One more look before calling the client plain
+			 * (with no sibling, the first look saw all there is). */
 			e = rsk_listen_look(l, cl);
 			if (e == NULL)
 				*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;

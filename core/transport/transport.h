@@ -217,8 +217,12 @@ struct rsk_dial {
 struct rsk_claim {
 	const struct sockaddr_storage *peer; /* the client's TCP address (the key) */
 	/* the accepted connection's own address, when the caller knows it (NULL: the listener's
-	 * bound address stands in, exact unless it is a wildcard) */
+	 * bound address stands in, exact unless it is a wildcard, whose connections' own
+	 * addresses are read from @fd) */
 	const struct sockaddr_storage *local;
+	/* the accepted connection's socket, -1 none: asked for its own address only once an
+	 * offer names its peer (most accepted connections have no offer, and ask nothing) */
+	int fd;
 	uint32_t nbuf;               /* out: geometry of the offered connection */
 	void *ep_mem;                /* in (claim_open): cm->ep_size bytes for the endpoint */
 	struct rsk_ep *ep;           /* out */

@@ -273,6 +273,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&cl, 0, sizeof(cl));
 	cl.peer = &peer;
 	cl.local = (mode & 8) ? &local : NULL;
+	cl.fd = (mode & 16) ? c.tcp_a : -1; /* the wildcard case asks it for its address */
 	rc = rsk_shm_cm_ops.claim(lh, &cl, 0);
 	FZ_CHECK(rc == 0 || rc == 1 || rc == -ETIMEDOUT);
 	FZ_CHECK(rc != 1 || c.proof_sent); /* no claim without the client's own socket */

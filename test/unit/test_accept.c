@@ -62,7 +62,7 @@ static void test_listen_done(void **state)
 	u = ucm_tcp_bound(1, &port);
 	rsk_accept_listen_done(u, 8);
 	assert_null(rsk_sock_get(u));
-	assert_int_equal(rsk_accept_done(u, 77, 0), 77);
+	assert_int_equal(rsk_accept_done(u, 77, 0, NULL, 0), 77);
 	close(u);
 }
 
@@ -135,6 +135,61 @@ static void test_switch(void **state)
 	assert_memory_equal(b, "srv", 3);
 	ucl_close(c);
 	assert_int_equal(ucl_recv(sv, b, sizeof(b), 0), 0); /* its close: EOF */
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/* accept() without an address (or with one too long for us): core asks for the peer
+ * itself, and the offer is still claimed. */
+static void test_switch_peer_asked(void **state)
+{
+	struct sockaddr_in a, big;
+	int l = ucl_listen(&a), c, sv, i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		c = ucl_socket(0);
+		assert_int_equal(ucl_connect(c, &a, NULL), 0);
+		rsk_accept_begin(l);
+		sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(sv >= 0);
+		memset(&big, 0, sizeof(big));
+		/* i = 1: a length past any address: not trusted, asked again */
+		assert_int_equal(rsk_accept_done(l, sv, 0, i ? (struct sockaddr *)&big : NULL,
+						 i ? 4096 : 0),
+				 sv);
+		assert_non_null(ucl_sock(sv)->conn);
+		assert_int_equal(ucl_sock(sv)->transport, SHM);
+		ucl_close(c);
+		ucl_close(sv);
+	}
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	ucl_close(l);
+}
+
+/* A wildcard listener: the claim learns the accepted connection's own address from its
+ * socket (asked only once an offer names the peer), and the client is switched. */
+static void test_switch_wildcard(void **state)
+{
+	struct sockaddr_in any = {.sin_family = AF_INET}, a;
+	socklen_t len = sizeof(any);
+	int l = socket(AF_INET, SOCK_STREAM, 0), c, sv;
+
+	(void)state;
+	assert_int_equal(bind(l, (struct sockaddr *)&any, sizeof(any)), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&any, &len), 0);
+	assert_int_equal(rsk_sock_track(l, AF_INET, RSK_SOCK_NEW), 0);
+	assert_int_equal(listen(l, 8), 0);
+	rsk_accept_listen_done(l, 8);
+	assert_int_equal(ucl_sock(l)->port, ntohs(any.sin_port));
+	a = ucm_lo4(ntohs(any.sin_port));
+	c = ucl_socket(0);
+	assert_int_equal(ucl_connect(c, &a, NULL), 0);
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->conn);
+	assert_int_equal(ucl_sock(sv)->transport, SHM);
+	ucl_close(c);
 	ucl_close(sv);
 	ucl_close(l);
 }
@@ -258,6 +313,8 @@ int main(void)
 		T(test_plain_client),
 		T(test_kernel_listener_reason),
 		T(test_switch),
+		T(test_switch_peer_asked),
+		T(test_switch_wildcard),
 		T(test_client_already_exited),
 		T(test_drop_unusable_offer),
 		T(test_tcp_first),

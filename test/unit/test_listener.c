@@ -239,7 +239,7 @@ static void test_claim(void **state)
 	assert_int_equal(connect(fd, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
 	srv_accept(&s, f->kfd);
 	memset(&cl, 0xee, sizeof(cl)); /* the claim starts from a clean one */
-	assert_int_equal(rsk_listener_claim(l, &s.peer, NULL, &cl, &cm), 0);
+	assert_int_equal(rsk_listener_claim(l, &s.peer, -1, &cl, &cm), 0);
 	assert_int_equal(cl.why, RDMASOCK_FB_NO_PEER);
 	assert_ptr_equal(cl.peer, &s.peer);
 	assert_null(cm);
@@ -249,7 +249,7 @@ static void test_claim(void **state)
 	/* a preloaded client: 1, the shm transport, the offer's geometry */
 	cli_connect(&c, &f->addr);
 	srv_accept(&s, f->kfd);
-	assert_int_equal(rsk_listener_claim(l, &s.peer, NULL, &cl, &cm), 1);
+	assert_int_equal(rsk_listener_claim(l, &s.peer, -1, &cl, &cm), 1);
 	assert_ptr_equal(cm, &rsk_shm_cm_ops);
 	assert_int_equal(cl.nbuf, RSK_DEFAULT_BUF_COUNT);
 	/* the claim is the transport's: declining it reaches the client, as a reset */
@@ -364,7 +364,7 @@ static int child_forget(void *arg)
 	fd = accept4(k->f->kfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0 || getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		return 13;
-	if (rsk_listener_claim(k->l, &peer, NULL, &cl, &cm) != 1 || cm != &rsk_shm_cm_ops)
+	if (rsk_listener_claim(k->l, &peer, -1, &cl, &cm) != 1 || cm != &rsk_shm_cm_ops)
 		return 14;
 	cm->unclaim(&cl, 0);
 	return 0;

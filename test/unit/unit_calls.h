@@ -61,13 +61,15 @@ static inline int ucl_connect(int fd, const struct sockaddr_in *a, int *accel)
 /* accept4() as preload/socket.c: the fd or -errno. */
 static inline int ucl_accept(int lfd, int flags)
 {
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
 	int fd;
 
 	rsk_accept_begin(lfd);
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | flags);
+	fd = accept4(lfd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC | flags);
 	if (fd < 0)
 		return -errno;
-	return rsk_accept_done(lfd, fd, flags);
+	return rsk_accept_done(lfd, fd, flags, (struct sockaddr *)&peer, len);
 }
 
 /* close() as preload/close.c. */
