@@ -262,8 +262,11 @@ void rsk_connect_so_error(int fd, int err)
 	if (s == NULL)
 		return;
 	pthread_mutex_lock(&s->lock);
-	/* (SO_ERROR 0 also while the handshake is still on: the peer's name says it is done) */
-	if (s->state == RSK_SOCK_CONNECTING && err == 0 && rsk_addr_peer_port(fd) != 0) {
+	/* SO_ERROR 0 also while the handshake is still on: the peer's name says it is done. A
+	 * TCP-first socket's data calls come to us, and its first one that moves data says so
+	 * without a system call of ours (calls/upgrade.c). */
+	if (s->state == RSK_SOCK_CONNECTING && err == 0 && s->upg == NULL &&
+	    rsk_addr_peer_port(fd) != 0) {
 		s->state = RSK_SOCK_CONNECTED;
 		rsk_sock_count(s, s->port);
 	} else if (s->state == RSK_SOCK_CONNECTING && err != 0) {

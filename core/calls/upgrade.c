@@ -170,6 +170,7 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 	u->d.dest = (const struct sockaddr *)&u->dest;
 	u->d.dest_len = len;
 	s->upg = u;
+	s->own_exact = s->nfds == 1; /* every data call comes to us: we count its bytes */
 	rsk_sock_divert(s, fd, 1); /* it counts its bytes until it moves */
 	return 0;
 }
@@ -197,6 +198,7 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 		u->offer = 1;
 	}
 	s->upg = u;
+	s->own_exact = s->nfds == 1;
 	pthread_mutex_lock(&rsk_upg_map_lock);
 	HASH_FIND(hh, rsk_upg_map, &u->key, sizeof(u->key), dup);
 	if (dup == NULL) { /* (an address is one connection's while it is open) */
@@ -234,6 +236,7 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	}
 	u->state = RSK_UPGS_NEVER;
 	rsk_upg_unmap(u);
+	__atomic_store_n(&s->own_exact, 0, __ATOMIC_RELAXED); /* its calls pass us by now */
 	rsk_sock_divert(s, u->fd, 0);
 }
 
@@ -616,6 +619,13 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 	if (n > 0 && u != NULL) {
 		__atomic_add_fetch(&u->bytes, (uint64_t)n, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&u->calls, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
+	}
+	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
+	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here). */
+	if (s->state == RSK_SOCK_CONNECTING && (n > 0 || (rx && n == 0))) {
+		s->state = RSK_SOCK_CONNECTED;
+		rsk_sock_count(s, s->port);
 	}
 	if (rx ? n != 0 : n != -EPIPE) {
 		pthread_mutex_unlock(&s->lock);
@@ -750,8 +760,12 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 		rsk_conn_unlock(u->c);
 		(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	}
-	if (u != NULL)
+	if (u != NULL) {
+		int exact = s->own_exact; /* closing: no call passes us by any more */
+
 		rsk_upg_give_up(s, u, "closed");
+		s->own_exact = exact;
+	}
 	pthread_mutex_unlock(&s->lock);
 	free(u);
 }

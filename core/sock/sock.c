@@ -166,6 +166,7 @@ int rsk_sock_dup(int oldfd, int newfd)
 	if (s == NULL)
 		return 0;
 	__atomic_add_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&s->own_exact, 0, __ATOMIC_RELAXED); /* its calls may pass us by */
 	rc = rsk_fdtab_store(newfd, rsk_sock_slot(s)); /* the reference we took is the slot's */
 	if (rc < 0) {
 		__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
@@ -213,13 +214,26 @@ int rsk_sock_kernel_bytes(const struct rsk_sock *s, int fd, uint64_t *sent, uint
  * Take a kernel socket's byte counts from TCP_INFO. A non-blocking connect that nobody
  * confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
  */
+/* The counts of a socket whose every byte we saw ourselves: no TCP_INFO (one system call
+ * less at every close of a TCP-first connection). 0 when the kernel must be asked. */
+static int rsk_sock_account_own(struct rsk_sock *s)
+{
+	if (!__atomic_load_n(&s->own_exact, __ATOMIC_RELAXED) || s->state != RSK_SOCK_CONNECTED)
+		return 0;
+	rsk_counter_add(&rsk_stats.bytes_sent[RDMASOCK_TRANSPORT_KERNEL],
+			__atomic_load_n(&s->own_sent, __ATOMIC_RELAXED));
+	rsk_counter_add(&rsk_stats.bytes_received[RDMASOCK_TRANSPORT_KERNEL],
+			__atomic_load_n(&s->own_rcvd, __ATOMIC_RELAXED));
+	return 1;
+}
+
 static void rsk_sock_account(struct rsk_sock *s, int fd)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
 	if (s->transport != RDMASOCK_TRANSPORT_KERNEL ||
-	    __atomic_exchange_n(&s->accounted, 1, __ATOMIC_ACQ_REL))
+	    __atomic_exchange_n(&s->accounted, 1, __ATOMIC_ACQ_REL) || rsk_sock_account_own(s))
 		return;
 	memset(&ti, 0, sizeof(ti));
 	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
@@ -369,6 +383,7 @@ void rsk_sock_baseline(struct rsk_sock *s, int fd)
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
 
+	s->own_sent = s->own_rcvd = 0; /* a fresh account: what the parent moved is its own */
 	memset(&ti, 0, sizeof(ti));
 	if (s->state == RSK_SOCK_CONNECTED &&
 	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) {

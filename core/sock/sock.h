@@ -67,6 +67,11 @@ struct rsk_sock {
 	unsigned int walk_gen;
 	int64_t hup_checked_us; /* when a call that found nothing last asked (calls/io.c) */
 	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
+	/* Bytes the application moved on the kernel socket through our calls (a TCP-first one,
+	 * calls/upgrade.c), and whether they are all it moved (its every data call came to us,
+	 * through its one fd): then its account asks the kernel for no TCP_INFO. */
+	uint64_t own_sent, own_rcvd;
+	int own_exact;
 	/* TCP first: the state of a kernel connection that may still move (calls/upgrade.c,
 	 * which owns it; its data path is diverted while set) */
 	void *upg;

@@ -254,6 +254,41 @@ static void test_so_error_settles(void **state)
 	close(l);
 }
 
+/* A TCP-first non-blocking connect: SO_ERROR 0 asks the kernel nothing (the handshake may
+ * still be on), and its first call that moves data settles it, counted once. */
+static void test_so_error_tcp_first(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd, sv, rc;
+	struct pollfd p;
+	char b[4];
+
+	(void)state;
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	fd = ucl_socket(SOCK_NONBLOCK);
+	rc = ucl_connect(fd, &a, NULL);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	assert_non_null(ucl_sock(fd)->upg);
+	if (rc == -EINPROGRESS) {
+		p = (struct pollfd){.fd = fd, .events = POLLOUT};
+		assert_int_equal(poll(&p, 1, 2000), 1);
+		rsk_connect_so_error(fd, 0);
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTING);
+		assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	}
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_int_equal(ucl_send(fd, "hi", 2, 0), 2);
+	assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTED);
+	assert_int_equal(rsk_stats.connections[KERNEL], 2); /* the client, and the server's */
+	assert_int_equal(ucl_recv(sv, b, sizeof(b), 0), 2);
+	assert_int_equal(ucl_send(fd, "hi", 2, 0), 2);
+	assert_int_equal(rsk_stats.connections[KERNEL], 2);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
 /* TCP first: the kernel connect, with the socket ready to move (reason tcp_first). */
 static void test_tcp_first(void **state)
 {
@@ -293,6 +328,7 @@ int main(void)
 		T(test_no_peer),
 		T(test_refused),
 		T(test_so_error_settles),
+		T(test_so_error_tcp_first),
 		T(test_tcp_first),
 	};
 

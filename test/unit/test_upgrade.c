@@ -115,6 +115,45 @@ static void recv_until(int fd, uint64_t *off, uint64_t want)
 	assert_int_equal(*off, want);
 }
 
+/*
+ * A TCP-first socket's bytes are counted by its own calls, exactly, so its close asks the
+ * kernel for no TCP_INFO; a second fd (dup) may pass us by, and its account asks the kernel
+ * again. Either way the stats hold the bytes TCP carried.
+ */
+static void test_own_counts(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0, btx = 0, brx = 0;
+	int d;
+
+	(void)state;
+	pair_open(&p);
+	send_pat(p.cl, &tx, 600);
+	recv_until(p.sv, &rx, 600);
+	send_pat(p.sv, &btx, 300);
+	recv_until(p.cl, &brx, 300);
+	assert_true(ucl_sock(p.cl)->own_exact);
+	assert_true(ucl_sock(p.sv)->own_exact);
+	assert_int_equal(ucl_sock(p.cl)->own_sent, 600);
+	assert_int_equal(ucl_sock(p.cl)->own_rcvd, 300);
+	assert_int_equal(ucl_sock(p.sv)->own_rcvd, 600);
+	/* the server's socket gets a second fd: what goes through it is not seen by us */
+	d = dup(p.sv);
+	assert_true(d >= 0);
+	assert_int_equal(rsk_sock_dup(p.sv, d), 0);
+	assert_false(ucl_sock(p.sv)->own_exact);
+	assert_int_equal(write(d, "abcd", 4), 4); /* straight to the kernel */
+	assert_int_equal(ucl_recv(p.cl, (char[8]){0}, 8, 0), 4);
+	ucl_close(d);
+	ucl_close(p.sv); /* from TCP_INFO (before the client's FIN, which it would count) */
+	p.sv = -1;
+	assert_int_equal(rsk_stats.bytes_sent[KERNEL], 304);
+	assert_int_equal(rsk_stats.bytes_received[KERNEL], 600);
+	pair_close(&p); /* the client: its own counts */
+	assert_int_equal(rsk_stats.bytes_sent[KERNEL], 904);
+	assert_int_equal(rsk_stats.bytes_received[KERNEL], 904);
+}
+
 /* Below both thresholds a client never dials; at the byte threshold it does (its next call). */
 static void test_bytes_threshold(void **state)
 {
@@ -372,6 +411,7 @@ static void test_map_key_folding(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		T(test_own_counts),
 		T(test_bytes_threshold),
 		T(test_age_threshold),
 		T(test_age_zero),
