@@ -384,13 +384,27 @@ static ssize_t rsk_io_upg_send(struct rsk_io_ctx *x, int fd, const struct msghdr
 	return n;
 }
 
+/* The kernel call itself. One buffer, no address or ancillary data (read, write, send, recv:
+ * nearly every call) goes as send/recv, which copy no message header or iovec in. SIGPIPE is
+ * raised once, by rsk_io_sendmsg, as for the accelerated path. */
+static ssize_t rsk_io_kernel_call(int fd, struct msghdr *m, int flags, int rx)
+{
+	if (m->msg_iovlen != 1 || m->msg_name != NULL || m->msg_controllen != 0)
+		return rx ? rsk_sys_recvmsg(fd, m, flags)
+			  : rsk_sys_sendmsg(fd, m, flags | MSG_NOSIGNAL);
+	if (!rx)
+		return rsk_sys_send(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len,
+				    flags | MSG_NOSIGNAL);
+	m->msg_flags = 0; /* as recvmsg reports a TCP read */
+	return rsk_sys_recv(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, flags);
+}
+
 /* One kernel call of a TCP-first socket, counted; 1 in *moved when a read's EOF was the
  * peer's move (the caller reads on from the stream). */
 static ssize_t rsk_io_upg_kernel(struct rsk_io_ctx *x, int fd, struct msghdr *m, int flags,
 				 int rx, int *moved)
 {
-	/* SIGPIPE is raised once, by rsk_io_sendmsg, as for the accelerated path */
-	ssize_t n = rx ? rsk_sys_recvmsg(fd, m, flags) : rsk_sys_sendmsg(fd, m, flags | MSG_NOSIGNAL);
+	ssize_t n = rsk_io_kernel_call(fd, m, flags, rx);
 	int rc = rsk_upg_after(x->s, fd, rx, n);
 
 	*moved = rc == 1;
