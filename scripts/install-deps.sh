@@ -13,7 +13,8 @@ TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached p
            gnuplot-nox"
 # bench/syscalls.sh and BENCH_PROFILE=1 of bench/shm_vs_kernel.sh count syscalls with perf
 # (raw_syscalls tracepoints); strace is the fallback and what the Soft-RoCE guest part uses.
-BENCH_PKGS="linux-perf strace"
+# bench/connrate.sh drives nginx with ab (apache2-utils).
+BENCH_PKGS="linux-perf strace apache2-utils"
 # Soft-RoCE guest (test/vm): qemu boots Debian's own kernel, whose rdma_rxe gives real verbs
 # on a host kernel without RDMA. The kernel package itself is only downloaded, never installed
 # (test/vm/prepare.sh). bash, dash and libgcc-s1 are copied into the guest from the host.

@@ -5,7 +5,6 @@
  * TCP).
  */
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -17,6 +16,7 @@
 #include "base/proc.h"
 #include "base/statseg.h"
 #include "base/sys.h"
+#include "base/tcpstate.h"
 #include "calls.h"
 #include "history.h"
 #include "upgrade.h"
@@ -180,11 +180,7 @@ void rsk_life_exit(void)
 /* Is kernel socket @fd still sending its SYN? */
 static int rsk_life_syn_sent(int fd)
 {
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	return rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-	       ti.tcpi_state == TCP_SYN_SENT;
+	return rsk_sys_tcp_state(fd) == RSK_TCPS_SYN_SENT;
 }
 
 /*

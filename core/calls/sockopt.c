@@ -18,6 +18,7 @@
 
 #include "base/fdhide.h"
 #include "base/sys.h"
+#include "base/tcpstate.h"
 #include "conn/conn.h"
 #include "sock/sock.h"
 #include "sockopt.h"
@@ -39,10 +40,6 @@ struct rsk_opt_verdict {
 };
 
 #define RSK_OPT_CACHE_MAX 256
-
-/* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
-enum { RSK_TCPS_ESTABLISHED = 1, RSK_TCPS_FIN_WAIT2 = 5, RSK_TCPS_CLOSE = 7,
-       RSK_TCPS_CLOSE_WAIT = 8, RSK_TCPS_CLOSING = 11 };
 
 static pthread_mutex_t rsk_opt_lock = PTHREAD_MUTEX_INITIALIZER;
 static int rsk_opt_tpl[2] = {-1, -1}; /* AF_INET, AF_INET6 */

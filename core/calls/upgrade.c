@@ -25,6 +25,7 @@
 #include "base/proc.h"
 #include "base/stats.h"
 #include "base/sys.h"
+#include "base/tcpstate.h"
 #include "conn/conn.h"
 #include "sock/listener.h"
 #include "transport/announce.h"
@@ -240,23 +241,14 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	rsk_sock_divert(s, u->fd, 0);
 }
 
-/* tcpi_state values (include/net/tcp_states.h) */
-#define RSK_TCP_ESTABLISHED 1
-#define RSK_TCP_CLOSE_WAIT 8
-
 /* Our sending side still open on TCP (a shutdown may have bypassed us: the server's data
  * path is the kernel's until an offer comes); the peer's too unless @peer_fin_ok (a client
  * following the server's move, whose FIN came with it). */
 static int rsk_upg_open(int fd, int peer_fin_ok)
 {
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
+	int st = rsk_sys_tcp_state(fd);
 
-	memset(&ti, 0, sizeof(ti));
-	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
-		return 0;
-	return ti.tcpi_state == RSK_TCP_ESTABLISHED ||
-	       (peer_fin_ok && ti.tcpi_state == RSK_TCP_CLOSE_WAIT);
+	return st == RSK_TCPS_ESTABLISHED || (peer_fin_ok && st == RSK_TCPS_CLOSE_WAIT);
 }
 
 /* May this socket move now? One fd, no fork since, the TCP directions still open. */

@@ -20,14 +20,12 @@
 #include "base/stats.h"
 #include "base/statseg.h"
 #include "base/sys.h"
+#include "base/tcpstate.h"
 #include "conn/conn.h"
 #include "listener.h"
 #include "sock.h"
 #include "transport/registry.h"
 
-/* tcpi_state values (include/net/tcp_states.h); linux/tcp.h does not export them. */
-#define RSK_TCP_SYN_SENT 2
-#define RSK_TCP_CLOSE 7
 
 static pthread_mutex_t rsk_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsk_sock *rsk_pool_free;
@@ -240,7 +238,7 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 		return;
 	if (s->state == RSK_SOCK_CONNECTING &&
 	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
-	     (ti.tcpi_state != RSK_TCP_SYN_SENT && ti.tcpi_state != RSK_TCP_CLOSE))) {
+	     (ti.tcpi_state != RSK_TCPS_SYN_SENT && ti.tcpi_state != RSK_TCPS_CLOSE))) {
 		s->state = RSK_SOCK_CONNECTED;
 		rsk_sock_count(s, s->port);
 	}

@@ -21,6 +21,8 @@
 
 #include "base/clock.h"
 #include "base/sys.h"
+#include "base/tcpstate.h"
+#include "unit_cm.h"
 
 static void test_ret_convention(void **state)
 {
@@ -106,6 +108,34 @@ static void test_poll_and_dup3(void **state)
 	close(sv[1]);
 }
 
+/* rsk_sys_tcp_state: the states core decides by, read from the first byte of TCP_INFO. */
+static void test_tcp_state(void **state)
+{
+	uint16_t port;
+	int l = ucm_tcp_bound(1, &port), c = socket(AF_INET, SOCK_STREAM, 0), sv, p[2];
+	struct sockaddr_in a = ucm_lo4(port);
+
+	(void)state;
+	assert_int_equal(rsk_sys_tcp_state(c), RSK_TCPS_CLOSE);
+	assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(rsk_sys_tcp_state(c), RSK_TCPS_ESTABLISHED);
+	sv = accept(l, NULL, NULL);
+	assert_true(sv >= 0);
+	assert_int_equal(shutdown(sv, SHUT_WR), 0);
+	for (int i = 0; i < 200 && (rsk_sys_tcp_state(c) != RSK_TCPS_CLOSE_WAIT ||
+				    rsk_sys_tcp_state(sv) != RSK_TCPS_FIN_WAIT2); i++)
+		usleep(1000); /* (the FIN and its ACK cross loopback) */
+	assert_int_equal(rsk_sys_tcp_state(c), RSK_TCPS_CLOSE_WAIT);
+	assert_int_equal(rsk_sys_tcp_state(sv), RSK_TCPS_FIN_WAIT2);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+	assert_true(rsk_sys_tcp_state(p[0]) < 0); /* not TCP: -errno */
+	close(p[0]);
+	close(p[1]);
+	close(sv);
+	close(c);
+	close(l);
+}
+
 static void test_clock(void **state)
 {
 	struct timespec ts = {0, 20 * 1000 * 1000};
@@ -137,6 +167,7 @@ int main(void)
 		cmocka_unit_test(test_set_fl_adds),
 		cmocka_unit_test(test_setsockopt_int),
 		cmocka_unit_test(test_poll_and_dup3),
+		cmocka_unit_test(test_tcp_state),
 		cmocka_unit_test(test_clock),
 	};
 
