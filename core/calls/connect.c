@@ -225,6 +225,11 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 		why = RDMASOCK_FB_TCP_FIRST; /* the kernel connect; it may move later */
 	if (why < 0)
 		why = rsk_client_setup(&u, fd, addr, len);
+	if (why >= 0 && u.d.start_tcp) { /* not now, but once connected (shm: no bell) */
+		rsk_client_undo(&u);
+		if (s->upg != NULL || rsk_upg_client(s, fd, addr, len, u.cm) < 0)
+			why = RDMASOCK_FB_RESOURCES;
+	}
 	if (why >= 0) {
 		s->fb_reason = (enum rdmasock_fallback)why;
 		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));

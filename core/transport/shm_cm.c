@@ -66,14 +66,8 @@ static void rsk_shm_dial_close(struct rsk_shm_dial *p)
  * an abstract name, and an offer hands over our memory, our readiness fd and our TCP socket:
  * only a listener of our own user may have them. 0, or -EPERM with d->why.
  */
-static int rsk_shm_dial_owner(struct rsk_dial *d, int rdv)
+static int rsk_shm_dial_owner(struct rsk_dial *d, uid_t uid)
 {
-	uid_t uid;
-
-	if (rsk_rdv_peer_uid(rdv, &uid) < 0) {
-		d->why = RDMASOCK_FB_RESOURCES;
-		return -EPERM;
-	}
 	if (uid != geteuid()) {
 		rsk_dbg("shm: the listener runs as uid %u, we as %u: staying on TCP",
 			(unsigned int)uid, (unsigned int)geteuid());
@@ -87,15 +81,24 @@ static int rsk_shm_dial_owner(struct rsk_dial *d, int rdv)
 static int rsk_shm_dial(struct rsk_dial *d)
 {
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
-	int rc;
+	int rc, rung;
+	uid_t owner;
 
 	p->memfd = -1;
-	p->rdv = rc = rsk_rdv_find(d->dest);
+	p->rdv = rc = rsk_rdv_find(d->dest, &owner, &rung);
 	if (rc < 0) {
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
 		return rc;
 	}
-	if ((rc = rsk_shm_dial_owner(d, p->rdv)) < 0) {
+	if ((rc = rsk_shm_dial_owner(d, owner)) == 0 && !rung && !d->upgrade) {
+		/* The listener's accept may not look for an offer it was not told of: start on
+		 * TCP, whose offer comes once connected (its event loop watches for those). */
+		rsk_dbg("shm: the rendezvous' bell did not ring: starting on TCP");
+		d->why = RDMASOCK_FB_TCP_FIRST;
+		d->start_tcp = 1;
+		rc = -EAGAIN;
+	}
+	if (rc < 0) {
 		(void)rsk_sys_close(p->rdv);
 		p->rdv = -1;
 		return rc;
@@ -254,6 +257,10 @@ struct rsk_shm_listener {
 	struct rsk_shm_lshared *sh;
 	int slot;        /* ours in sh->slot, -1 none */
 	pid_t slot_pid;  /* the process it was found for (a forked child finds its own) */
+	/* each rendezvous' bell (NULL: none, always look), and its count when we last found
+	 * that rendezvous empty (rsk_listen_quiet) */
+	struct rsk_rdv_bell *bell[2];
+	uint64_t bell_seen[2];
 };
 
 static void rsk_lshared_init(struct rsk_shm_lshared *sh)
@@ -334,14 +341,27 @@ static int32_t rsk_lshared_live_elsewhere(struct rsk_shm_listener *l)
 	return sum;
 }
 
-/* The owners of the rendezvous just created (the clients check the same uid). */
+/* The owners of the rendezvous just created (the clients check the same uid); their bells
+ * came with them, not seen empty yet (our first accept looks). */
 static void rsk_shm_owners(struct rsk_shm_listener *l)
 {
 	int i;
 
-	for (i = 0; i < l->nrdv; i++)
+	for (i = 0; i < l->nrdv; i++) {
 		if (rsk_rdv_peer_uid(l->rdv[i], &l->owner[i]) < 0)
 			l->owner[i] = geteuid(); /* what the kernel recorded a moment ago */
+		l->bell_seen[i] = l->bell[i] != NULL ? rsk_rdv_bell_rings(l->bell[i]) - 1 : 0;
+	}
+}
+
+static void rsk_shm_bells_close(struct rsk_shm_listener *l)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		rsk_rdv_bell_close(l->bell[i]);
+		l->bell[i] = NULL;
+	}
 }
 
 static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
@@ -354,7 +374,9 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	l->slot = -1;
 	l->sh = mmap(NULL, sizeof(*l->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
 		     0);
-	n = l->sh == MAP_FAILED ? -ENOMEM : rsk_rdv_listen(bound, v6only, RSK_RDV_BACKLOG, l->rdv);
+	n = l->sh == MAP_FAILED
+		    ? -ENOMEM
+		    : rsk_rdv_listen_bells(bound, v6only, RSK_RDV_BACKLOG, l->rdv, l->bell);
 	if (n < 0) {
 		if (l->sh != MAP_FAILED)
 			munmap(l->sh, sizeof(*l->sh));
@@ -365,9 +387,9 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	for (i = 0; i < n; i++)
 		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 	l->nrdv = n;
-	rsk_shm_owners(l);
 	memcpy(&l->bound, bound, rsk_sa_len(bound));
 	l->v6only = v6only;
+	rsk_shm_owners(l);
 	pthread_mutex_init(&l->lock, NULL);
 	*lh = l;
 	return 0;
@@ -462,6 +484,7 @@ static void rsk_shm_unlisten(void *lh)
 	rsk_lslot_release(l);
 	for (i = 0; i < l->nrdv; i++)
 		rsk_fd_unhide_close(l->rdv[i]);
+	rsk_shm_bells_close(l); /* the names went: no client rings them any more */
 	munmap(l->sh, sizeof(*l->sh));
 	pthread_mutex_destroy(&l->lock);
 	free(l);
@@ -514,7 +537,9 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 		for (i = 0; i < l->nrdv; i++)
 			rsk_fd_unhide_close(l->rdv[i]);
 		l->nrdv = 0;
-		n = rsk_rdv_listen((struct sockaddr *)&l->bound, l->v6only, RSK_RDV_BACKLOG, l->rdv);
+		rsk_shm_bells_close(l); /* dead before the names go to whoever binds next */
+		n = rsk_rdv_listen_bells((struct sockaddr *)&l->bound, l->v6only, RSK_RDV_BACKLOG,
+					 l->rdv, l->bell);
 		for (i = 0; i < n; i++)
 			l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 		l->nrdv = n > 0 ? n : 0;
@@ -571,14 +596,19 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 {
 	struct rsk_offer *e, **tail;
 	int i, fd, n = 0;
+	uint64_t rings;
 	uid_t uid;
 
 	for (tail = &l->pending; *tail != NULL;)
 		tail = &(*tail)->next;
 	for (i = 0; i < l->nrdv; i++) {
+		/* (read before: a client rings after its connection is queued) */
+		rings = l->bell[i] != NULL ? rsk_rdv_bell_rings(l->bell[i]) : 0;
 		while (n < max) {
 			rsk_lshared_add(l, 1);
 			fd = rsk_sys_accept4(l->rdv[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (fd == -EAGAIN)
+				l->bell_seen[i] = rings; /* empty, with every ring up to here taken */
 			e = fd >= 0 ? calloc(1, sizeof(*e)) : NULL;
 			if (e == NULL || rsk_rdv_peer_uid(fd, &uid) < 0 ||
 			    !rsk_offer_sender_ok(uid, l->owner[i], 1)) {
@@ -825,13 +855,31 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
  * and handed it back at once could miss both again, and again, until one called its client
  * plain -- a client that then waits for an answer that never comes.
  */
+/*
+ * Has nothing been queued on our rendezvous since we last found each empty? Then an accept
+ * need not look (no accept4 that finds nothing). Only for a rendezvous of our own (siblings
+ * take and hand back entries behind our counts) whose every client rings its bell.
+ */
+static int rsk_listen_quiet(struct rsk_shm_listener *l)
+{
+	int i;
+
+	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+		return 0;
+	for (i = 0; i < l->nrdv; i++)
+		if (l->bell[i] == NULL || rsk_rdv_bell_rings(l->bell[i]) != l->bell_seen[i])
+			return 0;
+	return 1;
+}
+
 static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
 	int locked = rsk_lshared_lock(l->sh);
 	struct rsk_offer *e = rsk_listen_scan(l, cl);
 	int k;
 
-	for (k = 0; e == NULL && k < 4096 && rsk_listen_take(l, 1) == 1; k++)
+	for (k = 0; e == NULL && k < 4096 && !rsk_listen_quiet(l) && rsk_listen_take(l, 1) == 1;
+	     k++)
 		e = rsk_listen_scan(l, cl);
 	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
 		rsk_listen_give_back(l);

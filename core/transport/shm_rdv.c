@@ -5,14 +5,18 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/sys.h"
 #include "shm.h"
@@ -76,7 +80,12 @@ static int rsk_rdv_unix_socket(void)
 	return rsk_sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 }
 
-static int rsk_rdv_listen_one(const char *what, unsigned int port, int backlog)
+static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int port);
+
+/* One rendezvous name: bound (ours from here), then its bell (@bell, may be NULL), then
+ * listening. */
+static int rsk_rdv_listen_one(const char *what, unsigned int port, int backlog,
+			      struct rsk_rdv_bell **bell)
 {
 	struct sockaddr_un un;
 	socklen_t len = rsk_rdv_name(&un, "l", what, port);
@@ -85,40 +94,59 @@ static int rsk_rdv_listen_one(const char *what, unsigned int port, int backlog)
 	if (fd < 0)
 		return fd;
 	rc = rsk_sys_bind(fd, (struct sockaddr *)&un, len);
+	if (rc == 0 && bell != NULL)
+		*bell = rsk_rdv_bell_create(what, port);
 	if (rc == 0)
 		rc = rsk_sys_listen(fd, backlog);
 	if (rc < 0) {
+		if (bell != NULL) {
+			rsk_rdv_bell_close(*bell);
+			*bell = NULL;
+		}
 		(void)rsk_sys_close(fd);
 		return rc;
 	}
 	return fd;
 }
 
-int rsk_rdv_listen(const struct sockaddr *bound, int v6only, int backlog, int fds[2])
+int rsk_rdv_listen_bells(const struct sockaddr *bound, int v6only, int backlog, int fds[2],
+			 struct rsk_rdv_bell *bells[2])
 {
 	char addr[INET6_ADDRSTRLEN];
 	unsigned int port;
 	int v4, any, rc, n = 0;
 
+	if (bells != NULL)
+		bells[0] = bells[1] = NULL;
 	rc = rsk_rdv_addr_str(bound, addr, sizeof(addr), &v4, &any, &port);
 	if (rc < 0)
 		return rc;
 	if (!any)
-		rc = rsk_rdv_listen_one(addr, port, backlog);
+		rc = rsk_rdv_listen_one(addr, port, backlog, bells != NULL ? &bells[0] : NULL);
 	else
-		rc = rsk_rdv_listen_one(v4 ? "any4" : "any6", port, backlog);
+		rc = rsk_rdv_listen_one(v4 ? "any4" : "any6", port, backlog,
+					bells != NULL ? &bells[0] : NULL);
 	if (rc < 0)
 		return rc;
 	fds[n++] = rc;
 	if (any && !v4 && !v6only) { /* dual-stack wildcard: IPv4 clients find it too */
-		rc = rsk_rdv_listen_one("any4", port, backlog);
+		rc = rsk_rdv_listen_one("any4", port, backlog, bells != NULL ? &bells[1] : NULL);
 		if (rc < 0) {
 			(void)rsk_sys_close(fds[0]);
+			if (bells != NULL) {
+				rsk_rdv_bell_close(bells[0]);
+				bells[0] = NULL;
+			}
 			return rc;
 		}
 		fds[n++] = rc;
 	}
 	return n;
+}
+
+int rsk_rdv_listen(const struct sockaddr *bound, int v6only, int backlog, int fds[2])
+{
+	return rsk_rdv_listen_bells(bound, v6only, backlog, fds, NULL);
 }
 
 /* Connect @fd to listener name (kind "l", @what, @port): 0, -ENOENT, or -errno. */
@@ -134,7 +162,10 @@ static int rsk_rdv_connect_name(int fd, const char *what, unsigned int port)
 	return rc == -EINPROGRESS ? 0 : rc;
 }
 
-static int rsk_rdv_connect_rdv(int fd, const struct sockaddr *dest)
+/* Connect @fd to @dest's rendezvous: its own address's name, else its wildcard's; the one
+ * that answered in @what (may be NULL), with the port. 0 or -errno. */
+static int rsk_rdv_connect_rdv_at(int fd, const struct sockaddr *dest, char *what,
+				  unsigned int *port_out)
 {
 	char addr[INET6_ADDRSTRLEN];
 	unsigned int port;
@@ -144,30 +175,57 @@ static int rsk_rdv_connect_rdv(int fd, const struct sockaddr *dest)
 	if (rc < 0)
 		return rc;
 	rc = rsk_rdv_connect_name(fd, addr, port);
-	if (rc == -ENOENT)
-		rc = rsk_rdv_connect_name(fd, v4 ? "any4" : "any6", port);
+	if (rc == -ENOENT) {
+		strcpy(addr, v4 ? "any4" : "any6");
+		rc = rsk_rdv_connect_name(fd, addr, port);
+	}
+	if (rc == 0 && what != NULL) {
+		strcpy(what, addr);
+		*port_out = port;
+	}
 	return rc;
 }
 
-int rsk_rdv_find(const struct sockaddr *dest)
+static int rsk_rdv_connect_rdv(int fd, const struct sockaddr *dest)
 {
+	return rsk_rdv_connect_rdv_at(fd, dest, NULL, NULL);
+}
+
+static int rsk_rdv_peer_cred(int conn, struct ucred *cr)
+{
+	socklen_t len = sizeof(*cr);
+
+	return rsk_sys_getsockopt(conn, SOL_SOCKET, SO_PEERCRED, cr, &len);
+}
+
+int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung)
+{
+	char what[INET6_ADDRSTRLEN];
+	unsigned int port = 0;
+	struct ucred cr;
 	int fd = rsk_rdv_unix_socket(), rc;
 
+	if (rung != NULL)
+		*rung = 0;
 	if (fd < 0)
 		return fd;
-	rc = rsk_rdv_connect_rdv(fd, dest);
+	rc = rsk_rdv_connect_rdv_at(fd, dest, what, &port);
+	if (rc == 0 && (rc = rsk_rdv_peer_cred(fd, &cr)) == 0 && owner != NULL)
+		*owner = cr.uid;
 	if (rc < 0) {
 		(void)rsk_sys_close(fd);
 		return rc;
 	}
+	/* Our connection is queued: the bell says so (only a listener of our own user's). */
+	if (cr.uid == geteuid() && rsk_rdv_ring(what, port, cr.pid) == 0 && rung != NULL)
+		*rung = 1;
 	return fd;
 }
 
 int rsk_rdv_peer_uid(int conn, uid_t *uid)
 {
 	struct ucred cr;
-	socklen_t len = sizeof(cr);
-	int rc = rsk_sys_getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+	int rc = rsk_rdv_peer_cred(conn, &cr);
 
 	if (rc < 0)
 		return rc;
@@ -177,11 +235,13 @@ int rsk_rdv_peer_uid(int conn, uid_t *uid)
 
 int rsk_rdv_exists(const struct sockaddr *bound)
 {
-	int fd = rsk_rdv_find(bound);
+	int fd = rsk_rdv_unix_socket(), rc;
 
-	if (fd >= 0)
-		(void)rsk_sys_close(fd);
-	return fd >= 0;
+	if (fd < 0)
+		return 0;
+	rc = rsk_rdv_connect_rdv(fd, bound); /* a look, no offer: no ring */
+	(void)rsk_sys_close(fd);
+	return rc == 0;
 }
 
 static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, int nfds)
@@ -368,4 +428,165 @@ int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t
 	len[0] = rsk_rdv_name(&un[0], "l", addr, port); /* as rsk_rdv_connect_rdv tries them */
 	len[1] = rsk_rdv_name(&un[1], "l", v4 ? "any4" : "any6", port);
 	return 2;
+}
+
+/* ---- the doorbell ---- */
+
+/*
+ * A listener's accept would look into its rendezvous for a queued offer (an accept4 that
+ * nearly always finds nothing: most clients start on TCP and offer later). Instead every
+ * client rings the rendezvous' bell, a counter in a small file of the listener's user, once
+ * its rendezvous connection is queued and before its SYN; a listener that saw the queue
+ * empty at ring count N, and reads N still, knows that nothing was queued since. A client
+ * keeps its mapping, and maps the file again when the bell in it is dead (its listener
+ * closed it) or names another process than the one that listens now (its listener died).
+ */
+#define RSK_BELL_MAGIC 0x4c4c4542u /* "BELL" */
+
+struct rsk_bell_page { /* the shared file's contents */
+	uint32_t magic; /* 0 once its listener closed it */
+	int32_t pid;    /* the process that listens (SO_PEERCRED of a connection to it) */
+	uint64_t rings; /* connections rung for */
+};
+
+struct rsk_rdv_bell { /* the listener's handle */
+	struct rsk_bell_page *pg;
+	char path[128];
+};
+
+static int rsk_rdv_bell_path(char *out, size_t size, const char *what, unsigned int port)
+{
+	int n = snprintf(out, size, "/dev/shm/rdmasock-rdv.%lu.%s.%u", rsk_rdv_netns(), what,
+			 port);
+
+	return n > 0 && (size_t)n < size ? 0 : -ENAMETOOLONG;
+}
+
+/* The bell of rendezvous @what/@port, whose name we hold (bound, not listening yet: no
+ * client can have queued). NULL if it cannot be made (the rendezvous works without). */
+static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int port)
+{
+	struct rsk_rdv_bell *b = calloc(1, sizeof(*b));
+	void *pg = MAP_FAILED;
+	int fd = -1;
+
+	if (b == NULL || rsk_rdv_bell_path(b->path, sizeof(b->path), what, port) < 0)
+		goto fail;
+	/* A file left by a listener that died is replaced, never reused (a client may still
+	 * map it: it checks the pid). Another user's (sticky /dev/shm) stays: no bell then. */
+	(void)unlink(b->path);
+	fd = open(b->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	if (ftruncate(fd, sizeof(struct rsk_bell_page)) == 0)
+		pg = mmap(NULL, sizeof(struct rsk_bell_page), PROT_READ | PROT_WRITE, MAP_SHARED,
+			  fd, 0);
+	(void)rsk_sys_close(fd);
+	if (pg == MAP_FAILED) {
+		(void)unlink(b->path);
+		goto fail;
+	}
+	b->pg = pg;
+	b->pg->pid = (int32_t)getpid();
+	__atomic_store_n(&b->pg->magic, RSK_BELL_MAGIC, __ATOMIC_RELEASE);
+	return b;
+fail:
+	free(b);
+	return NULL;
+}
+
+void rsk_rdv_bell_close(struct rsk_rdv_bell *b)
+{
+	if (b == NULL)
+		return;
+	/* Only its creator ends it (a forked child's listener is the parent's). Dead first:
+	 * a client that still maps it must not ring it for a listener that comes next. */
+	if (b->pg->pid == (int32_t)getpid()) {
+		__atomic_store_n(&b->pg->magic, 0, __ATOMIC_SEQ_CST);
+		(void)unlink(b->path);
+	}
+	munmap(b->pg, sizeof(*b->pg));
+	free(b);
+}
+
+uint64_t rsk_rdv_bell_rings(const struct rsk_rdv_bell *b)
+{
+	return __atomic_load_n(&b->pg->rings, __ATOMIC_ACQUIRE);
+}
+
+/* The client's bells, one per rendezvous name it rang last (a small cache: a process talks
+ * to few listeners; the oldest goes). */
+#define RSK_BELL_CACHE 16
+
+static struct rsk_bell_ent {
+	char path[128];
+	struct rsk_bell_page *b;
+	uint64_t used;
+} rsk_bells[RSK_BELL_CACHE];
+static uint64_t rsk_bell_clock;
+static pthread_mutex_t rsk_bell_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct rsk_bell_page *rsk_rdv_bell_map(const char *path, pid_t pid)
+{
+	struct rsk_bell_page *b;
+	struct stat st;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	b = fstat(fd, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) &&
+		    st.st_size >= (off_t)sizeof(*b)
+		    ? mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+		    : MAP_FAILED;
+	(void)rsk_sys_close(fd);
+	if (b == MAP_FAILED)
+		return NULL;
+	if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != RSK_BELL_MAGIC || b->pid != pid) {
+		munmap(b, sizeof(*b));
+		return NULL;
+	}
+	return b;
+}
+
+/* The cache entry for @path whose bell names @pid, mapped anew if it must be. Locked. */
+static struct rsk_bell_page *rsk_rdv_bell_get(const char *path, pid_t pid)
+{
+	struct rsk_bell_ent *e, *old = &rsk_bells[0];
+	int i;
+
+	for (i = 0; i < RSK_BELL_CACHE; i++) {
+		e = &rsk_bells[i];
+		if (e->b != NULL && strcmp(e->path, path) == 0) {
+			if (e->b->pid == pid &&
+			    __atomic_load_n(&e->b->magic, __ATOMIC_ACQUIRE) == RSK_BELL_MAGIC) {
+				e->used = ++rsk_bell_clock;
+				return e->b;
+			}
+			old = e; /* the listener changed: this entry is replaced */
+			break;
+		}
+		if (e->used < old->used)
+			old = e;
+	}
+	if (old->b != NULL)
+		munmap(old->b, sizeof(*old->b));
+	old->b = rsk_rdv_bell_map(path, pid);
+	old->used = ++rsk_bell_clock;
+	snprintf(old->path, sizeof(old->path), "%s", path);
+	return old->b;
+}
+
+int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid)
+{
+	struct rsk_bell_page *b;
+	char path[128];
+
+	if (rsk_rdv_bell_path(path, sizeof(path), what, port) < 0)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&rsk_bell_lock);
+	b = rsk_rdv_bell_get(path, pid);
+	if (b != NULL)
+		__atomic_add_fetch(&b->rings, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&rsk_bell_lock);
+	return b != NULL ? 0 : -ENOENT;
 }

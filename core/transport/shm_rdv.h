@@ -68,9 +68,11 @@ int rsk_rdv_peer_uid(int conn, uid_t *uid);
 /* Is the listener bound to @bound preloaded (does its rendezvous exist)? */
 int rsk_rdv_exists(const struct sockaddr *bound);
 
-/* Client: connect to the rendezvous for @dest. The fd, -ENOENT (no preloaded listener), or
- * -errno. */
-int rsk_rdv_find(const struct sockaddr *dest);
+/* Client: connect to the rendezvous for @dest and ring its bell (below). The fd, -ENOENT (no
+ * preloaded listener), or -errno; the listener's owner in *@owner and whether the bell rang
+ * in *@rung (each may be NULL). A client that could not ring must not offer before its SYN:
+ * the listener's accept may not look (it offers once connected, as TCP first does). */
+int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung);
 
 /* Client: send the offer with its fds (RSK_RDV_*) on @conn. 0 or -errno. */
 int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS]);
@@ -107,6 +109,21 @@ int rsk_rdv_read_answer(int conn, int wait_ms);
  * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.
  * Returns 2 or -errno.
  */
+/*
+ * The rendezvous' doorbell (shm_rdv.c): a count of the connections queued on it, rung by
+ * each client after its connect, so a listener's accept knows without a system call whether
+ * anything was queued since it last found the rendezvous empty. rsk_rdv_listen_bells is
+ * rsk_rdv_listen with a bell per rendezvous, made before it listens (@bells[i] NULL: none,
+ * so always look). Client: ring rendezvous @what/@port of listening process @pid
+ * (rsk_rdv_find does).
+ */
+struct rsk_rdv_bell;
+int rsk_rdv_listen_bells(const struct sockaddr *bound, int v6only, int backlog, int fds[2],
+			 struct rsk_rdv_bell *bells[2]);
+uint64_t rsk_rdv_bell_rings(const struct rsk_rdv_bell *b);
+void rsk_rdv_bell_close(struct rsk_rdv_bell *b);
+int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
+
 struct sockaddr_un;
 int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t len[2]);
 

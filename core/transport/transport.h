@@ -210,6 +210,8 @@ struct rsk_dial {
 	enum rdmasock_fallback why;  /* out, when a step fails */
 	/* in: the TCP connection exists (it moves later, in band: see calls/upgrade.c) */
 	int upgrade;
+	/* out: this connection cannot be set up before its SYN, but may start on TCP and move */
+	int start_tcp;
 	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
 };
 

@@ -239,6 +239,7 @@ static void srv_accept(struct srv *s, int kfd)
 	assert_true(s->fd >= 0);
 	assert_int_equal(getpeername(s->fd, (struct sockaddr *)&s->peer, &len), 0);
 	s->cl.peer = &s->peer;
+	s->cl.fd = s->fd;
 	s->cl.why = RDMASOCK_FB_COUNT;
 }
 
@@ -563,6 +564,44 @@ static void test_claim_plain_client(void **state)
 }
 
 /*
+ * The rendezvous' bell: once the listener found its rendezvous empty, an accept whose bell
+ * has not rung since does not look (a connection queued without a ring is left where it
+ * is: no fd taken), and one that rang is found.
+ */
+static void test_bell_quiet(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_un un[2];
+	socklen_t ulen[2];
+	struct srv s, s2, s3;
+	struct cli c;
+	int64_t ms;
+	int fd, raw, n;
+
+	fd = plain_claimed(f, &s, &ms); /* looks, finds it empty */
+	srv_close(&s);
+	close(fd);
+	/* a connection that rang no bell, as a client of an older build would make */
+	assert_true(rsk_rdv_names((struct sockaddr *)&f->dest, un, ulen) > 0);
+	raw = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(raw, (struct sockaddr *)&un[0], ulen[0]), 0);
+	n = ucm_fd_count();
+	fd = plain_claimed(f, &s2, &ms);
+	assert_int_equal(ucm_fd_count(), n + 2); /* its TCP ends only: nothing taken */
+	srv_close(&s2);
+	close(fd);
+	/* a client that rings is found */
+	cli_full(&c, f);
+	srv_accept(&s3, f->kfd);
+	assert_int_equal(srv_claim(&s3, f->lh, &ms), 1);
+	srv_open(&s3);
+	cli_resolve(&c);
+	cli_close(&c);
+	srv_close(&s3);
+	close(raw);
+}
+
+/*
  * The client process went (killed) after it offered and connected: the server holds its TCP
  * socket, so the claim still finds the offer, and the answer fails (nobody reads it). Every
  * fd of the offer is released; the accepted connection is the caller's to drop.
@@ -650,7 +689,7 @@ static void test_claim_by_port(void **state)
 /* A bare connection to the listener's rendezvous (design.md's name). */
 static int rdv_raw(const struct fix *f)
 {
-	int fd = rsk_rdv_find((const struct sockaddr *)&f->dest);
+	int fd = rsk_rdv_find((const struct sockaddr *)&f->dest, NULL, NULL);
 
 	assert_true(fd >= 0);
 	return fd;
@@ -965,6 +1004,7 @@ int main(void)
 		cmocka_unit_test(test_mapped_client_ipv4_listener),
 		T4(test_dial_no_peer),
 		T4(test_undial),
+		T4(test_bell_quiet),
 		T4(test_claim_plain_client),
 		T4(test_dead_client),
 		T4(test_unclaim_declines),

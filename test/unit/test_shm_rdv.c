@@ -150,18 +150,18 @@ static void test_find(void **state)
 	int l[2], fd, a, before = ucm_fd_count();
 
 	/* nobody listens: -ENOENT, nothing left open */
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), -ENOENT);
 	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
 	assert_int_equal(ucm_fd_count(), before);
 
 	/* a listener on another address of the same port is not ours */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&other, 0, 16, l), 1);
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), -ENOENT);
 	close_all(l, 1);
 
 	/* the exact address: a connection both ways, non-blocking, close-on-exec */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
 	assert_true(fd >= 0);
 	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
@@ -171,7 +171,7 @@ static void test_find(void **state)
 	close(a);
 	close(fd);
 	/* a v4-mapped destination finds the IPv4 name */
-	fd = rsk_rdv_find((struct sockaddr *)&mapped);
+	fd = rsk_rdv_find((struct sockaddr *)&mapped, NULL, NULL);
 	assert_true(fd >= 0);
 	close(rdv_accept(l[0]));
 	close(fd);
@@ -183,21 +183,21 @@ static void test_find(void **state)
 
 	/* the IPv4 wildcard answers for 127.0.0.1 */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any4, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
 	assert_true(fd >= 0);
 	close(rdv_accept(l[0]));
 	close(fd);
 	/* ... but not for IPv6 clients */
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&lo6), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL), -ENOENT);
 	close_all(l, 1);
 
 	/* a dual-stack wildcard answers both families, each on its own name */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 0, 16, l), 2);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
 	assert_true(fd >= 0);
 	close(rdv_accept(l[1])); /* any4 */
 	close(fd);
-	fd = rsk_rdv_find((struct sockaddr *)&lo6);
+	fd = rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL);
 	assert_true(fd >= 0);
 	close(rdv_accept(l[0])); /* any6 */
 	close(fd);
@@ -219,7 +219,7 @@ static void conn_open(struct fix *f, struct conn *k)
 
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
 	k->l = l[0];
-	k->cli = rsk_rdv_find((struct sockaddr *)&f->dest);
+	k->cli = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
 	assert_true(k->cli >= 0);
 	k->srv = rdv_accept(k->l);
 	k->fds[RSK_RDV_MEMFD] = rsk_shm_create(NBUF, BSIZE);
@@ -265,6 +265,74 @@ static void assert_same_files(const int *got, const int *sent, int n)
 		assert_int_equal(ino(got[i]), ino(sent[i]));
 		assert_true(fcntl(got[i], F_GETFD) & FD_CLOEXEC);
 	}
+}
+
+/*
+ * The doorbell: a find rings the bell of the rendezvous it reached (the dual-stack one's
+ * any4 name for an IPv4 client), never without one; a bell its listener closed is dead and
+ * the client maps the next one; a look (exists) does not ring.
+ */
+static void test_bell(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_in6 any6 = ucm_in6("::", f->p);
+	struct rsk_rdv_bell *b[2];
+	int l[2], fd, rung = 0;
+	uid_t owner = (uid_t)-1;
+
+	/* no bell: the find works, it cannot ring */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, &owner, &rung);
+	assert_true(fd >= 0);
+	assert_int_equal(rung, 0);
+	assert_int_equal(owner, geteuid());
+	close(rdv_accept(l[0]));
+	close(fd);
+	close_all(l, 1);
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b), 1);
+	assert_non_null(b[0]);
+	assert_null(b[1]); /* one name only */
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), 0);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_true(fd >= 0);
+	assert_int_equal(rung, 1);
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), 1);
+	close(rdv_accept(l[0]));
+	close(fd);
+	assert_true(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	close(rdv_accept(l[0]));
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), 1);
+	/* a new listener of the same name (same process): the client's cached mapping is
+	 * dead, and the new bell rings */
+	rsk_rdv_bell_close(b[0]);
+	close_all(l, 1);
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b), 1);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_int_equal(rung, 1);
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), 1);
+	close(rdv_accept(l[0]));
+	close(fd);
+	/* closed: no bell to ring, and its file is gone */
+	rsk_rdv_bell_close(b[0]);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_int_equal(rung, 0);
+	close(rdv_accept(l[0]));
+	close(fd);
+	close_all(l, 1);
+
+	/* dual stack: an IPv4 client rings the any4 name's bell */
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&any6, 0, 16, l, b), 2);
+	assert_non_null(b[0]);
+	assert_non_null(b[1]);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_int_equal(rung, 1);
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), 0);
+	assert_int_equal(rsk_rdv_bell_rings(b[1]), 1);
+	close(rdv_accept(l[1]));
+	close(fd);
+	rsk_rdv_bell_close(b[0]);
+	rsk_rdv_bell_close(b[1]);
+	close_all(l, 2);
 }
 
 static void test_offer_round_trip(void **state)
@@ -378,7 +446,7 @@ static void test_forward_unread(void **state)
 	{
 		struct rsk_rdv_offer bad = {.magic = RSK_RDV_MAGIC, .version = RSK_RDV_VERSION,
 					    .forwarded = RSK_RDV_FWD_UNREAD};
-		int two[2] = {k.cli, k.cli}, c = rsk_rdv_find((struct sockaddr *)&f->dest), s2;
+		int two[2] = {k.cli, k.cli}, c = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), s2;
 
 		assert_true(c >= 0);
 		s2 = rdv_accept(k.l);
@@ -660,6 +728,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_listen_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bell, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offer_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward_unread, setup, teardown),
