@@ -66,6 +66,41 @@ for conc in $CONCS; do
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
 
+# System calls per connection (SYSCALLS=0 skips): one more run per side and concurrency,
+# server and client under perf stat (raw_syscalls:sys_enter, all threads), at two sizes: the
+# difference over the difference in connections leaves start-up and exit out. Not timed.
+count_run() { # mode conc n -> "server_syscalls client_syscalls"
+	local mode=$1 conc=$2 n=$3 pre=""
+	[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
+	unshare -n bash -c '
+		ip link set lo up || exit 1
+		env '"$pre"' perf stat -x, -e raw_syscalls:sys_enter -o "$1/srv.perf" "$0" server 18500 20 >/dev/null 2>&1 &
+		for i in $(seq 50); do ss -Hltn "sport = :18500" | grep -q . && break; sleep 0.02; done
+		env '"$pre"' perf stat -x, -e raw_syscalls:sys_enter -o "$1/cli.perf" timeout -s KILL 20 "$0" client 18500 "$2" "$3" 12 >/dev/null
+		pkill -TERM -x connrate; for i in $(seq 50); do pgrep -x connrate >/dev/null || break; sleep 0.05; done
+		wait
+	' "$BIN" "$OUT" "$conc" "$n"
+	echo "$(grep -m1 raw_syscalls "$OUT/srv.perf" | cut -d, -f1) $(grep -m1 raw_syscalls "$OUT/cli.perf" | cut -d, -f1)"
+}
+if [ "${SYSCALLS:-1}" = 1 ] && perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
+	echo
+	printf '| concurrent | server syscalls / conn, kernel | library | client, kernel | library |\n'
+	printf '|---|---|---|---|---|\n'
+	for conc in $CONCS; do
+		row="| $conc"
+		declare -A sc=()
+		for mode in kernel lib; do
+			read -r s1 c1 <<<"$(count_run "$mode" "$conc" 1000)"
+			read -r s2 c2 <<<"$(count_run "$mode" "$conc" 3000)"
+			sc[$mode]="$(awk -v a="$s1" -v b="$s2" 'BEGIN {printf "%.2f", (b - a) / 2000}') $(awk -v a="$c1" -v b="$c2" 'BEGIN {printf "%.2f", (b - a) / 2000}')"
+		done
+		read -r ks kc <<<"${sc[kernel]}"
+		read -r ls lc <<<"${sc[lib]}"
+		echo "$row | $ks | $ls | $kc | $lc |"
+	done
+	echo "(perf stat raw_syscalls:sys_enter, all threads; (count at 3000 - count at 1000) / 2000)"
+fi
+
 [ "${APPS:-1}" = 1 ] || exit 0
 if ! command -v nginx >/dev/null || ! command -v ab >/dev/null || ! command -v redis-server >/dev/null ||
 	! command -v redis-benchmark >/dev/null; then

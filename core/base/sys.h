@@ -90,6 +90,11 @@ static inline ssize_t rsk_sys_recv(int fd, void *buf, size_t n, int flags)
 	return rsk_sys_ret(RSK_REAL(recv)(fd, buf, n, flags));
 }
 
+static inline ssize_t rsk_sys_sendfile(int out, int in, off_t *off, size_t n)
+{
+	return rsk_sys_ret(RSK_REAL(sendfile)(out, in, off, n));
+}
+
 static inline ssize_t rsk_sys_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	return rsk_sys_ret(RSK_REAL(sendmsg)(fd, msg, flags));

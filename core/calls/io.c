@@ -506,14 +506,49 @@ ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags)
 
 #define RSK_BOUNCE 65536
 
+/*
+ * A TCP-first socket still on TCP: the kernel's own sendfile (no copy through a bounce
+ * buffer: nginx sends every static file so), counted as a send. 1 with its result in *@res,
+ * 0 when the socket is not (or no longer) on TCP and the bounce path serves it.
+ */
+static int rsk_io_upg_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n, ssize_t *res)
+{
+	struct rsk_upg_route r;
+	struct rsk_io_ctx x;
+	int rc = rsk_io_begin(out_fd, 0, 0, &x), done = 0;
+
+	if (rc < 0)
+		return 0;
+	if (rc == 1) {
+		rc = rsk_upg_route(x.s, out_fd, 0, &r);
+		if (rc == RSK_UPG_TCP) {
+			*res = rsk_sys_sendfile(out_fd, in_fd, off_in, n);
+			rc = rsk_upg_after(x.s, out_fd, 0, *res);
+			done = rc == 0; /* 1: a move cut it short (nothing sent): the stream's */
+			if (rc < 0)
+				*res = rc;
+		} else if (rc == RSK_UPG_STREAM) {
+			rsk_upg_stream_done(x.s);
+		} else if (rc < 0) {
+			*res = rc;
+			done = 1;
+		}
+	}
+	rsk_sock_put(x.s);
+	return done;
+}
+
 ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n)
 {
-	char *buf = malloc(RSK_BOUNCE);
+	char *buf;
 	struct iovec iov;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t got, sent, total = 0;
 
-	if (buf == NULL)
+	if (rsk_io_upg_sendfile(out_fd, in_fd, off_in, n, &total))
+		return total;
+	total = 0;
+	if ((buf = malloc(RSK_BOUNCE)) == NULL)
 		return -ENOMEM;
 	while ((size_t)total < n) {
 		size_t want = n - (size_t)total < RSK_BOUNCE ? n - (size_t)total : RSK_BOUNCE;

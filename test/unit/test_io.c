@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -466,6 +467,60 @@ static void test_wait_spin(void **state)
 	assert_true(spent >= 19 && spent < 1000);
 }
 
+/* A TCP-first pair instead of the shm one (nothing moves: thresholds out of reach). */
+static int setup_tcp_first(void **state)
+{
+	struct sockaddr_in a;
+
+	(void)state;
+	ucl_config_shm();
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 600000;
+	P.l = ucl_listen(&a);
+	P.cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(P.cl, &a, NULL), 0);
+	P.sv = ucl_accept(P.l, 0);
+	assert_true(P.sv >= 0);
+	assert_non_null(ucl_sock(P.sv)->upg);
+	assert_null(ucl_sock(P.sv)->conn);
+	return 0;
+}
+
+/*
+ * sendfile on a TCP-first socket still on TCP: the kernel's own (from an offset and from the
+ * file position), every byte delivered in order and counted as the socket's own.
+ */
+static void test_sendfile_tcp_first(void **state)
+{
+	static unsigned char data[150000], got[150000];
+	char path[] = "/tmp/rsk-sendfile.XXXXXX";
+	int f = mkstemp(path), i;
+	off_t off = 1000;
+	size_t have = 0;
+	ssize_t n;
+
+	(void)state;
+	assert_true(f >= 0);
+	unlink(path);
+	for (i = 0; i < (int)sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7 + i / 251);
+	assert_int_equal(write(f, data, sizeof(data)), (ssize_t)sizeof(data));
+	assert_int_equal(rsk_io_sendfile(P.sv, f, &off, 100000), 100000);
+	assert_int_equal(off, 101000);
+	assert_int_equal(lseek(f, 140000, SEEK_SET), 140000);
+	assert_int_equal(rsk_io_sendfile(P.sv, f, NULL, 20000), 10000); /* to the end */
+	assert_int_equal(lseek(f, 0, SEEK_CUR), 150000);
+	while (have < 110000 && (n = ucl_recv(P.cl, got + have, sizeof(got) - have, 0)) > 0)
+		have += (size_t)n;
+	assert_int_equal(have, 110000);
+	assert_memory_equal(got, data + 1000, 100000);
+	assert_memory_equal(got + 100000, data + 140000, 10000);
+	assert_int_equal(ucl_sock(P.sv)->own_sent, 110000);
+	assert_true(ucl_sock(P.sv)->own_exact);
+	close(f);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -480,6 +535,7 @@ int main(void)
 		T(test_shutdown),
 		T(test_epipe_sigpipe),
 		T(test_wait_spin),
+		cmocka_unit_test_setup_teardown(test_sendfile_tcp_first, setup_tcp_first, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
