@@ -59,6 +59,9 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->lst = NULL;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;
+	s->own_sent = s->own_rcvd = 0;
+	s->own_exact = 0;
+	s->port = 0;
 	s->upg = NULL;
 	return s;
 }

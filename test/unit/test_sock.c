@@ -139,6 +139,34 @@ static void test_track_get_put(void **state)
 	assert_int_equal(rsk_sock_track(-1, AF_INET, RSK_SOCK_NEW), -EBADF);
 }
 
+/* A pooled object comes back clean: no counts or port of the socket it was before
+ * (a stale own_exact would report a plain socket's bytes as 0). */
+static void test_pool_reset(void **state)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct rsk_sock *s, *t;
+
+	(void)state;
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	s = rsk_sock_get(fd);
+	s->own_exact = 1;
+	s->own_sent = 5;
+	s->own_rcvd = 6;
+	s->port = 80;
+	rsk_sock_put(s);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	t = rsk_sock_get(fd);
+	assert_ptr_equal(t, s); /* the pool gave the same object back */
+	assert_int_equal(t->own_exact, 0);
+	assert_int_equal(t->own_sent, 0);
+	assert_int_equal(t->own_rcvd, 0);
+	assert_int_equal(t->port, 0);
+	rsk_sock_put(t);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+}
+
 /* A reference outlives the slot: the object is not reused until the last put. */
 static void test_reference_outlives_slot(void **state)
 {
@@ -391,6 +419,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_wanted),
 		T(test_track_get_put),
+		T(test_pool_reset),
 		T(test_reference_outlives_slot),
 		T(test_dup_and_last_close),
 		T(test_count_once),
