@@ -1,0 +1,84 @@
+/*
+ * Unit tests for core/calls/history.c, the destination history: what counts as short, the
+ * verdict once enough connections to a destination ended (most of the last few short: start
+ * on TCP), per destination.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/config.h"
+#include "calls/history.h"
+
+static struct sockaddr_in dst(uint16_t port)
+{
+	struct sockaddr_in a;
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	rsk_config_defaults(&rsk_config);
+	rsk_hist_clear();
+	return 0;
+}
+
+#define SA(a) ((const struct sockaddr *)&(a))
+
+static void test_is_short(void **state)
+{
+	(void)state;
+	rsk_config.upgrade_ms = 5;
+	rsk_config.upgrade_bytes = 1000;
+	assert_true(rsk_hist_is_short(1, 10, 10));
+	assert_false(rsk_hist_is_short(1, 1000, 1)); /* enough bytes */
+	assert_false(rsk_hist_is_short(10, 10, RSK_HIST_AGE_CALLS)); /* old, and busy */
+	assert_true(rsk_hist_is_short(1000, 10, RSK_HIST_AGE_CALLS - 1)); /* old, idle */
+	rsk_config.upgrade_ms = 0;
+	assert_false(rsk_hist_is_short(0, 0, 0)); /* 0: every connection is worth it */
+}
+
+/* The verdict needs half the depth ended; then the majority decides. */
+static void test_verdict(void **state)
+{
+	struct sockaddr_in a = dst(7000), b = dst(7001);
+	int i;
+
+	(void)state;
+	assert_false(rsk_hist_short(SA(a)));
+	for (i = 0; i < 3; i++)
+		rsk_hist_note(SA(a), 1);
+	assert_false(rsk_hist_short(SA(a))); /* too few to tell */
+	rsk_hist_note(SA(a), 1);
+	assert_true(rsk_hist_short(SA(a)));
+	assert_false(rsk_hist_short(SA(b))); /* another port is another destination */
+	for (i = 0; i < 5; i++)
+		rsk_hist_note(SA(a), 0);
+	assert_false(rsk_hist_short(SA(a))); /* most of the last ones lived */
+	rsk_hist_clear();
+	assert_false(rsk_hist_short(SA(a)));
+}
+
+#define T(f) cmocka_unit_test_setup(f, setup)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_is_short),
+		T(test_verdict),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
