@@ -37,9 +37,13 @@ one_run() { # mode conc -> prints the client line (+ error lines)
 	' "$BIN" "$OUT" "$conc" "$TOTAL"
 }
 
+# Which side runs first alternates per repetition: a later run may find the machine warmer
+# or busier, and that must not always favour one side.
+order() { [ $(($1 % 2)) = 1 ] && echo "kernel lib" || echo "lib kernel"; }
+
 for ((r = 1; r <= REPS; r++)); do
 	for conc in $CONCS; do
-		for mode in kernel lib; do
+		for mode in $(order "$r"); do
 			res=$(one_run "$mode" "$conc" 2>&1)
 			cps=$(echo "$res" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2)
 			p50=$(echo "$res" | grep -o 'lat_p50_us=[0-9.]*' | cut -d= -f2)
@@ -152,7 +156,7 @@ APP
 
 : >"$OUT/apps.txt"
 for ((r = 1; r <= REPS; r++)); do
-	for mode in kernel lib; do
+	for mode in $(order "$r"); do
 		pre=""
 		[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
 		unshare -n bash "$OUT/apps.sh" "$OUT" "$pre" "$AB_N" "$RK_N" "$ROOT" 2>&1 | sed "s/^/rep=$r mode=$mode /" |

@@ -1,4 +1,7 @@
 /*
+ * (Historical: the "phases" mode replays the set-up sequence of the library before TCP first
+ * and the rendezvous bell; bench/phases.sh counts today's per connection. The "tw" mode, the
+ * bind cost against TIME_WAIT, still stands.)
  * phasecost: the CPU cost of each phase of librdmasock's same-host connection setup and
  * teardown, by replaying the exact system-call sequence the library makes (taken from
  * `strace -f -tt -T` of build/connrate under LD_PRELOAD, core/connect.c, core/listen.c,
