@@ -452,7 +452,34 @@ struct rsk_bell_page { /* the shared file's contents */
 struct rsk_rdv_bell { /* the listener's handle */
 	struct rsk_bell_page *pg;
 	char path[128];
+	struct rsk_rdv_bell *next; /* in rsk_bells_made */
 };
+
+/* The bells this process made and has not closed: at exit their files go (a listener the
+ * application never closed would leave its file in /dev/shm for good). */
+static struct rsk_rdv_bell *rsk_bells_made;
+static pthread_mutex_t rsk_bells_made_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Dead, then unlinked: only by the process that made it (a forked child's are the parent's). */
+static void rsk_rdv_bell_end(struct rsk_rdv_bell *b)
+{
+	if (b->pg->pid != (int32_t)getpid())
+		return;
+	__atomic_store_n(&b->pg->magic, 0, __ATOMIC_SEQ_CST);
+	(void)unlink(b->path);
+}
+
+__attribute__((destructor)) static void rsk_rdv_bells_exit(void)
+{
+	struct rsk_rdv_bell *b;
+
+	/* (a thread stopped inside the lock by the exit: its files stay, as after a kill) */
+	if (pthread_mutex_trylock(&rsk_bells_made_lock) != 0)
+		return;
+	for (b = rsk_bells_made; b != NULL; b = b->next)
+		rsk_rdv_bell_end(b);
+	pthread_mutex_unlock(&rsk_bells_made_lock);
+}
 
 static int rsk_rdv_bell_path(char *out, size_t size, const char *what, unsigned int port)
 {
@@ -489,6 +516,10 @@ static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int p
 	b->pg = pg;
 	b->pg->pid = (int32_t)getpid();
 	__atomic_store_n(&b->pg->magic, RSK_BELL_MAGIC, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&rsk_bells_made_lock);
+	b->next = rsk_bells_made;
+	rsk_bells_made = b;
+	pthread_mutex_unlock(&rsk_bells_made_lock);
 	return b;
 fail:
 	free(b);
@@ -497,14 +528,20 @@ fail:
 
 void rsk_rdv_bell_close(struct rsk_rdv_bell *b)
 {
+	struct rsk_rdv_bell **pp;
+
 	if (b == NULL)
 		return;
-	/* Only its creator ends it (a forked child's listener is the parent's). Dead first:
-	 * a client that still maps it must not ring it for a listener that comes next. */
-	if (b->pg->pid == (int32_t)getpid()) {
-		__atomic_store_n(&b->pg->magic, 0, __ATOMIC_SEQ_CST);
-		(void)unlink(b->path);
-	}
+	/* Dead first: a client that still maps it must not ring it for a listener that comes
+	 * next. */
+	rsk_rdv_bell_end(b);
+	pthread_mutex_lock(&rsk_bells_made_lock);
+	for (pp = &rsk_bells_made; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	pthread_mutex_unlock(&rsk_bells_made_lock);
 	munmap(b->pg, sizeof(*b->pg));
 	free(b);
 }

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -333,6 +334,49 @@ static void test_bell(void **state)
 	rsk_rdv_bell_close(b[0]);
 	rsk_rdv_bell_close(b[1]);
 	close_all(l, 2);
+}
+
+/* A process that exits with a listener it never closed takes its bell file with it (the
+ * library's destructor); a kill leaves it, for the next listener of that name to replace. */
+static void test_bell_gone_at_exit(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_bell *b[2];
+	int l[2], st, rung = 1, fd;
+	char path[160];
+	struct stat ns;
+	pid_t pid;
+
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	snprintf(path, sizeof(path), "/dev/shm/rdmasock-rdv.%lu.127.0.0.1.%u",
+		 (unsigned long)ns.st_ino, (unsigned int)f->p);
+	/* (the file is where design.md says, while its listener lives) */
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b), 1);
+	assert_int_equal(access(path, F_OK), 0);
+	rsk_rdv_bell_close(b[0]);
+	close_all(l, 1);
+	assert_int_not_equal(access(path, F_OK), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* makes a listener with a bell, rings it, exits without closing */
+		if (rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b) != 1 ||
+		    b[0] == NULL)
+			_exit(2);
+		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+		exit(fd >= 0 && rung == 1 ? 0 : 3); /* exit(): the destructors run */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_not_equal(access(path, F_OK), 0); /* gone with its process */
+	/* the name is free again, and no bell of the dead listener answers a ring */
+	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_true(fd >= 0);
+	assert_int_equal(rung, 0);
+	close(rdv_accept(l[0]));
+	close(fd);
+	close_all(l, 1);
 }
 
 static void test_offer_round_trip(void **state)
@@ -729,6 +773,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_listen_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bell, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bell_gone_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offer_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward_unread, setup, teardown),
