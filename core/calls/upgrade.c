@@ -237,7 +237,9 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	}
 	u->state = RSK_UPGS_NEVER;
 	rsk_upg_unmap(u);
-	__atomic_store_n(&s->own_exact, 0, __ATOMIC_RELAXED); /* its calls pass us by now */
+	/* Its calls pass us by from now on, unless this is its last close (no fd left). */
+	if (__atomic_load_n(&s->nfds, __ATOMIC_ACQUIRE) > 0)
+		__atomic_store_n(&s->own_exact, 0, __ATOMIC_RELAXED);
 	rsk_sock_divert(s, u->fd, 0);
 }
 
@@ -752,12 +754,8 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 		rsk_conn_unlock(u->c);
 		(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	}
-	if (u != NULL) {
-		int exact = s->own_exact; /* closing: no call passes us by any more */
-
+	if (u != NULL)
 		rsk_upg_give_up(s, u, "closed");
-		s->own_exact = exact;
-	}
 	pthread_mutex_unlock(&s->lock);
 	free(u);
 }
