@@ -26,7 +26,6 @@
 #include "sock.h"
 #include "transport/registry.h"
 
-
 static pthread_mutex_t rsk_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsk_sock *rsk_pool_free;
 
@@ -211,10 +210,6 @@ int rsk_sock_kernel_bytes(const struct rsk_sock *s, int fd, uint64_t *sent, uint
 	return 0;
 }
 
-/*
- * Take a kernel socket's byte counts from TCP_INFO. A non-blocking connect that nobody
- * confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
- */
 /* The counts of a socket whose every byte we saw ourselves: no TCP_INFO (one system call
  * less at every close of a TCP-first connection). 0 when the kernel must be asked. */
 static int rsk_sock_account_own(struct rsk_sock *s)
@@ -228,6 +223,10 @@ static int rsk_sock_account_own(struct rsk_sock *s)
 	return 1;
 }
 
+/*
+ * Take a kernel socket's byte counts (our own, or TCP_INFO's). A non-blocking connect that
+ * nobody confirmed through SO_ERROR is counted here if the kernel says it got past SYN_SENT.
+ */
 static void rsk_sock_account(struct rsk_sock *s, int fd)
 {
 	struct tcp_info ti;

@@ -848,14 +848,6 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
 }
 
 /*
- * Find ours, taking queued entries one at a time, oldest first, only as far as the search
- * needs: each costs an fd, and its offer four more once read (a server near its fd limit
- * with hundreds of clients queued). Then (shared with siblings) hand the rest back. Lock
- * held. Siblings look one at a time (the look lock): two that each took the other's offer
- * and handed it back at once could miss both again, and again, until one called its client
- * plain -- a client that then waits for an answer that never comes.
- */
-/*
  * Has nothing been queued on our rendezvous since we last found each empty? Then an accept
  * need not look (no accept4 that finds nothing). Only for a rendezvous of our own (siblings
  * take and hand back entries behind our counts) whose every client rings its bell.
@@ -872,6 +864,14 @@ static int rsk_listen_quiet(struct rsk_shm_listener *l)
 	return 1;
 }
 
+/*
+ * Find ours, taking queued entries one at a time, oldest first, only as far as the search
+ * needs: each costs an fd, and its offer four more once read (a server near its fd limit
+ * with hundreds of clients queued). Then (shared with siblings) hand the rest back. Lock
+ * held. Siblings look one at a time (the look lock): two that each took the other's offer
+ * and handed it back at once could miss both again, and again, until one called its client
+ * plain -- a client that then waits for an answer that never comes.
+ */
 static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
 {
 	int locked = rsk_lshared_lock(l->sh);

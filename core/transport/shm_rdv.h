@@ -104,12 +104,6 @@ int rsk_rdv_answer(int reply, int accept, int ctl);
 int rsk_rdv_read_answer(int conn, int wait_ms);
 
 /*
- * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
- * without connecting to it: the abstract names a client of @dest tries, in order (the
- * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.
- * Returns 2 or -errno.
- */
-/*
  * The rendezvous' doorbell (shm_rdv.c): a count of the connections queued on it, rung by
  * each client after its connect, so a listener's accept knows without a system call whether
  * anything was queued since it last found the rendezvous empty. rsk_rdv_listen_bells is
@@ -124,6 +118,12 @@ uint64_t rsk_rdv_bell_rings(const struct rsk_rdv_bell *b);
 void rsk_rdv_bell_close(struct rsk_rdv_bell *b);
 int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
 
+/*
+ * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
+ * without connecting to it: the abstract names a client of @dest tries, in order (the
+ * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.
+ * Returns 2 or -errno.
+ */
 struct sockaddr_un;
 int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t len[2]);
 
