@@ -563,6 +563,12 @@ static struct rsk_bell_ent {
 static uint64_t rsk_bell_clock;
 static pthread_mutex_t rsk_bell_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Is @b alive (its listener has not closed it) and of the process @pid that listens? */
+static int rsk_rdv_bell_names(const struct rsk_bell_page *b, pid_t pid)
+{
+	return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == RSK_BELL_MAGIC && b->pid == pid;
+}
+
 static struct rsk_bell_page *rsk_rdv_bell_map(const char *path, pid_t pid)
 {
 	struct rsk_bell_page *b;
@@ -578,7 +584,7 @@ static struct rsk_bell_page *rsk_rdv_bell_map(const char *path, pid_t pid)
 	(void)rsk_sys_close(fd);
 	if (b == MAP_FAILED)
 		return NULL;
-	if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != RSK_BELL_MAGIC || b->pid != pid) {
+	if (!rsk_rdv_bell_names(b, pid)) {
 		munmap(b, sizeof(*b));
 		return NULL;
 	}
@@ -594,8 +600,7 @@ static struct rsk_bell_page *rsk_rdv_bell_get(const char *path, pid_t pid)
 	for (i = 0; i < RSK_BELL_CACHE; i++) {
 		e = &rsk_bells[i];
 		if (e->b != NULL && strcmp(e->path, path) == 0) {
-			if (e->b->pid == pid &&
-			    __atomic_load_n(&e->b->magic, __ATOMIC_ACQUIRE) == RSK_BELL_MAGIC) {
+			if (rsk_rdv_bell_names(e->b, pid)) {
 				e->used = ++rsk_bell_clock;
 				return e->b;
 			}
