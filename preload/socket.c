@@ -65,23 +65,20 @@ RSK_EXPORT int listen(int fd, int backlog)
 static int rsk_accept_tracked(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct sockaddr_storage own;
-	socklen_t in = 0, olen = sizeof(own);
+	socklen_t olen = sizeof(own), in;
+	struct sockaddr *a = addr != NULL ? addr : (struct sockaddr *)&own;
+	socklen_t *alen = addr != NULL ? len : &olen;
 	int nfd = rsk_accept_begin(fd);
 
 	if (nfd < 0)
 		return (int)rsk_ret(nfd);
-	if (addr != NULL && len != NULL)
-		in = *len; /* (a bad pointer here is one the kernel would fault on too) */
-	if (addr == NULL)
-		nfd = RSK_REAL(accept4)(fd, (struct sockaddr *)&own, &olen, flags);
-	else
-		nfd = RSK_REAL(accept4)(fd, addr, len, flags);
+	/* (a bad @len is one the kernel would fault on too; NULL: it fails with EFAULT) */
+	in = alen != NULL ? *alen : 0;
+	nfd = RSK_REAL(accept4)(fd, a, alen, flags);
 	if (nfd < 0)
 		return nfd;
-	if (addr == NULL)
-		return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, (struct sockaddr *)&own, olen));
 	/* truncated: core asks itself */
-	return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, *len <= in ? addr : NULL, *len));
+	return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, *alen <= in ? a : NULL, *alen));
 }
 
 RSK_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
