@@ -41,20 +41,26 @@ struct pair {
 
 static struct pair P;
 
-static int setup(void **state)
+/* P: a listener, a client connected to it, and the connection accepted. */
+static void pair_open(void)
 {
 	struct sockaddr_in a;
 
-	(void)state;
-	ucl_config_shm();
-	rsk_config.spin_us = 0; /* every wait sleeps at once: the timing below is the poll's */
-	rsk_config.buf_count = 8;
-	rsk_config.buf_size = 4096;
 	P.l = ucl_listen(&a);
 	P.cl = ucl_socket(0);
 	assert_int_equal(ucl_connect(P.cl, &a, NULL), 0);
 	P.sv = ucl_accept(P.l, 0);
 	assert_true(P.sv >= 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	ucl_config_shm();
+	rsk_config.spin_us = 0; /* every wait sleeps at once: the timing below is the poll's */
+	rsk_config.buf_count = 8;
+	rsk_config.buf_size = 4096;
+	pair_open();
 	assert_non_null(ucl_sock(P.cl)->conn);
 	assert_non_null(ucl_sock(P.sv)->conn);
 	return 0;
@@ -470,18 +476,12 @@ static void test_wait_spin(void **state)
 /* A TCP-first pair instead of the shm one (nothing moves: thresholds out of reach). */
 static int setup_tcp_first(void **state)
 {
-	struct sockaddr_in a;
-
 	(void)state;
 	ucl_config_shm();
 	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
 	rsk_config.upgrade_bytes = 1u << 30;
 	rsk_config.upgrade_ms = 600000;
-	P.l = ucl_listen(&a);
-	P.cl = ucl_socket(0);
-	assert_int_equal(ucl_connect(P.cl, &a, NULL), 0);
-	P.sv = ucl_accept(P.l, 0);
-	assert_true(P.sv >= 0);
+	pair_open();
 	assert_non_null(ucl_sock(P.sv)->upg);
 	assert_null(ucl_sock(P.sv)->conn);
 	return 0;
