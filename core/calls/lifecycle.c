@@ -5,6 +5,7 @@
  * TCP).
  */
 #include <netinet/in.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -51,6 +52,28 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 }
 
 /*
+ * Serve @s's connection (at @fd) through a pipe from now on (conn/relay.c): the relay holds
+ * the connection, and the application's numbers name a plain kernel socket, the app end
+ * itself or a fresh pipe's end put behind each of them. 0 or -errno (nothing changed).
+ */
+static int rsk_life_relay(struct rsk_sock *s, int fd)
+{
+	int pipe_app, rc = rsk_relay_start(s->conn, fd, &pipe_app);
+
+	if (rc < 0)
+		return rc;
+	if (pipe_app < 0) {
+		rsk_sock_retag_kernel(s);
+		return 0;
+	}
+	rc = rsk_sock_swap_file(s, pipe_app);
+	(void)rsk_sys_close(pipe_app);
+	if (rc < 0) /* no number could be switched: nothing of the application's names it */
+		rsk_warn("fd %d: relay started but not put behind the fd (%s)", fd, strerror(-rc));
+	return 0;
+}
+
+/*
  * Before a fork, per accelerated socket: a child shares a connection whose endpoint can be
  * shared (counted as a holder now). One that cannot (verbs: a QP belongs to its process)
  * and has not moved a byte yet is most likely a fork-per-connection server handing it to
@@ -67,8 +90,8 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 		return;
 	}
 	if ((cm->foreign == NULL || !cm->foreign(c->ep)) && c->st.bytes_sent == 0 &&
-	    c->st.bytes_rcvd == 0 && rsk_relay_start(c, fd) == 0)
-		rsk_sock_retag_kernel(s);
+	    c->st.bytes_rcvd == 0)
+		(void)rsk_life_relay(s, fd);
 }
 
 static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
@@ -77,6 +100,17 @@ static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
 	(void)v;
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
+}
+
+/*
+ * Can stdio's bytes be relayed in order with what the library already moved? A connection
+ * whose peer wakes its app end (shm) gets a fresh pipe, at any point of its life. One whose
+ * app end becomes the pipe itself (verbs) only before its first byte: tokens the application
+ * already took and the stream's state then need no reconciling.
+ */
+static int rsk_life_stdio_relayable(const struct rsk_conn *c)
+{
+	return c->ctl_fd < 0 || (c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0);
 }
 
 void rsk_life_stdio(int fd)
@@ -89,14 +123,12 @@ void rsk_life_stdio(int fd)
 	c = s->conn;
 	if (c == NULL && s->upg != NULL) {
 		rsk_upg_never(s, fd); /* decided before a byte moved: stdio sees a kernel socket */
-	} else if (c != NULL && c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0 &&
-		   rsk_relay_start(c, fd) == 0) {
-		rsk_sock_retag_kernel(s); /* the app end carries the data now */
-		rsk_info("fd %d: used through stdio: relayed", fd);
+	} else if (c != NULL && rsk_life_stdio_relayable(c) && rsk_life_relay(s, fd) == 0) {
+		rsk_info("fd %d: used through stdio: relayed", fd); /* the pipe carries the data */
 	} else if (c != NULL) {
 		rsk_warn("fd %d: used through stdio, which the library cannot see, on an "
-			 "accelerated connection; RDMASOCK_TCP_FIRST=on keeps connections on TCP "
-			 "until stdio would be safe",
+			 "accelerated connection that cannot be relayed; RDMASOCK_TCP_FIRST=on keeps "
+			 "connections on TCP until stdio would be safe",
 			 fd);
 	}
 	rsk_sock_put(s);
@@ -159,6 +191,7 @@ void rsk_life_fork_child(void)
 	rsk_proc_forked_child();
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
+	rsk_relay_atfork_child(); /* relays stay the parent's work */
 	rsk_sock_walk(rsk_life_child_one);
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }
@@ -174,6 +207,7 @@ static void rsk_life_exit_one(struct rsk_sock *s, int fd)
 
 void rsk_life_exit(void)
 {
+	rsk_relay_exit_all(); /* what the application wrote into relay pipes goes out first */
 	rsk_sock_walk_accel(rsk_life_exit_one);
 }
 
