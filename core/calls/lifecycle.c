@@ -4,8 +4,15 @@
  * copies where it does not), and exit (an orderly end for our streams, as the kernel gives
  * TCP).
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -15,6 +22,7 @@
 #include "base/log.h"
 #include "base/policy.h"
 #include "base/proc.h"
+#include "base/stats.h"
 #include "base/statseg.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
@@ -247,6 +255,144 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	rsk_hist_note((const struct sockaddr *)&c->peer,
 		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, c->st.bytes_sent + c->st.bytes_rcvd,
 					c->st.msgs_sent + c->st.msgs_rcvd));
+}
+
+/* ---- exec: this image's relays go on in a helper process ---- */
+
+#define RSK_LIFE_KEEP_FDS 256
+
+static int rsk_life_go_wr = -1; /* the hand-off's go pipe: closed by the exec, or a "no" */
+
+static int rsk_life_kept(const int *keep, int n, int fd)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (keep[i] == fd)
+			return 1;
+	return 0;
+}
+
+/* The helper holds nothing of the program's: an fd it kept would hold a pipe or a
+ * listener open behind the program's back. 0-2 become /dev/null. */
+static void rsk_life_helper_close(int go_rd)
+{
+	int keep[RSK_LIFE_KEEP_FDS], n = rsk_relay_fds(keep, RSK_LIFE_KEEP_FDS - 1), fd, nul;
+	struct dirent *de;
+	DIR *d;
+
+	keep[n++] = go_rd;
+	d = opendir("/proc/self/fd");
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd != dirfd(d) &&
+		    !rsk_life_kept(keep, n, fd))
+			(void)rsk_sys_close(fd);
+	}
+	if (d != NULL)
+		closedir(d);
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (fd = 0; nul >= 0 && fd <= 2; fd++)
+		if (fd != nul)
+			(void)rsk_sys_dup3(nul, fd, 0);
+	if (nul > 2)
+		(void)rsk_sys_close(nul);
+}
+
+/* The program's signal handlers are not the helper's (it runs none of its code). */
+static void rsk_life_helper_signals(void)
+{
+	struct sigaction sa;
+	sigset_t none;
+	int sig;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&none);
+	(void)pthread_sigmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The exec'd-away image never writes its stats line: the helper writes it, relays included. */
+static void rsk_life_helper_stats(void)
+{
+	struct rdmasock_stats st;
+
+	if (rsk_config.stats_file[0] == 0)
+		return;
+	rsk_stats_snapshot(&st);
+	(void)rsk_stats_append(rsk_config.stats_file, &st);
+}
+
+/* The helper (a grandchild, adopted by init): once the exec happened, run the relays until
+ * every one is over; if it failed, leave them to their process. Never returns. */
+static void rsk_life_helper(int go_rd)
+{
+	ssize_t k;
+	char b;
+	int n;
+
+	rsk_proc_forked_child();
+	rsk_life_helper_signals();
+	rsk_evloop_atfork_child();
+	rsk_conn_atexec_helper();
+	rsk_life_helper_close(go_rd);
+	do
+		k = rsk_sys_read(go_rd, &b, 1);
+	while (k == -EINTR);
+	if (k != 0)
+		_exit(0); /* the exec failed (a byte), or we cannot tell: the relays stay there */
+	(void)rsk_sys_close(go_rd);
+	rsk_dbg("relays of an exec'd image taken over by pid %d", (int)getpid());
+	n = rsk_relay_adopt_all();
+	rsk_relay_wait_done(n);
+	rsk_life_helper_stats();
+	_exit(0);
+}
+
+int rsk_life_exec_prepare(void)
+{
+	pid_t mid, h;
+	int go[2];
+
+	/* Nothing to hand over; or a vfork child, whose relays are its parent's and stay. */
+	if (rsk_relay_count() == 0 || rsk_proc_pid() != getpid() || !rsk_relay_pause_all())
+		return 0;
+	if (pipe2(go, O_CLOEXEC) < 0)
+		goto resume;
+	mid = RSK_REAL(fork)();
+	if (mid == 0) { /* the middle process: the helper is its child, so init adopts it */
+		(void)rsk_sys_close(go[1]);
+		h = RSK_REAL(fork)();
+		if (h == 0)
+			rsk_life_helper(go[0]);
+		_exit(h < 0);
+	}
+	(void)rsk_sys_close(go[0]);
+	if (mid < 0) {
+		(void)rsk_sys_close(go[1]);
+		goto resume;
+	}
+	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+		;
+	rsk_life_go_wr = go[1];
+	return 1;
+resume:
+	rsk_relay_resume_all();
+	return 0;
+}
+
+void rsk_life_exec_failed(void)
+{
+	char no = 1;
+
+	if (rsk_life_go_wr < 0)
+		return;
+	(void)rsk_sys_write(rsk_life_go_wr, &no, 1); /* the helper leaves */
+	(void)rsk_sys_close(rsk_life_go_wr);
+	rsk_life_go_wr = -1;
+	rsk_relay_resume_all();
 }
 
 void rsk_life_init(void)

@@ -655,6 +655,24 @@ void rsk_conn_atfork_child(void)
 	}
 }
 
+void rsk_conn_atexec_helper(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+
+	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		r->tcp_w = 0; /* the old image's loop's watches */
+		memset(r->ev_w, 0, sizeof(r->ev_w));
+		if (r->hook != NULL && rsk_transport_cm(r->c->ep)->ep_fds != NULL) {
+			(void)rsk_conn_watch(r); /* relayed here from now on */
+			continue;
+		}
+		HASH_DEL(rsk_conn_reg, r); /* the exec'd image's: its fds are not ours */
+		free(r);
+		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* ---- the end of a connection ---- */
 
 #define RSK_LINGER_MS 1000

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -31,7 +32,7 @@
 #include "base/sys.h"
 #include "conn.h"
 #include "relay.h"
-#include "transport/transport.h"
+#include "transport/registry.h"
 
 #define RSK_RELAY_BUF 65536
 #define RSK_RELAY_ROUNDS 64    /* pump-and-arm rounds per step before other watches' turn */
@@ -45,6 +46,7 @@ struct rsk_relay {
 	int own_pipe; /* the pipe is a fresh pair's, ours to close (else it is c->ctl_fd) */
 	rsk_watch_t w, aw; /* the pipe, and the app end */
 	int over;     /* the release is ours or on its way (under the connection lock) */
+	int paused;   /* an exec hand-off is under way: steps do nothing (connection lock) */
 	int again;    /* a deferred step is queued: it frees the relay if released meanwhile */
 	int gone;     /* released while that step was queued (under rsk_relay_lock) */
 	char in[RSK_RELAY_BUF]; /* app -> stream, not sent yet */
@@ -62,6 +64,7 @@ struct rsk_relay {
 static pthread_mutex_t rsk_relay_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsk_relay *rsk_relays;
 static int rsk_relay_n;
+static uint32_t rsk_relay_done; /* relays released (a futex: the exec helper waits on it) */
 
 int rsk_relay_count(void)
 {
@@ -90,7 +93,7 @@ static int rsk_relay_unlist(struct rsk_relay *r)
 		*pp = r->next;
 		__atomic_sub_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
 	}
-	free_now = !r->again;
+	free_now = !__atomic_load_n(&r->again, __ATOMIC_ACQUIRE);
 	r->gone = !free_now;
 	pthread_mutex_unlock(&rsk_relay_lock);
 	return free_now;
@@ -126,6 +129,8 @@ static void rsk_relay_release(void *arg)
 	rsk_conn_release(r->c); /* frees the relay (on_release) */
 	if (app >= 0)
 		rsk_fd_unhide_close(app);
+	__atomic_add_fetch(&rsk_relay_done, 1, __ATOMIC_RELEASE);
+	(void)rsk_sys_futex(&rsk_relay_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 }
 
 /* After an arm: could another round move something? (A lower that found a message leaves
@@ -164,26 +169,25 @@ static void rsk_relay_step(struct rsk_conn *c, void *ext)
 	int st, release, again;
 
 	rsk_conn_lock(c);
+	if (r->paused) {
+		rsk_conn_unlock(c);
+		return; /* the hand-off's helper, or this process again, steps it afterwards */
+	}
 	st = rsk_relay_run(c, r);
 	release = st == 1 && !r->over;
 	if (release)
 		r->over = 1;
 	rsk_conn_unlock(c);
-	pthread_mutex_lock(&rsk_relay_lock);
-	again = st == 2 && !r->again;
-	if (again)
-		r->again = 1;
-	pthread_mutex_unlock(&rsk_relay_lock);
+	/* No list lock here (resume_all steps under it): the flag is taken atomically, and read
+	 * under the list lock where the relay is freed. */
+	again = st == 2 && !__atomic_exchange_n(&r->again, 1, __ATOMIC_ACQ_REL);
 	if (release && rsk_evloop_defer(rsk_relay_release, r) < 0) {
 		rsk_conn_lock(c);
 		r->over = 0; /* the next event tries again */
 		rsk_conn_unlock(c);
 	}
-	if (again && rsk_evloop_defer(rsk_relay_again, r) < 0) {
-		pthread_mutex_lock(&rsk_relay_lock);
-		r->again = 0;
-		pthread_mutex_unlock(&rsk_relay_lock);
-	}
+	if (again && rsk_evloop_defer(rsk_relay_again, r) < 0)
+		__atomic_store_n(&r->again, 0, __ATOMIC_RELEASE);
 }
 
 /* A step that stopped at its bound goes on after the loop's other work. */
@@ -193,7 +197,7 @@ static void rsk_relay_again(void *arg)
 	int gone;
 
 	pthread_mutex_lock(&rsk_relay_lock);
-	r->again = 0;
+	__atomic_store_n(&r->again, 0, __ATOMIC_RELEASE);
 	gone = r->gone;
 	pthread_mutex_unlock(&rsk_relay_lock);
 	if (gone)
@@ -521,4 +525,103 @@ void rsk_relay_atfork_child(void)
 	}
 	rsk_relays = NULL;
 	__atomic_store_n(&rsk_relay_n, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- exec: the relays go on in a helper process ---- */
+
+/* Can another process take @r over? (Its endpoint tells which fds it holds.) */
+static int rsk_relay_movable(const struct rsk_relay *r)
+{
+	return rsk_transport_cm(r->c->ep)->ep_fds != NULL;
+}
+
+static int rsk_relay_pause(int on)
+{
+	struct rsk_relay *r;
+	int n = 0;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next) {
+		if (!rsk_relay_movable(r))
+			continue; /* stays: it ends with this image (verbs: the QP does) */
+		rsk_conn_lock(r->c);
+		r->paused = on;
+		rsk_conn_unlock(r->c);
+		n++;
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return n;
+}
+
+int rsk_relay_pause_all(void)
+{
+	return rsk_relay_pause(1) > 0;
+}
+
+void rsk_relay_resume_all(void)
+{
+	struct rsk_relay *r;
+
+	(void)rsk_relay_pause(0);
+	/* Events that came while paused were taken and dropped: step each once. The loop may
+	 * release one meanwhile, so each is stepped under the list lock (a release unlists
+	 * under it first). */
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next)
+		rsk_relay_step(r->c, r);
+	pthread_mutex_unlock(&rsk_relay_lock);
+}
+
+int rsk_relay_fds(int *out, int max)
+{
+	const struct rsk_cm_ops *cm;
+	struct rsk_relay *r;
+	int n = 0;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL && n + 3 <= max; r = r->next) {
+		cm = rsk_transport_cm(r->c->ep);
+		if (cm->ep_fds == NULL)
+			continue;
+		out[n++] = r->pipe;
+		if (r->app >= 0)
+			out[n++] = r->app;
+		n += cm->ep_fds(r->c->ep, out + n, max - n);
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return n;
+}
+
+int rsk_relay_adopt_all(void)
+{
+	struct rsk_relay **pp, *r;
+	int n = 0;
+
+	pthread_mutex_init(&rsk_relay_lock, NULL);
+	__atomic_store_n(&rsk_relay_done, 0, __ATOMIC_RELAXED);
+	for (pp = &rsk_relays; (r = *pp) != NULL;) {
+		if (!rsk_relay_movable(r)) { /* the exec'd image's: its fds were closed here */
+			*pp = r->next;
+			__atomic_sub_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
+			free(r);
+			continue;
+		}
+		r->again = r->gone = r->paused = 0; /* deferred steps stayed behind */
+		r->w = r->aw = 0;
+		if (rsk_relay_watch(r) < 0)
+			rsk_warn("relay of %p not watched after exec", (void *)r->c);
+		pp = &r->next;
+		n++;
+	}
+	for (r = rsk_relays; r != NULL; r = r->next)
+		rsk_relay_step(r->c, r);
+	return n;
+}
+
+void rsk_relay_wait_done(int n)
+{
+	uint32_t d;
+
+	while ((d = __atomic_load_n(&rsk_relay_done, __ATOMIC_ACQUIRE)) < (uint32_t)n)
+		(void)rsk_sys_futex(&rsk_relay_done, FUTEX_WAIT_PRIVATE, d, NULL);
 }

@@ -36,4 +36,18 @@ void rsk_relay_atfork_child(void);
 /* Relays running in this process (for tests and the exec hand-off). */
 int rsk_relay_count(void);
 
+/*
+ * exec replaces the image whose loop runs the relays: they are handed to a helper process
+ * (calls/lifecycle.c forks it). pause_all: stop the relays another process can take over
+ * (their endpoint has cm->ep_fds); 1 if there are any. resume_all: they go on here (the exec
+ * failed). fds: what they need, up to @max into @out (a helper closes everything else).
+ * adopt_all: in the helper (a fork of the paused process), they run here now; returns how
+ * many. wait_done: until @n relays were released.
+ */
+int rsk_relay_pause_all(void);
+void rsk_relay_resume_all(void);
+int rsk_relay_fds(int *out, int max);
+int rsk_relay_adopt_all(void);
+void rsk_relay_wait_done(int n);
+
 #endif

@@ -75,9 +75,12 @@ print("stdio_peer", conns, "bash", bconns, "sent", sent, "received", rcvd)
 # 6 clients + the inetd pair; bash: 2 connections. The big run's child reports no connection.
 ok = conns[want] >= 8 and bconns[want] >= 2
 ok = ok and all(conns[k] + bconns[k] == 0 for k in conns if k != want)
-# 1 MiB + 8 MiB + 1 MiB (bash) each way at least, on the expected transport
-ok = ok and sent[want] >= 10 << 20 and rcvd[want] >= 10 << 20
-ok = ok and all(sent[k] + rcvd[k] == 0 for k in sent if k != want) if want != "kernel" else ok
+# 1 MiB + 8 MiB + 1 MiB (bash) each way at least, all on shm (the relays count what they
+# move; the inetd server's line is written by the helper that ran its relay after the exec).
+# The kernel's counts come from TCP_INFO and are not checked here.
+if want != "kernel":
+    ok = ok and sent[want] >= 10 << 20 and rcvd[want] >= 10 << 20
+    ok = ok and all(sent[k] + rcvd[k] == 0 for k in sent if k != want)
 sys.exit(0 if ok else 1)
 PY
 echo "stdio relayed over $RSK_EXPECT: ok"
