@@ -590,6 +590,77 @@ static void test_pipe_exit_flush(void **state)
 	F.released = 1;
 }
 
+/* exec hand-off: a paused relay moves nothing; resumed, it moves what came meanwhile. Its
+ * fds for a helper: the pipe, the app end copy and the endpoint's (the peer's ctl end). */
+static void test_pipe_pause_resume_fds(void **state)
+{
+	int fds[8], one;
+	char b[8];
+	int eof;
+
+	(void)state;
+	start_pipe();
+	/* the pipe and the app end; our endpoint holds no fd here (its kicks go nowhere) */
+	assert_int_equal(rsk_relay_fds(fds, 8), 2);
+	assert_int_equal(fcntl(fds[0], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_int_equal(fcntl(fds[1], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	rsk_shm_set_peer_ctl(F.c->ep, 1000);
+	assert_int_equal(rsk_relay_fds(fds, 8), 3);
+	assert_int_equal(fds[2], 1000);
+	rsk_shm_set_peer_ctl(F.c->ep, -1);
+	assert_int_equal(rsk_relay_fds(&one, 1), 0); /* no room for a whole relay's: none */
+	assert_int_equal(rsk_relay_pause_all(), 1);
+	assert_int_equal(send(F.x, "held", 4, 0), 4);
+	assert_int_equal(peer_send("back", 4), 4);
+	unit_sleep_ms(50);
+	{
+		struct iovec iov = {b, sizeof(b)};
+
+		assert_int_equal(rsk_stream_recv(&F.pst, &iov, 1, 0), -EAGAIN);
+	}
+	assert_int_equal(recv(F.x, b, sizeof(b), MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN);
+	rsk_relay_resume_all();
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_memory_equal(b, "held", 4);
+	F.app = F.x;
+	assert_int_equal(app_recv_all(b, 4, &eof), 4);
+	F.app = -1;
+	assert_memory_equal(b, "back", 4);
+}
+
+/* A forked child holds no relay: its copies of the relay's fds go (the parent's pipe end is
+ * then the only one: the application's side reads EOF when the parent's relay ends). */
+static int child_forgets(void *arg)
+{
+	int fds[8], n;
+
+	(void)arg;
+	n = rsk_relay_fds(fds, 8);
+	rsk_evloop_atfork_child();
+	rsk_conn_atfork_child();
+	rsk_relay_atfork_child();
+	if (rsk_relay_count() != 0 || UNIT_LOAD(&rsk_conn_live) != 0)
+		return 1;
+	return n == 2 && fcntl(fds[0], F_GETFD) < 0 && fcntl(fds[1], F_GETFD) < 0 ? 0 : 2;
+}
+
+static void test_pipe_fork_child_forgets(void **state)
+{
+	(void)state;
+	start_pipe();
+	assert_int_equal(unit_in_child(child_forgets, NULL, 5000), 0);
+	assert_int_equal(rsk_relay_count(), 1); /* the parent's goes on */
+	assert_int_equal(send(F.x, "z", 1, 0), 1);
+	{
+		char b;
+		int eof;
+
+		assert_int_equal(peer_recv_all(&b, 1, &eof), 1);
+		assert_int_equal(b, 'z');
+	}
+}
+
 #define P(f) cmocka_unit_test_setup_teardown(f, setup_pipe, teardown_pipe)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -610,6 +681,8 @@ int main(void)
 		P(test_pipe_half_close_then_close),
 		P(test_pipe_peer_dies),
 		P(test_pipe_exit_flush),
+		P(test_pipe_pause_resume_fds),
+		P(test_pipe_fork_child_forgets),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
