@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -59,6 +60,94 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 	rsk_sock_put(s);
 }
 
+/* ---- epoll registrations that must follow a relay's pipe ---- */
+
+#define RSK_LIFE_EPREGS 16
+
+struct rsk_life_epreg {
+	int epfd, fd;
+	struct epoll_event ev;
+};
+
+/* Is epoll set @epfd's registration of @fd one of @s's numbers? (Its fdinfo line.) */
+static int rsk_life_names(struct rsk_sock *s, int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	return rsk_fdtab_is_accel(v) && rsk_fdtab_ptr(v) == s;
+}
+
+/* The registrations epoll set @epfd holds for @s's numbers, from /proc/self/fdinfo. */
+static int rsk_life_epoll_regs(struct rsk_sock *s, int epfd, struct rsk_life_epreg *out,
+			       int max)
+{
+	char path[64], buf[8192], *p, *e;
+	unsigned long long data;
+	unsigned int events;
+	int f, n = 0, tfd;
+	ssize_t k;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	k = rsk_sys_read(f, buf, sizeof(buf) - 1); /* 8 KiB: about 80 registrations */
+	(void)rsk_sys_close(f);
+	buf[k > 0 ? k : 0] = '\0';
+	for (p = buf; n < max && (p = strstr(p, "tfd:")) != NULL; p = e) {
+		e = p + 4;
+		if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3 ||
+		    !rsk_life_names(s, tfd))
+			continue;
+		out[n].epfd = epfd;
+		out[n].fd = tfd;
+		out[n].ev.events = events;
+		out[n].ev.data.u64 = data;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Registrations of @s's numbers in the process's epoll sets: taken off the app end (epoll
+ * keys them by file, and our copy of it would keep them alive and reporting the app end's
+ * tokens), to be put on the pipe once it is behind the numbers. Found from /proc (the fast
+ * path records no registration of an accelerated socket); only at the switch.
+ */
+static int rsk_life_epoll_take(struct rsk_sock *s, struct rsk_life_epreg *regs, int max)
+{
+	char link[32], path[32];
+	struct dirent *de;
+	int fd, n = 0, i, k;
+	ssize_t len;
+	DIR *d = opendir("/proc/self/fd");
+
+	while (d != NULL && n < max && (de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || len <= 0)
+			continue;
+		link[len] = '\0';
+		if (strcmp(link, "anon_inode:[eventpoll]") != 0)
+			continue;
+		k = rsk_life_epoll_regs(s, fd, regs + n, max - n);
+		for (i = n; i < n + k; i++)
+			(void)rsk_sys_epoll_ctl(regs[i].epfd, EPOLL_CTL_DEL, regs[i].fd, NULL);
+		n += k;
+	}
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+static void rsk_life_epoll_put(struct rsk_life_epreg *regs, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		(void)rsk_sys_epoll_ctl(regs[i].epfd, EPOLL_CTL_ADD, regs[i].fd, &regs[i].ev);
+}
+
 /*
  * Serve @s's connection (at @fd) through a pipe from now on (conn/relay.c): the relay holds
  * the connection, and the application's numbers name a plain kernel socket, the app end
@@ -66,7 +155,8 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
  */
 static int rsk_life_relay(struct rsk_sock *s, int fd)
 {
-	int pipe_app, rc = rsk_relay_start(s->conn, fd, &pipe_app);
+	struct rsk_life_epreg regs[RSK_LIFE_EPREGS];
+	int pipe_app, nregs, rc = rsk_relay_start(s->conn, fd, &pipe_app);
 
 	if (rc < 0)
 		return rc;
@@ -74,7 +164,9 @@ static int rsk_life_relay(struct rsk_sock *s, int fd)
 		rsk_sock_retag_kernel(s);
 		return 0;
 	}
+	nregs = rsk_life_epoll_take(s, regs, RSK_LIFE_EPREGS);
 	rc = rsk_sock_swap_file(s, pipe_app);
+	rsk_life_epoll_put(regs, nregs);
 	(void)rsk_sys_close(pipe_app);
 	if (rc < 0) /* no number could be switched: nothing of the application's names it */
 		rsk_warn("fd %d: relay started but not put behind the fd (%s)", fd, strerror(-rc));

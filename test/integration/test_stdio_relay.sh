@@ -7,7 +7,7 @@
 # calls, and RDMASOCK_STATS must show shm carrying them. Cases: line-buffered fprintf/fgets,
 # 1 MiB by fwrite/fread, 8 MiB written by a forked child while the parent reads (fork after
 # the relay started), stdio mixed with send()/write()/recv() from the first byte and from
-# mid-stream, write() + getc(), bash's /dev/tcp (builtins through stdout, read, and an exec'd
+# mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
 # head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u).
 # test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
 . "$(dirname "$0")/lib.sh"
@@ -20,7 +20,7 @@ done
 port=$(free_port)
 start_bg echo pre "$RSK_PROGS/echo_server" "$port" poll
 wait_listen "$port"
-for m in lines bulk mix late getc "big 8"; do
+for m in lines bulk mix late getc epoll "big 8"; do
 	set -- $m
 	out=$(pre timeout 120 "$RSK_PROGS/stdio_peer" "$1" "$port" ${2:+"$2"} 2>&1) ||
 		fail "stdio_peer $m: $out"
@@ -72,8 +72,8 @@ conns = tot(("stdio_peer",), "connections")
 sent, rcvd = tot(("stdio_peer", "bash"), "bytes_sent"), tot(("stdio_peer", "bash"), "bytes_received")
 bconns = tot(("bash",), "connections")
 print("stdio_peer", conns, "bash", bconns, "sent", sent, "received", rcvd)
-# 6 clients + the inetd pair; bash: 2 connections. The big run's child reports no connection.
-ok = conns[want] >= 8 and bconns[want] >= 2
+# 7 clients + the inetd pair; bash: 2 connections. The big run's child reports no connection.
+ok = conns[want] >= 9 and bconns[want] >= 2
 ok = ok and all(conns[k] + bconns[k] == 0 for k in conns if k != want)
 # 1 MiB + 8 MiB + 1 MiB (bash) each way at least, all on shm (the relays count what they
 # move; the inetd server's line is written by the helper that ran its relay after the exec).

@@ -11,6 +11,9 @@
  *   stdio_peer big PORT MIB   MIB MiB of a pattern by fwrite in odd-sized pieces from a
  *                             forked child (the socket was fdopen'd before the fork), read
  *                             back by fread in the parent and checked byte by byte
+ *   stdio_peer epoll PORT     registered in an epoll set (EPOLLIN), then fdopen: 50 lines by
+ *                             fprintf, each echo announced by epoll_wait before fgets reads
+ *                             it; the registration is still there to delete at the end
  *   stdio_peer late PORT      200 rounds by send()/recv() first, then fdopen and 200 rounds
  *                             mixing fprintf, send() and write(), read by fgets and recv()
  *   stdio_peer inetd PORT     accept one connection, fork: the child puts the socket on
@@ -20,6 +23,7 @@
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
 #include <signal.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -173,6 +177,34 @@ static void big(int port, long mib)
 	free(in);
 }
 
+/* The epoll registration made before fdopen follows the socket (not the file it had). */
+static void epoll_mode(int port)
+{
+	int fd = tcp_connect(port), ep = epoll_create1(EPOLL_CLOEXEC), i, n;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0x5eed0000u + 7}, got;
+	char want[64], line[64];
+	FILE *f;
+
+	if (fd < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("setup: %s", strerror(errno));
+	if ((f = fdopen(fd, "r+")) == NULL)
+		die("fdopen: %s", strerror(errno));
+	for (i = 0; i < 50; i++) {
+		snprintf(want, sizeof(want), "epoll line %d\n", i);
+		if (fputs(want, f) == EOF || fflush(f) != 0)
+			die("fputs: %s", strerror(errno));
+		n = epoll_wait(ep, &got, 1, 5000);
+		if (n != 1 || !(got.events & EPOLLIN) || got.data.u64 != ev.data.u64)
+			die("round %d: epoll_wait gave %d (events %#x)", i, n, n == 1 ? got.events : 0);
+		if (fgets(line, sizeof(line), f) == NULL || strcmp(line, want) != 0)
+			die("round %d: fgets", i);
+	}
+	if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) != 0)
+		die("the registration did not follow the socket: DEL: %s", strerror(errno));
+	close(ep);
+	fclose(f);
+}
+
 /* The library carries the first half (accelerated calls), stdio joins mid-stream. */
 static void late(int port)
 {
@@ -293,6 +325,8 @@ int main(int argc, char **argv)
 		big(port, argc == 4 ? atol(argv[3]) : 8);
 	else if (strcmp(argv[1], "late") == 0)
 		late(port);
+	else if (strcmp(argv[1], "epoll") == 0)
+		epoll_mode(port);
 	else if (strcmp(argv[1], "inetd") == 0)
 		inetd(port);
 	else if (strcmp(argv[1], "inetd_client") == 0)
