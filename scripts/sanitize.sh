@@ -155,7 +155,7 @@ run_asan() {
 
 run_tsan() {
 	local logs rc=0 n=0 left=0 t0
-	local tsan_int='^int_(threads|memcached|redis|nagle|move|fork|exec|socat)_(shm|auto)$'
+	local tsan_int='^int_(threads|memcached|redis|nagle|move|fork|exec|socat|stdio_relay)_(shm|auto)$'
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSK_WERROR=ON -DRSK_TSAN=ON \
 		>/dev/null
 	cmake --build build-tsan -j "$(nproc)"

@@ -80,6 +80,11 @@
 	X(pid_t, fork, (void))                                                                     \
 	X(long, syscall, (long number, ...))                                                       \
 	X(FILE *, fdopen, (int fd, const char *mode))                                              \
+	X(int, execve, (const char *path, char *const argv[], char *const envp[]))                 \
+	X(int, execv, (const char *path, char *const argv[]))                                      \
+	X(int, execvp, (const char *file, char *const argv[]))                                     \
+	X(int, execvpe, (const char *file, char *const argv[], char *const envp[]))                \
+	X(int, fexecve, (int fd, char *const argv[], char *const envp[]))                          \
 	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen))                       \
 	X(ssize_t, __recv_chk, (int fd, void *buf, size_t n, size_t buflen, int flags))            \
 	X(ssize_t, __recvfrom_chk,                                                                 \

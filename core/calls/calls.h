@@ -65,6 +65,11 @@ void rsk_life_io_uring(void);
  */
 void rsk_life_stdio(int fd);
 
+/* exec: before the real call, hand this image's relays (stdio sockets) to a helper process
+ * that outlives it; 1 if one was started. exec_failed: the call returned: they come back. */
+int rsk_life_exec_prepare(void);
+void rsk_life_exec_failed(void);
+
 /* Library start: the hooks the lower layers call (after the configuration is read). */
 void rsk_life_init(void);
 

@@ -4,7 +4,16 @@
  * copies where it does not), and exit (an orderly end for our streams, as the kernel gives
  * TCP).
  */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -14,6 +23,7 @@
 #include "base/log.h"
 #include "base/policy.h"
 #include "base/proc.h"
+#include "base/stats.h"
 #include "base/statseg.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
@@ -50,6 +60,119 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 	rsk_sock_put(s);
 }
 
+/* ---- epoll registrations that must follow a relay's pipe ---- */
+
+#define RSK_LIFE_EPREGS 16
+
+struct rsk_life_epreg {
+	int epfd, fd;
+	struct epoll_event ev;
+};
+
+/* Is epoll set @epfd's registration of @fd one of @s's numbers? (Its fdinfo line.) */
+static int rsk_life_names(struct rsk_sock *s, int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	return rsk_fdtab_is_accel(v) && rsk_fdtab_ptr(v) == s;
+}
+
+/* The registrations epoll set @epfd holds for @s's numbers, from /proc/self/fdinfo. */
+static int rsk_life_epoll_regs(struct rsk_sock *s, int epfd, struct rsk_life_epreg *out,
+			       int max)
+{
+	char path[64], buf[8192], *p, *e;
+	unsigned long long data;
+	unsigned int events;
+	int f, n = 0, tfd;
+	ssize_t k;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	k = rsk_sys_read(f, buf, sizeof(buf) - 1); /* 8 KiB: about 80 registrations */
+	(void)rsk_sys_close(f);
+	buf[k > 0 ? k : 0] = '\0';
+	for (p = buf; n < max && (p = strstr(p, "tfd:")) != NULL; p = e) {
+		e = p + 4;
+		if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3 ||
+		    !rsk_life_names(s, tfd))
+			continue;
+		out[n].epfd = epfd;
+		out[n].fd = tfd;
+		out[n].ev.events = events;
+		out[n].ev.data.u64 = data;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Registrations of @s's numbers in the process's epoll sets: taken off the app end (epoll
+ * keys them by file, and our copy of it would keep them alive and reporting the app end's
+ * tokens), to be put on the pipe once it is behind the numbers. Found from /proc (the fast
+ * path records no registration of an accelerated socket); only at the switch.
+ */
+static int rsk_life_epoll_take(struct rsk_sock *s, struct rsk_life_epreg *regs, int max)
+{
+	char link[32], path[32];
+	struct dirent *de;
+	int fd, n = 0, i, k;
+	ssize_t len;
+	DIR *d = opendir("/proc/self/fd");
+
+	while (d != NULL && n < max && (de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, link, sizeof(link) - 1);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || len <= 0)
+			continue;
+		link[len] = '\0';
+		if (strcmp(link, "anon_inode:[eventpoll]") != 0)
+			continue;
+		k = rsk_life_epoll_regs(s, fd, regs + n, max - n);
+		for (i = n; i < n + k; i++)
+			(void)rsk_sys_epoll_ctl(regs[i].epfd, EPOLL_CTL_DEL, regs[i].fd, NULL);
+		n += k;
+	}
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+static void rsk_life_epoll_put(struct rsk_life_epreg *regs, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		(void)rsk_sys_epoll_ctl(regs[i].epfd, EPOLL_CTL_ADD, regs[i].fd, &regs[i].ev);
+}
+
+/*
+ * Serve @s's connection (at @fd) through a pipe from now on (conn/relay.c): the relay holds
+ * the connection, and the application's numbers name a plain kernel socket, the app end
+ * itself or a fresh pipe's end put behind each of them. 0 or -errno (nothing changed).
+ */
+static int rsk_life_relay(struct rsk_sock *s, int fd)
+{
+	struct rsk_life_epreg regs[RSK_LIFE_EPREGS];
+	int pipe_app, nregs, rc = rsk_relay_start(s->conn, fd, &pipe_app);
+
+	if (rc < 0)
+		return rc;
+	if (pipe_app < 0) {
+		rsk_sock_retag_kernel(s);
+		return 0;
+	}
+	nregs = rsk_life_epoll_take(s, regs, RSK_LIFE_EPREGS);
+	rc = rsk_sock_swap_file(s, pipe_app);
+	rsk_life_epoll_put(regs, nregs);
+	(void)rsk_sys_close(pipe_app);
+	if (rc < 0) /* no number could be switched: nothing of the application's names it */
+		rsk_warn("fd %d: relay started but not put behind the fd (%s)", fd, strerror(-rc));
+	return 0;
+}
+
 /*
  * Before a fork, per accelerated socket: a child shares a connection whose endpoint can be
  * shared (counted as a holder now). One that cannot (verbs: a QP belongs to its process)
@@ -67,8 +190,8 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 		return;
 	}
 	if ((cm->foreign == NULL || !cm->foreign(c->ep)) && c->st.bytes_sent == 0 &&
-	    c->st.bytes_rcvd == 0 && rsk_relay_start(c, fd) == 0)
-		rsk_sock_retag_kernel(s);
+	    c->st.bytes_rcvd == 0)
+		(void)rsk_life_relay(s, fd);
 }
 
 static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
@@ -77,6 +200,17 @@ static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
 	(void)v;
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
+}
+
+/*
+ * Can stdio's bytes be relayed in order with what the library already moved? A connection
+ * whose peer wakes its app end (shm) gets a fresh pipe, at any point of its life. One whose
+ * app end becomes the pipe itself (verbs) only before its first byte: tokens the application
+ * already took and the stream's state then need no reconciling.
+ */
+static int rsk_life_stdio_relayable(const struct rsk_conn *c)
+{
+	return c->ctl_fd < 0 || (c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0);
 }
 
 void rsk_life_stdio(int fd)
@@ -89,14 +223,12 @@ void rsk_life_stdio(int fd)
 	c = s->conn;
 	if (c == NULL && s->upg != NULL) {
 		rsk_upg_never(s, fd); /* decided before a byte moved: stdio sees a kernel socket */
-	} else if (c != NULL && c->st.bytes_sent == 0 && c->st.bytes_rcvd == 0 &&
-		   rsk_relay_start(c, fd) == 0) {
-		rsk_sock_retag_kernel(s); /* the app end carries the data now */
-		rsk_info("fd %d: used through stdio: relayed", fd);
+	} else if (c != NULL && rsk_life_stdio_relayable(c) && rsk_life_relay(s, fd) == 0) {
+		rsk_info("fd %d: used through stdio: relayed", fd); /* the pipe carries the data */
 	} else if (c != NULL) {
 		rsk_warn("fd %d: used through stdio, which the library cannot see, on an "
-			 "accelerated connection; RDMASOCK_TCP_FIRST=on keeps connections on TCP "
-			 "until stdio would be safe",
+			 "accelerated connection that cannot be relayed; RDMASOCK_TCP_FIRST=on keeps "
+			 "connections on TCP until stdio would be safe",
 			 fd);
 	}
 	rsk_sock_put(s);
@@ -159,6 +291,7 @@ void rsk_life_fork_child(void)
 	rsk_proc_forked_child();
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
+	rsk_relay_atfork_child(); /* relays stay the parent's work */
 	rsk_sock_walk(rsk_life_child_one);
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }
@@ -174,6 +307,7 @@ static void rsk_life_exit_one(struct rsk_sock *s, int fd)
 
 void rsk_life_exit(void)
 {
+	rsk_relay_exit_all(); /* what the application wrote into relay pipes goes out first */
 	rsk_sock_walk_accel(rsk_life_exit_one);
 }
 
@@ -213,6 +347,144 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	rsk_hist_note((const struct sockaddr *)&c->peer,
 		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, c->st.bytes_sent + c->st.bytes_rcvd,
 					c->st.msgs_sent + c->st.msgs_rcvd));
+}
+
+/* ---- exec: this image's relays go on in a helper process ---- */
+
+#define RSK_LIFE_KEEP_FDS 256
+
+static int rsk_life_go_wr = -1; /* the hand-off's go pipe: closed by the exec, or a "no" */
+
+static int rsk_life_kept(const int *keep, int n, int fd)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (keep[i] == fd)
+			return 1;
+	return 0;
+}
+
+/* The helper holds nothing of the program's: an fd it kept would hold a pipe or a
+ * listener open behind the program's back. 0-2 become /dev/null. */
+static void rsk_life_helper_close(int go_rd)
+{
+	int keep[RSK_LIFE_KEEP_FDS], n = rsk_relay_fds(keep, RSK_LIFE_KEEP_FDS - 1), fd, nul;
+	struct dirent *de;
+	DIR *d;
+
+	keep[n++] = go_rd;
+	d = opendir("/proc/self/fd");
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		fd = atoi(de->d_name);
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd != dirfd(d) &&
+		    !rsk_life_kept(keep, n, fd))
+			(void)rsk_sys_close(fd);
+	}
+	if (d != NULL)
+		closedir(d);
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (fd = 0; nul >= 0 && fd <= 2; fd++)
+		if (fd != nul)
+			(void)rsk_sys_dup3(nul, fd, 0);
+	if (nul > 2)
+		(void)rsk_sys_close(nul);
+}
+
+/* The program's signal handlers are not the helper's (it runs none of its code). */
+static void rsk_life_helper_signals(void)
+{
+	struct sigaction sa;
+	sigset_t none;
+	int sig;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&none);
+	(void)pthread_sigmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The exec'd-away image never writes its stats line: the helper writes it, relays included. */
+static void rsk_life_helper_stats(void)
+{
+	struct rdmasock_stats st;
+
+	if (rsk_config.stats_file[0] == 0)
+		return;
+	rsk_stats_snapshot(&st);
+	(void)rsk_stats_append(rsk_config.stats_file, &st);
+}
+
+/* The helper (a grandchild, adopted by init): once the exec happened, run the relays until
+ * every one is over; if it failed, leave them to their process. Never returns. */
+static void rsk_life_helper(int go_rd)
+{
+	ssize_t k;
+	char b;
+	int n;
+
+	rsk_proc_forked_child();
+	rsk_life_helper_signals();
+	rsk_evloop_atfork_child();
+	rsk_conn_atexec_helper();
+	rsk_life_helper_close(go_rd);
+	do
+		k = rsk_sys_read(go_rd, &b, 1);
+	while (k == -EINTR);
+	if (k != 0)
+		_exit(0); /* the exec failed (a byte), or we cannot tell: the relays stay there */
+	(void)rsk_sys_close(go_rd);
+	rsk_dbg("relays of an exec'd image taken over by pid %d", (int)getpid());
+	n = rsk_relay_adopt_all();
+	rsk_relay_wait_done(n);
+	rsk_life_helper_stats();
+	_exit(0);
+}
+
+int rsk_life_exec_prepare(void)
+{
+	pid_t mid, h;
+	int go[2];
+
+	/* Nothing to hand over; or a vfork child, whose relays are its parent's and stay. */
+	if (rsk_relay_count() == 0 || rsk_proc_pid() != getpid() || !rsk_relay_pause_all())
+		return 0;
+	if (pipe2(go, O_CLOEXEC) < 0)
+		goto resume;
+	mid = RSK_REAL(fork)();
+	if (mid == 0) { /* the middle process: the helper is its child, so init adopts it */
+		(void)rsk_sys_close(go[1]);
+		h = RSK_REAL(fork)();
+		if (h == 0)
+			rsk_life_helper(go[0]);
+		_exit(h < 0);
+	}
+	(void)rsk_sys_close(go[0]);
+	if (mid < 0) {
+		(void)rsk_sys_close(go[1]);
+		goto resume;
+	}
+	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+		;
+	rsk_life_go_wr = go[1];
+	return 1;
+resume:
+	rsk_relay_resume_all();
+	return 0;
+}
+
+void rsk_life_exec_failed(void)
+{
+	char no = 1;
+
+	if (rsk_life_go_wr < 0)
+		return;
+	(void)rsk_sys_write(rsk_life_go_wr, &no, 1); /* the helper leaves */
+	(void)rsk_sys_close(rsk_life_go_wr);
+	rsk_life_go_wr = -1;
+	rsk_relay_resume_all();
 }
 
 void rsk_life_init(void)

@@ -613,6 +613,25 @@ void rsk_conn_prefork_undo(struct rsk_conn *c)
 	__atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
 }
 
+/*
+ * A forked child's copy of a connection its parent relays: the child holds no share of it
+ * (the relay's process holds the one it had). Its copy of a shareable endpoint keeps fds of
+ * the peer's (its readiness end): they go, so the peer sees the relay's process end when it
+ * does. An endpoint that cannot be shared stays untouched (its teardown is the parent's).
+ */
+static void rsk_conn_forget_relayed(struct rsk_conn_rec *r)
+{
+	struct rsk_conn *c = r->c;
+
+	HASH_DEL(rsk_conn_reg, r);
+	free(r);
+	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	if (!rsk_transport_cm(c->ep)->fork_share)
+		return;
+	rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+}
+
 void rsk_conn_atfork_child(void)
 {
 	struct rsk_conn_rec *r, *tmp;
@@ -622,13 +641,33 @@ void rsk_conn_atfork_child(void)
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the parent's watches; the loop forgot them (evloop.c) */
 		memset(r->ev_w, 0, sizeof(r->ev_w));
-		r->hook = NULL; /* a relay is its parent's work */
-		r->on_release = NULL;
+		if (r->hook != NULL) { /* a relay is its parent's work (relay.c closes its fds) */
+			rsk_conn_forget_relayed(r);
+			continue;
+		}
 		if (rsk_transport_cm(r->c->ep)->fork_share) {
 			(void)rsk_conn_watch(r);
 			continue;
 		}
 		HASH_DEL(rsk_conn_reg, r); /* the parent's alone (its endpoint cannot follow) */
+		free(r);
+		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	}
+}
+
+void rsk_conn_atexec_helper(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+
+	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		r->tcp_w = 0; /* the old image's loop's watches */
+		memset(r->ev_w, 0, sizeof(r->ev_w));
+		if (r->hook != NULL && rsk_transport_cm(r->c->ep)->ep_fds != NULL) {
+			(void)rsk_conn_watch(r); /* relayed here from now on */
+			continue;
+		}
+		HASH_DEL(rsk_conn_reg, r); /* the exec'd image's: its fds are not ours */
 		free(r);
 		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	}

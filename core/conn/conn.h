@@ -147,6 +147,10 @@ void rsk_conn_prefork_undo(struct rsk_conn *c);
  */
 void rsk_conn_atfork_child(void);
 
+/* In the helper that takes a process's relays over before its exec (calls/lifecycle.c):
+ * keep the relayed connections whose endpoint can be taken over, forget the others. */
+void rsk_conn_atexec_helper(void);
+
 /* A connection of ours holds a staged (coalesced) message: make sure it is posted soon. */
 void rsk_conn_staged(void);
 

@@ -1,42 +1,103 @@
 /*
- * Relay of a verbs connection through its readiness socketpair (see relay.h). A queue pair
- * belongs to the process that made it, so a connection that a forked child may serve
- * (fork-per-connection servers) is turned, at the fork, into a plain byte pipe: the app end
- * every holder keeps becomes an ordinary unix stream socket carrying the data itself, and
- * the parent's monitor thread moves bytes between its other end and the QP, with the
- * stream's flow control on the QP side and the socket buffers' on the pipe side. The relay
- * hooks itself into the connection's events (conn.c) and watches the pipe end itself.
+ * Relay of a connection through a plain byte pipe (see relay.h). Two cases share it:
+ * - a verbs connection a forked child may serve: a queue pair belongs to the process that
+ *   made it, so at the fork the app end every holder keeps becomes an ordinary unix stream
+ *   socket carrying the data itself, and the parent's loop moves bytes between its other end
+ *   (our ctl end) and the QP;
+ * - a connection used through stdio (fdopen, a dup onto 0-2): glibc reads and writes with
+ *   its internal calls, which no preload sees. A shm peer keeps writing readiness tokens
+ *   into the app end, so the pipe is a fresh socketpair put behind the application's
+ *   numbers, and the relay keeps the app end and reads it as the application did: the
+ *   peer's tokens wake it, a fill blocks it, the partner's hang-up tells it the peer died.
+ * The stream's flow control holds on the endpoint side and the socket buffers' on the pipe
+ * side. The relay hooks itself into the connection's events (conn.c) and watches its fds.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
 #include "base/evloop.h"
+#include "base/fdhide.h"
 #include "base/log.h"
 #include "base/ready.h"
 #include "base/stats.h"
 #include "base/sys.h"
 #include "conn.h"
 #include "relay.h"
+#include "transport/registry.h"
 
 #define RSK_RELAY_BUF 65536
+#define RSK_RELAY_ROUNDS 64    /* pump-and-arm rounds per step before other watches' turn */
+#define RSK_RELAY_EXIT_MS 1000 /* at exit: how long written bytes may wait for the peer */
+#define RSK_RELAY_PIPE_BUF (4 << 20) /* SO_SNDBUF of each end (tcp_wmem's default maximum) */
 
 struct rsk_relay {
 	struct rsk_conn *c;
-	rsk_watch_t w; /* the pipe end (our ctl end of the readiness pair) */
-	int over;      /* the release is on its way */
-	char in[RSK_RELAY_BUF]; /* app -> QP, not sent yet */
-	char out[RSK_RELAY_BUF]; /* QP -> app, not written yet */
+	int pipe;     /* our end of the data pipe */
+	int app;      /* the peer wakes the app end: our copy of it (else -1) */
+	int own_pipe; /* the pipe is a fresh pair's, ours to close (else it is c->ctl_fd) */
+	rsk_watch_t w, aw; /* the pipe, and the app end */
+	int over;     /* the release is ours or on its way (under the connection lock) */
+	int paused;   /* an exec hand-off is under way: steps do nothing (connection lock) */
+	int again;    /* a deferred step is queued: it frees the relay if released meanwhile */
+	int gone;     /* released while that step was queued (under rsk_relay_lock) */
+	char in[RSK_RELAY_BUF]; /* app -> stream, not sent yet */
+	char out[RSK_RELAY_BUF]; /* stream -> app, not written yet */
 	uint32_t in_off, in_len, out_off, out_len;
 	int app_eof;  /* every holder closed or shut its writing side */
 	int peer_eof; /* the peer's FIN reached the app */
 	int dead;     /* error: nothing more moves */
 	int unread;   /* the app went leaving data of the peer unread: TCP resets */
 	uint64_t up, down; /* bytes moved each way */
+	struct rsk_relay *next; /* this process's relays */
 };
+
+/* This process's relays (exit, fork and exec walk them), and the flags above. */
+static pthread_mutex_t rsk_relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_relay *rsk_relays;
+static int rsk_relay_n;
+static uint32_t rsk_relay_done; /* relays released (a futex: the exec helper waits on it) */
+
+int rsk_relay_count(void)
+{
+	return __atomic_load_n(&rsk_relay_n, __ATOMIC_RELAXED);
+}
+
+static void rsk_relay_list(struct rsk_relay *r)
+{
+	pthread_mutex_lock(&rsk_relay_lock);
+	r->next = rsk_relays;
+	rsk_relays = r;
+	__atomic_add_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&rsk_relay_lock);
+}
+
+/* Take @r off the list; returns 1 if it may be freed now (no deferred step holds it). */
+static int rsk_relay_unlist(struct rsk_relay *r)
+{
+	struct rsk_relay **pp;
+	int free_now;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (pp = &rsk_relays; *pp != NULL && *pp != r; pp = &(*pp)->next)
+		;
+	if (*pp == r) {
+		*pp = r->next;
+		__atomic_sub_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
+	}
+	free_now = !__atomic_load_n(&r->again, __ATOMIC_ACQUIRE);
+	r->gone = !free_now;
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return free_now;
+}
 
 /*
  * From here no token or fill may reach the app end: it carries data only. Lock held; the
@@ -59,21 +120,90 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r);
 
 static void rsk_relay_release(void *arg)
 {
-	rsk_conn_release(((struct rsk_relay *)arg)->c); /* frees the relay (on_release) */
+	struct rsk_relay *r = arg;
+	int app = r->app;
+
+	/* The app end goes after the stream ended: its hang-up must not reach the peer as our
+	 * death before our FIN. */
+	r->app = -1;
+	rsk_conn_release(r->c); /* frees the relay (on_release) */
+	if (app >= 0)
+		rsk_fd_unhide_close(app);
+	__atomic_add_fetch(&rsk_relay_done, 1, __ATOMIC_RELEASE);
+	(void)rsk_sys_futex(&rsk_relay_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 }
 
+/* After an arm: could another round move something? (A lower that found a message leaves
+ * the app end shown, which makes no new edge.) */
+static int rsk_relay_more(struct rsk_conn *c, struct rsk_relay *r)
+{
+	return (r->out_len == 0 && !r->peer_eof && rsk_stream_readable(&c->st)) ||
+	       (r->in_len > 0 && rsk_stream_writable(&c->st));
+}
+
+/* Pump, then arm the app end's wake-ups (a peer-woken relay), until nothing more can move.
+ * Lock held. 1: the relay is over; 0: it waits for an event; 2: more is left (bounded). */
+static int rsk_relay_run(struct rsk_conn *c, struct rsk_relay *r)
+{
+	int i;
+
+	for (i = 0; i < RSK_RELAY_ROUNDS; i++) {
+		if (rsk_relay_pump(c, r))
+			return 1;
+		if (r->app < 0)
+			return 0; /* our own loop wakes us (conn.c's hook) */
+		rsk_conn_sync(c, r->app);
+		if (!rsk_relay_more(c, r))
+			return 0;
+	}
+	return 2;
+}
+
+static void rsk_relay_again(void *arg);
+
 /* Move what can move; once the relay is over, release the connection (deferred: releasing
- * takes locks a callback may not). On the event loop. */
+ * takes locks a callback may not). On the event loop, or the starting thread. */
 static void rsk_relay_step(struct rsk_conn *c, void *ext)
 {
 	struct rsk_relay *r = ext;
-	int over;
+	int st, release, again;
 
 	rsk_conn_lock(c);
-	over = rsk_relay_pump(c, r);
-	rsk_conn_unlock(c);
-	if (over && !r->over && rsk_evloop_defer(rsk_relay_release, r) == 0)
+	if (r->paused) {
+		rsk_conn_unlock(c);
+		return; /* the hand-off's helper, or this process again, steps it afterwards */
+	}
+	st = rsk_relay_run(c, r);
+	release = st == 1 && !r->over;
+	if (release)
 		r->over = 1;
+	rsk_conn_unlock(c);
+	/* No list lock here (resume_all steps under it): the flag is taken atomically, and read
+	 * under the list lock where the relay is freed. */
+	again = st == 2 && !__atomic_exchange_n(&r->again, 1, __ATOMIC_ACQ_REL);
+	if (release && rsk_evloop_defer(rsk_relay_release, r) < 0) {
+		rsk_conn_lock(c);
+		r->over = 0; /* the next event tries again */
+		rsk_conn_unlock(c);
+	}
+	if (again && rsk_evloop_defer(rsk_relay_again, r) < 0)
+		__atomic_store_n(&r->again, 0, __ATOMIC_RELEASE);
+}
+
+/* A step that stopped at its bound goes on after the loop's other work. */
+static void rsk_relay_again(void *arg)
+{
+	struct rsk_relay *r = arg;
+	int gone;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	__atomic_store_n(&r->again, 0, __ATOMIC_RELEASE);
+	gone = r->gone;
+	pthread_mutex_unlock(&rsk_relay_lock);
+	if (gone)
+		free(r); /* released meanwhile: its connection is gone too */
+	else
+		rsk_relay_step(r->c, r);
 }
 
 static void rsk_relay_on_pipe(void *arg, uint32_t events)
@@ -84,47 +214,130 @@ static void rsk_relay_on_pipe(void *arg, uint32_t events)
 	rsk_relay_step(r->c, r);
 }
 
+/* The app end we keep: a token (data or EOF), a drain (room), or the peer's hang-up. */
+static void rsk_relay_on_app(void *arg, uint32_t events)
+{
+	struct rsk_relay *r = arg;
+
+	if (events & (EPOLLHUP | EPOLLERR))
+		rsk_conn_saw_events(r->c, r->app, POLLHUP);
+	rsk_relay_step(r->c, r);
+}
+
+static void rsk_relay_close_fds(struct rsk_relay *r)
+{
+	if (r->app >= 0)
+		rsk_fd_unhide_close(r->app);
+	if (r->own_pipe && r->pipe >= 0)
+		rsk_fd_unhide_close(r->pipe);
+	r->app = r->pipe = -1;
+}
+
 static void rsk_relay_free(struct rsk_conn *c, void *ext)
 {
 	struct rsk_relay *r = ext;
 
 	(void)c;
 	rsk_evloop_unwatch(r->w);
-	free(r);
+	rsk_evloop_unwatch(r->aw);
+	rsk_relay_close_fds(r);
+	if (rsk_relay_unlist(r))
+		free(r);
 }
 
-int rsk_relay_start(struct rsk_conn *c, int app_fd)
+/* The peer wakes the app end: a fresh pipe (*@pipe_app its application side, carrying
+ * @app_fd's O_NONBLOCK), and our own copy of the app end. */
+static int rsk_relay_pipe(struct rsk_relay *r, int app_fd, int *pipe_app)
+{
+	int sv[2], fl = rsk_sys_fcntl(app_fd, F_GETFL, 0), rc;
+
+	rc = rsk_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+	if (rc < 0)
+		return rc;
+	r->own_pipe = 1;
+	r->app = rsk_fd_hide_dup(app_fd);
+	r->pipe = rsk_fd_hide(sv[1]);
+	rc = r->app < 0 ? r->app : r->pipe;
+	if (rc >= 0)
+		rc = rsk_sys_fcntl(r->pipe, F_SETFL, O_NONBLOCK);
+	/* The pipe stands for TCP's socket buffers, which loopback grows to MiBs: a program that
+	 * writes a MiB before it reads its echo must not deadlock on a 200 KiB unix socket.
+	 * (The kernel caps the size at net.core.wmem_max; memory is only taken as used.) */
+	(void)rsk_sys_setsockopt_int(sv[0], SOL_SOCKET, SO_SNDBUF, RSK_RELAY_PIPE_BUF);
+	(void)rsk_sys_setsockopt_int(r->pipe, SOL_SOCKET, SO_SNDBUF, RSK_RELAY_PIPE_BUF);
+	if (rc >= 0 && fl > 0 && (fl & O_NONBLOCK))
+		rc = rsk_sys_fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	if (rc < 0) {
+		rsk_relay_close_fds(r);
+		(void)rsk_sys_close(sv[0]);
+		return rc;
+	}
+	*pipe_app = sv[0];
+	return 0;
+}
+
+/* Our own loop wakes the app end (verbs): it becomes the pipe, unless it can no longer
+ * carry both ways. Lock held. */
+static int rsk_relay_own(struct rsk_conn *c, struct rsk_relay *r, int app_fd)
+{
+	if (c->st.err || c->eof_shown || c->hup_shown || c->ctl_fd < 0)
+		return -EBUSY;
+	r->pipe = c->ctl_fd;
+	r->app = -1;
+	rsk_relay_quiet(c, app_fd);
+	return 0;
+}
+
+static int rsk_relay_watch(struct rsk_relay *r)
+{
+	int rc = rsk_evloop_watch(r->pipe, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+				  rsk_relay_on_pipe, r, &r->w);
+
+	if (rc == 0 && r->app >= 0)
+		rc = rsk_evloop_watch(r->app, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+				      rsk_relay_on_app, r, &r->aw);
+	return rc;
+}
+
+int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 {
 	struct rsk_relay *r = calloc(1, sizeof(*r));
 	int rc;
 
+	*pipe_app = -1;
 	if (r == NULL)
 		return -ENOMEM;
 	r->c = c;
-	rsk_conn_lock(c);
-	if (c->st.err || c->eof_shown || c->hup_shown || c->ctl_fd < 0) {
+	r->app = r->pipe = -1;
+	if (c->ctl_fd < 0) {
+		rc = rsk_relay_pipe(r, app_fd, pipe_app);
+	} else {
+		rsk_conn_lock(c);
+		rc = rsk_relay_own(c, r, app_fd);
 		rsk_conn_unlock(c);
-		free(r);
-		return -EBUSY;
 	}
-	rsk_relay_quiet(c, app_fd);
-	rsk_conn_unlock(c);
-	rc = rsk_conn_set_hook(c, rsk_relay_step, r, rsk_relay_free);
+	if (rc == 0)
+		rc = rsk_conn_set_hook(c, rsk_relay_step, r, rsk_relay_free);
 	if (rc < 0) {
+		rsk_relay_close_fds(r);
+		if (*pipe_app >= 0)
+			(void)rsk_sys_close(*pipe_app);
+		*pipe_app = -1;
 		free(r);
 		return rc;
 	}
-	rc = rsk_evloop_watch(c->ctl_fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-			      rsk_relay_on_pipe, r, &r->w);
+	rsk_relay_list(r);
+	rc = rsk_relay_watch(r);
 	if (rc < 0)
-		rsk_warn("relay of %p not watched (%s); a forked child's connection stalls",
-			 (void *)c, strerror(-rc));
-	rsk_dbg("connection %p now relayed through its socketpair (fork)", (void *)c);
+		rsk_warn("relay of %p not watched (%s); its connection stalls", (void *)c,
+			 strerror(-rc));
+	rsk_dbg("connection %p now relayed through %s", (void *)c,
+		r->own_pipe ? "a pipe of its own" : "its socketpair");
 	rsk_relay_step(c, r); /* what is already there */
 	return 0;
 }
 
-/* QP -> app. Returns 1 if something moved. */
+/* stream -> app. Returns 1 if something moved. */
 static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 {
 	struct iovec iov = {r->out, sizeof(r->out)};
@@ -139,7 +352,7 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 			rsk_counter_add(&rsk_stats.bytes_received[c->transport], (uint64_t)k);
 			moved = 1;
 		} else if (k == 0) { /* the peer's FIN: the app sees EOF */
-			(void)rsk_sys_shutdown(c->ctl_fd, SHUT_WR);
+			(void)rsk_sys_shutdown(r->pipe, SHUT_WR);
 			r->peer_eof = 1;
 			moved = 1;
 		} else if (k != -EAGAIN) {
@@ -147,7 +360,7 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 		}
 	}
 	if (r->out_len > 0) {
-		k = rsk_sys_send(c->ctl_fd, r->out + r->out_off, r->out_len,
+		k = rsk_sys_send(r->pipe, r->out + r->out_off, r->out_len,
 				  MSG_DONTWAIT | MSG_NOSIGNAL); /* the loop never waits */
 		if (k > 0) {
 			r->out_off += (uint32_t)k;
@@ -162,7 +375,7 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 	return moved;
 }
 
-/* app -> QP. Returns 1 if something moved. */
+/* app -> stream. Returns 1 if something moved. */
 static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 {
 	struct iovec iov;
@@ -170,7 +383,7 @@ static int rsk_relay_up(struct rsk_conn *c, struct rsk_relay *r)
 	int moved = 0;
 
 	if (r->in_len == 0 && !r->app_eof) {
-		k = rsk_sys_recv(c->ctl_fd, r->in, sizeof(r->in), MSG_DONTWAIT);
+		k = rsk_sys_recv(r->pipe, r->in, sizeof(r->in), MSG_DONTWAIT);
 		if (k > 0) {
 			r->in_off = 0;
 			r->in_len = (uint32_t)k;
@@ -218,7 +431,7 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 			c->st.fin_rcvd);
 		if (r->unread && !c->st.err)
 			rsk_stream_reset(&c->st);
-		(void)rsk_sys_shutdown(c->ctl_fd, SHUT_RDWR);
+		(void)rsk_sys_shutdown(r->pipe, SHUT_RDWR);
 		return 1;
 	}
 	if (r->app_eof && r->in_len == 0 && r->peer_eof && r->out_len == 0) {
@@ -227,4 +440,188 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 		return 1;
 	}
 	return 0;
+}
+
+/* ---- the process's end, and its forks ---- */
+
+/* Does the pipe hold bytes the application wrote that we have not taken? */
+static int rsk_relay_pipe_has(struct rsk_relay *r)
+{
+	char b;
+
+	return rsk_sys_recv(r->pipe, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/*
+ * Exit: move what the application wrote into the stream, waiting (bounded) for room, as
+ * the kernel keeps sending a TCP socket's queue after its process is gone. What cannot be
+ * delivered (the time ran out, or bytes of the peer we took for the application and could
+ * not place) ends the stream with a reset, never a FIN that would claim a clean end.
+ */
+static void rsk_relay_flush(struct rsk_conn *c, struct rsk_relay *r)
+{
+	int64_t end = rsk_now_ms() + RSK_RELAY_EXIT_MS;
+	int done;
+
+	for (;;) {
+		rsk_conn_lock(c);
+		(void)rsk_relay_pump(c, r);
+		if (r->app >= 0 && !c->st.err)
+			rsk_conn_sync(c, r->app); /* so the peer's repost is noticed */
+		done = r->dead || c->st.err || (r->in_len == 0 && !rsk_relay_pipe_has(r));
+		if (done || rsk_now_ms() >= end) {
+			if (!c->st.err && (r->in_len > 0 || r->out_len > 0 || r->unread))
+				rsk_stream_reset(&c->st);
+			rsk_conn_unlock(c);
+			return;
+		}
+		rsk_conn_unlock(c);
+		(void)rsk_sys_poll(NULL, 0, 1);
+	}
+}
+
+/* Claim the next relay not yet claimed for the exit (its release becomes ours). */
+static struct rsk_relay *rsk_relay_claim_next(void)
+{
+	struct rsk_relay *r, *found = NULL;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL && found == NULL; r = r->next) {
+		rsk_conn_lock(r->c);
+		if (!r->over) {
+			r->over = 1;
+			found = r;
+		}
+		rsk_conn_unlock(r->c);
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return found;
+}
+
+void rsk_relay_exit_all(void)
+{
+	struct rsk_relay *r;
+
+	/* A relay already over is released by the loop (or dies with the process: its peer
+	 * then sees the end the stream already has). */
+	while ((r = rsk_relay_claim_next()) != NULL) {
+		rsk_evloop_unwatch(r->w); /* no step of the loop's runs on it from here */
+		rsk_evloop_unwatch(r->aw);
+		r->w = r->aw = 0;
+		rsk_relay_flush(r->c, r);
+		rsk_relay_release(r);
+	}
+}
+
+void rsk_relay_atfork_child(void)
+{
+	struct rsk_relay *r, *next;
+
+	pthread_mutex_init(&rsk_relay_lock, NULL);
+	for (r = rsk_relays; r != NULL; r = next) {
+		next = r->next;
+		rsk_relay_close_fds(r); /* the child's copies: the pipe's end is the parent's */
+		free(r);
+	}
+	rsk_relays = NULL;
+	__atomic_store_n(&rsk_relay_n, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- exec: the relays go on in a helper process ---- */
+
+/* Can another process take @r over? (Its endpoint tells which fds it holds.) */
+static int rsk_relay_movable(const struct rsk_relay *r)
+{
+	return rsk_transport_cm(r->c->ep)->ep_fds != NULL;
+}
+
+static int rsk_relay_pause(int on)
+{
+	struct rsk_relay *r;
+	int n = 0;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next) {
+		if (!rsk_relay_movable(r))
+			continue; /* stays: it ends with this image (verbs: the QP does) */
+		rsk_conn_lock(r->c);
+		r->paused = on;
+		rsk_conn_unlock(r->c);
+		n++;
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return n;
+}
+
+int rsk_relay_pause_all(void)
+{
+	return rsk_relay_pause(1) > 0;
+}
+
+void rsk_relay_resume_all(void)
+{
+	struct rsk_relay *r;
+
+	(void)rsk_relay_pause(0);
+	/* Events that came while paused were taken and dropped: step each once. The loop may
+	 * release one meanwhile, so each is stepped under the list lock (a release unlists
+	 * under it first). */
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next)
+		rsk_relay_step(r->c, r);
+	pthread_mutex_unlock(&rsk_relay_lock);
+}
+
+int rsk_relay_fds(int *out, int max)
+{
+	const struct rsk_cm_ops *cm;
+	struct rsk_relay *r;
+	int n = 0;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL && n + 3 <= max; r = r->next) {
+		cm = rsk_transport_cm(r->c->ep);
+		if (cm->ep_fds == NULL)
+			continue;
+		out[n++] = r->pipe;
+		if (r->app >= 0)
+			out[n++] = r->app;
+		n += cm->ep_fds(r->c->ep, out + n, max - n);
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return n;
+}
+
+int rsk_relay_adopt_all(void)
+{
+	struct rsk_relay **pp, *r;
+	int n = 0;
+
+	pthread_mutex_init(&rsk_relay_lock, NULL);
+	__atomic_store_n(&rsk_relay_done, 0, __ATOMIC_RELAXED);
+	for (pp = &rsk_relays; (r = *pp) != NULL;) {
+		if (!rsk_relay_movable(r)) { /* the exec'd image's: its fds were closed here */
+			*pp = r->next;
+			__atomic_sub_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
+			free(r);
+			continue;
+		}
+		r->again = r->gone = r->paused = 0; /* deferred steps stayed behind */
+		r->w = r->aw = 0;
+		if (rsk_relay_watch(r) < 0)
+			rsk_warn("relay of %p not watched after exec", (void *)r->c);
+		pp = &r->next;
+		n++;
+	}
+	for (r = rsk_relays; r != NULL; r = r->next)
+		rsk_relay_step(r->c, r);
+	return n;
+}
+
+void rsk_relay_wait_done(int n)
+{
+	uint32_t d;
+
+	while ((d = __atomic_load_n(&rsk_relay_done, __ATOMIC_ACQUIRE)) < (uint32_t)n)
+		(void)rsk_sys_futex(&rsk_relay_done, FUTEX_WAIT_PRIVATE, d, NULL);
 }

@@ -1,7 +1,8 @@
 /*
- * Connections a forked child may serve while their endpoint stays the parent's (verbs):
- * relayed by the parent's event loop between the endpoint and the readiness socketpair,
- * which then carries the data itself (relay.c).
+ * Connections served through a plain byte pipe while their endpoint stays this process's
+ * (relay.c): a verbs connection a forked child may serve, and any connection the application
+ * uses through paths no preload sees (stdio). The event loop moves the bytes between the pipe
+ * and the stream.
  */
 #ifndef RSK_RELAY_H
 #define RSK_RELAY_H
@@ -9,11 +10,44 @@
 struct rsk_conn;
 
 /*
- * Turn @c into a relayed connection; @app_fd is an fd of its app end (tokens are taken out
- * of it). The caller then treats the app end as a plain kernel socket and no longer
- * releases @c: the relay does, once every holder closed it or it failed. 0 or -errno
- * (-EBUSY: the stream already ended or failed; leave it as it is).
+ * Turn @c into a relayed connection; @app_fd is an fd of its app end. The caller then treats
+ * the application's fd as a plain kernel socket and no longer releases @c: the relay does,
+ * once every holder of the pipe closed it or it failed. 0 or -errno (-EBUSY: the stream
+ * already ended or failed; leave it as it is).
+ * - Our own loop wakes the app end (c->ctl_fd: verbs): the app end itself becomes the pipe
+ *   (tokens are taken out of it); *@pipe_app is -1.
+ * - The peer wakes it (shm): the peer's tokens keep coming into the app end, so the relay
+ *   keeps a copy of it and reads it as the application did, and the pipe is a fresh
+ *   socketpair: *@pipe_app is its application side, which the caller puts behind every fd
+ *   number naming the connection, then closes.
  */
-int rsk_relay_start(struct rsk_conn *c, int app_fd);
+int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app);
+
+/*
+ * At exit (the process's fds are still open): move what the application wrote into the
+ * pipe on into the streams (waiting a bounded time for room), then end each stream as the
+ * kernel ends a TCP connection whose process exits: FIN, or RST over unread data.
+ */
+void rsk_relay_exit_all(void);
+
+/* In a forked child: the relays are the parent's; close the child's copies of their fds. */
+void rsk_relay_atfork_child(void);
+
+/* Relays running in this process (for tests and the exec hand-off). */
+int rsk_relay_count(void);
+
+/*
+ * exec replaces the image whose loop runs the relays: they are handed to a helper process
+ * (calls/lifecycle.c forks it). pause_all: stop the relays another process can take over
+ * (their endpoint has cm->ep_fds); 1 if there are any. resume_all: they go on here (the exec
+ * failed). fds: what they need, up to @max into @out (a helper closes everything else).
+ * adopt_all: in the helper (a fork of the paused process), they run here now; returns how
+ * many. wait_done: until @n relays were released.
+ */
+int rsk_relay_pause_all(void);
+void rsk_relay_resume_all(void);
+int rsk_relay_fds(int *out, int max);
+int rsk_relay_adopt_all(void);
+void rsk_relay_wait_done(int n);
 
 #endif

@@ -53,6 +53,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->fb_reason = rsk_config.mode == RSK_MODE_KERNEL ? RDMASOCK_FB_POLICY : RDMASOCK_FB_NO_PEER;
 	s->conn = NULL;
 	s->detached = 0;
+	s->relayed = 0;
 	s->from_lst = 0;
 	s->tcp_lent = 0;
 	s->lst = NULL;
@@ -81,7 +82,7 @@ int rsk_sock_wanted(int domain, int type)
 
 static uintptr_t rsk_sock_slot(struct rsk_sock *s)
 {
-	if (s->transport != RDMASOCK_TRANSPORT_KERNEL)
+	if (s->transport != RDMASOCK_TRANSPORT_KERNEL && !s->relayed)
 		return (uintptr_t)s;
 	return (uintptr_t)s | RSK_FDTAB_TAG_KERNEL | (s->upg != NULL ? RSK_FDTAB_TAG_DIVERT : 0);
 }
@@ -369,7 +370,42 @@ static int rsk_sock_retag_one(int fd, uintptr_t v, void *arg)
 void rsk_sock_retag_kernel(struct rsk_sock *s)
 {
 	s->conn = NULL;
+	s->relayed = 1; /* a dup made from now on is a kernel-watched slot too */
 	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_retag_one, s);
+}
+
+/* A relay's pipe end (struct rsk_swap) goes behind every fd naming the socket, whose slot
+ * becomes kernel-watched. */
+struct rsk_swap {
+	struct rsk_sock *s;
+	int file, done, err;
+};
+
+static int rsk_sock_swap_one(int fd, uintptr_t v, void *arg)
+{
+	struct rsk_swap *w = arg;
+	int fdfl, rc;
+
+	if (!rsk_fdtab_is_accel(v) || rsk_fdtab_ptr(v) != w->s)
+		return 0;
+	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
+	rc = rsk_sys_dup3(w->file, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
+	if (rc < 0)
+		w->err = rc; /* it keeps naming the old file (the number went away meanwhile) */
+	else
+		w->done++;
+	(void)rsk_fdtab_replace(fd, v, v | RSK_FDTAB_TAG_KERNEL);
+	return 0;
+}
+
+int rsk_sock_swap_file(struct rsk_sock *s, int file)
+{
+	struct rsk_swap w = {.s = s, .file = file};
+
+	s->conn = NULL;
+	s->relayed = 1;
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_swap_one, &w);
+	return w.done > 0 ? w.done : w.err;
 }
 
 void rsk_sock_detach(struct rsk_sock *s)

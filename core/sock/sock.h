@@ -45,6 +45,8 @@ struct rsk_sock {
 	int accounted; /* kernel byte counts have been taken (at last close or exit) */
 	/* a forked child's copy of a connection that stays the parent's: calls fail ENOTCONN */
 	int detached;
+	/* its connection is served by a relay (conn/relay.c): its fds name a plain unix socket */
+	int relayed;
 	enum rdmasock_transport transport;
 	enum rdmasock_fallback fb_reason; /* why a kernel connection is not accelerated */
 	pthread_mutex_t lock;
@@ -134,6 +136,11 @@ void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));
 
 /* The fds naming @s stop being served by us: their slots become kernel-watched. */
 void rsk_sock_retag_kernel(struct rsk_sock *s);
+
+/* The same, and each of those numbers now names @file (dup3, keeping its close-on-exec):
+ * a connection relayed through a pipe of its own (conn/relay.c). Returns how many numbers
+ * were switched, or -errno when none was. */
+int rsk_sock_swap_file(struct rsk_sock *s, int file);
 
 /* TCP first (calls/upgrade.c): @fd's data-path calls come to the library (@on) or go to the
  * kernel again. */

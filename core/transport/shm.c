@@ -354,6 +354,19 @@ void rsk_shm_prefork(struct rsk_ep *ep, int app_fd)
 	rsk_shm_pay(RSK_SHM_EP(ep));
 }
 
+int rsk_shm_ep_fds(struct rsk_ep *ep, int *out, int max)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+	int n = 0;
+
+	/* The rings are mapped (no fd); the peer's readiness end and a pending answer are all. */
+	if (e->peer_ctl >= 0 && n < max)
+		out[n++] = e->peer_ctl;
+	if (e->answer_fd >= 0 && n < max)
+		out[n++] = e->answer_fd;
+	return n;
+}
+
 int rsk_shm_peer_ended(struct rsk_ep *ep)
 {
 	return __atomic_load_n(&RSK_SHM_EP(ep)->peer->fin, __ATOMIC_ACQUIRE) != 0;

@@ -56,6 +56,9 @@ void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl);
 /* The peer's kick fd, or -1. */
 int rsk_shm_peer_ctl(struct rsk_ep *ep);
 
+/* cm->ep_fds: the fds the endpoint holds (the peer's readiness end, a pending answer). */
+int rsk_shm_ep_fds(struct rsk_ep *ep, int *out, int max);
+
 /* Is a kick fd known? (A client learns the server's only when the server accepted.) */
 int rsk_shm_has_peer_ctl(struct rsk_ep *ep);
 

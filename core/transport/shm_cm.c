@@ -1156,4 +1156,5 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.peer_ended = rsk_shm_peer_ended,
 	.peer_died = rsk_shm_peer_died,
 	.prefork = rsk_shm_prefork,
+	.ep_fds = rsk_shm_ep_fds,
 };

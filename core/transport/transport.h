@@ -323,6 +323,10 @@ struct rsk_cm_ops {
 	 * of our app end. foreign: the endpoint belongs to another process (fork: the parent's). */
 	void (*prefork)(struct rsk_ep *ep, int app_fd);
 	int (*foreign)(struct rsk_ep *ep);
+	/* exec. ep_fds: the fds the endpoint holds (up to @max into @out), which a process taking
+	 * the connection over keeps while it closes everything else (a relay's hand-off before an
+	 * exec). Returns how many. NULL: the endpoint cannot be taken over by another process. */
+	int (*ep_fds)(struct rsk_ep *ep, int *out, int max);
 };
 
 #endif

@@ -8,6 +8,14 @@
  *   stdio_peer mix PORT       send(), fprintf + fflush, send(), write() in turn, 300 rounds,
  *                             the echo read with recv() and fgets() in turn, in order
  *   stdio_peer getc PORT      write() then getc() (the echo's first byte must be it)
+ *   stdio_peer big PORT MIB   MIB MiB of a pattern by fwrite in odd-sized pieces from a
+ *                             forked child (the socket was fdopen'd before the fork), read
+ *                             back by fread in the parent and checked byte by byte
+ *   stdio_peer epoll PORT     registered in an epoll set (EPOLLIN), then fdopen: 50 lines by
+ *                             fprintf, each echo announced by epoll_wait before fgets reads
+ *                             it; the registration is still there to delete at the end
+ *   stdio_peer late PORT      200 rounds by send()/recv() first, then fdopen and 200 rounds
+ *                             mixing fprintf, send() and write(), read by fgets and recv()
  *   stdio_peer inetd PORT     accept one connection, fork: the child puts the socket on
  *                             stdin and stdout and execs `sed -u s/^/re:/` (stdio both ways)
  *   stdio_peer inetd_client PORT   500 lines to it by write(), each answer "re:" + the
@@ -15,6 +23,7 @@
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
 #include <signal.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <sys/wait.h>
 
@@ -125,6 +134,120 @@ static void getc_mode(int port)
 	fclose(f);
 }
 
+/* Writer and reader at once (a relay's buffers hold less than MiBs): the child writes. */
+static void big(int port, long mib)
+{
+	const size_t n = (size_t)mib << 20, chunk_max = 70001;
+	char *buf = malloc(chunk_max), *in = malloc(65536);
+	FILE *w = open_file(port), *r;
+	size_t off = 0, k, len;
+	ssize_t bad;
+	pid_t pid;
+	int st;
+
+	if (buf == NULL || in == NULL || (r = fdopen(dup(fileno(w)), "r")) == NULL)
+		die("setup: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		for (len = 1000; off < n; off += len, len = len * 7 % chunk_max + 1) {
+			if (len > n - off)
+				len = n - off;
+			pat_fill(buf, len, 91, off);
+			if (fwrite(buf, 1, len, w) != len)
+				die("fwrite at %zu: %s", off, strerror(errno));
+		}
+		if (fflush(w) != 0 || shutdown(fileno(w), SHUT_WR) != 0)
+			die("fflush/shutdown: %s", strerror(errno));
+		_exit(0);
+	}
+	while ((k = fread(in, 1, 65536, r)) > 0) {
+		if ((bad = pat_check(in, k, 91, off)) >= 0)
+			die("byte %zu of the echo is wrong", off + (size_t)bad);
+		off += k;
+	}
+	if (off != n)
+		die("fread: %zu of %zu bytes (%s)", off, n, ferror(r) ? strerror(errno) : "EOF");
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("the writer child failed: status %d", st);
+	fclose(r);
+	fclose(w);
+	free(buf);
+	free(in);
+}
+
+/* The epoll registration made before fdopen follows the socket (not the file it had). */
+static void epoll_mode(int port)
+{
+	int fd = tcp_connect(port), ep = epoll_create1(EPOLL_CLOEXEC), i, n;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0x5eed0000u + 7}, got;
+	char want[64], line[64];
+	FILE *f;
+
+	if (fd < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("setup: %s", strerror(errno));
+	if ((f = fdopen(fd, "r+")) == NULL)
+		die("fdopen: %s", strerror(errno));
+	for (i = 0; i < 50; i++) {
+		snprintf(want, sizeof(want), "epoll line %d\n", i);
+		if (fputs(want, f) == EOF || fflush(f) != 0)
+			die("fputs: %s", strerror(errno));
+		n = epoll_wait(ep, &got, 1, 5000);
+		if (n != 1 || !(got.events & EPOLLIN) || got.data.u64 != ev.data.u64)
+			die("round %d: epoll_wait gave %d (events %#x)", i, n, n == 1 ? got.events : 0);
+		if (fgets(line, sizeof(line), f) == NULL || strcmp(line, want) != 0)
+			die("round %d: fgets", i);
+	}
+	if (epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL) != 0)
+		die("the registration did not follow the socket: DEL: %s", strerror(errno));
+	close(ep);
+	fclose(f);
+}
+
+/* The library carries the first half (accelerated calls), stdio joins mid-stream. */
+static void late(int port)
+{
+	int fd = tcp_connect(port), i;
+	char want[96], got[96];
+	size_t len;
+	FILE *f;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	for (i = 0; i < 200; i++) {
+		len = (size_t)snprintf(want, sizeof(want), "early %d %x\n", i, i * 40503u);
+		if (send(fd, want, len, 0) != (ssize_t)len || read_full(fd, got, len, len) != (ssize_t)len)
+			die("early round %d: %s", i, strerror(errno));
+		if (memcmp(got, want, len) != 0)
+			die("early round %d came back as \"%.*s\"", i, (int)len, got);
+	}
+	if ((f = fdopen(fd, "r+")) == NULL)
+		die("fdopen: %s", strerror(errno));
+	for (i = 0; i < 200; i++) {
+		snprintf(want, sizeof(want), "f%d.s%d.w%d\n", i, i, i);
+		if (fprintf(f, "f%d.", i) < 0 || fflush(f) != 0)
+			die("fprintf: %s", strerror(errno));
+		snprintf(got, sizeof(got), "s%d.", i);
+		if (send(fd, got, strlen(got), 0) < 0)
+			die("send: %s", strerror(errno));
+		snprintf(got, sizeof(got), "w%d\n", i);
+		if (write_all(fd, got, strlen(got)) < 0)
+			die("write: %s", strerror(errno));
+		len = strlen(want);
+		if (i % 2 == 0 && fgets(got, sizeof(got), f) == NULL)
+			die("fgets round %d: %s", i, feof(f) ? "EOF" : strerror(errno));
+		if (i % 2 == 1) {
+			if (read_full(fd, got, len, len) != (ssize_t)len)
+				die("recv round %d: %s", i, strerror(errno));
+			got[len] = '\0';
+		}
+		if (strcmp(got, want) != 0)
+			die("late round %d came back as \"%s\"", i, got);
+	}
+	fclose(f);
+}
+
 static void inetd(int port)
 {
 	struct sockaddr_in a = loopback(port);
@@ -187,8 +310,8 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	if (argc != 3)
-		die("usage: stdio_peer MODE PORT");
+	if (argc != 3 && !(argc == 4 && strcmp(argv[1], "big") == 0))
+		die("usage: stdio_peer MODE PORT (big: MODE PORT MIB)");
 	port = port_arg(argv[2]);
 	if (strcmp(argv[1], "lines") == 0)
 		lines(port);
@@ -198,6 +321,12 @@ int main(int argc, char **argv)
 		mix(port);
 	else if (strcmp(argv[1], "getc") == 0)
 		getc_mode(port);
+	else if (strcmp(argv[1], "big") == 0)
+		big(port, argc == 4 ? atol(argv[3]) : 8);
+	else if (strcmp(argv[1], "late") == 0)
+		late(port);
+	else if (strcmp(argv[1], "epoll") == 0)
+		epoll_mode(port);
 	else if (strcmp(argv[1], "inetd") == 0)
 		inetd(port);
 	else if (strcmp(argv[1], "inetd_client") == 0)

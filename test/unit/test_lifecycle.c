@@ -4,8 +4,11 @@
  * per epoll set); fork: the fork is counted, a shareable connection (shm) is held for the
  * child before it exists and let go again if the fork failed, and in the child it stays
  * shared while kernel sockets start a fresh account; exit: every accelerated stream this
- * process holds is ended in order (the peer reads EOF). The relay of a connection that
- * cannot follow a fork needs verbs (a device) and is left to the Soft-RoCE guest.
+ * process holds is ended in order (the peer reads EOF). stdio on a shm connection: the fd
+ * names the relay's pipe, bytes flow, an epoll registration follows it; exec: a failed exec
+ * gives the paused relays back. The relay of a connection that cannot follow a fork needs
+ * verbs (a device) and is left to the Soft-RoCE guest; the exec that succeeds is
+ * int_stdio_relay_* (inetd).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -290,6 +293,125 @@ static void test_exit_ends_streams(void **state)
 	accel_close(&a, 1);
 }
 
+/* ---- stdio: a shm connection switched to a relay with its own pipe, and exec ---- */
+
+/* A shm connection as the application has it: attached and registered, the peer its waker
+ * (its kicks write tokens into our app end), tracked at the app end's number. */
+struct relayed {
+	struct rsk_conn *c;
+	struct rsk_ep *peer;
+	struct rsk_stream pst;
+	int fd, ctl, memfd;
+};
+
+static void relayed_open(struct relayed *r)
+{
+	int tcp = -1;
+
+	memset(r, 0, sizeof(*r));
+	r->c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(r->c);
+	r->memfd = rsk_shm_create_open(NBUF, BSIZE, rsk_conn_ep_mem(r->c), &r->c->ep);
+	assert_true(r->memfd >= 0);
+	assert_int_equal(rsk_conn_prepare(r->c, -1, &r->fd, &r->ctl, &tcp), 0);
+	assert_int_equal(rsk_shm_open(r->memfd, RSK_SHM_SERVER, r->ctl, NULL, &r->peer), 0);
+	assert_int_equal(rsk_stream_init(&r->pst, r->peer, NULL), 0);
+	rsk_stream_set_nodelay(&r->pst, 1);
+	assert_int_equal(rsk_conn_attach(r->c, r->fd, -1, -1, 0), 0);
+	rsk_conn_lock(r->c);
+	rsk_stream_set_nodelay(&r->c->st, 1);
+	rsk_conn_unlock(r->c);
+	assert_int_equal(rsk_sock_track(r->fd, AF_INET, RSK_SOCK_CONNECTED), 0);
+	sock_of(r->fd)->conn = r->c;
+	sock_of(r->fd)->transport = RDMASOCK_TRANSPORT_SHM;
+	assert_int_equal(rsk_fdtab_store(r->fd, (uintptr_t)sock_of(r->fd)), 0);
+}
+
+/* Both ways through the application's fd, @tag in the bytes. */
+static void relayed_echo(struct relayed *r, const char *tag)
+{
+	struct pollfd p = {.fd = r->fd, .events = POLLIN};
+	size_t n = strlen(tag);
+	char buf[64];
+	struct iovec iov = {buf, sizeof(buf)};
+	ssize_t k = -EAGAIN;
+	int i;
+
+	assert_int_equal(send(r->fd, tag, n, MSG_NOSIGNAL), (ssize_t)n);
+	for (i = 0; i < 2000 && (k = rsk_stream_recv(&r->pst, &iov, 1, 0)) == -EAGAIN; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(k, (ssize_t)n);
+	assert_memory_equal(buf, tag, n);
+	iov.iov_base = (void *)tag;
+	iov.iov_len = n;
+	assert_int_equal(rsk_stream_send(&r->pst, &iov, 1, 0), (ssize_t)n);
+	assert_int_equal(poll(&p, 1, 2000), 1);
+	assert_int_equal(recv(r->fd, buf, sizeof(buf), 0), (ssize_t)n);
+	assert_memory_equal(buf, tag, n);
+}
+
+static void relayed_close(struct relayed *r)
+{
+	assert_int_equal(rsk_sock_release_fd(r->fd), 1);
+	close(r->fd); /* the pipe's last holder: FIN, and with the peer's FIN the relay ends */
+	(void)rsk_stream_shutdown_wr(&r->pst);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
+	rsk_stream_fini(&r->pst);
+	rsk_ep_destroy(r->peer); /* closes our ctl end */
+	close(r->memfd);
+}
+
+/*
+ * stdio on a connection already on shm: the application's number names a pipe from then on
+ * (a kernel-watched slot), bytes flow both ways through it, and an epoll registration made
+ * before follows it (its data kept; EPOLL_CTL_DEL finds it).
+ */
+static void test_stdio_relays_shm(void **state)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 42}, got;
+	struct relayed r;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	(void)state;
+	relayed_open(&r);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, r.fd, &ev), 0);
+	rsk_life_stdio(r.fd);
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(r.fd)));
+	assert_null(sock_of(r.fd)->conn);
+	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* the relay holds it */
+	relayed_echo(&r, "through the pipe");
+	assert_int_equal(epoll_wait(ep, &got, 1, 0), 0); /* read: nothing more to report */
+	{
+		struct iovec iov = {"again", 5};
+
+		assert_int_equal(rsk_stream_send(&r.pst, &iov, 1, 0), 5);
+	}
+	assert_int_equal(epoll_wait(ep, &got, 1, 2000), 1);
+	assert_int_equal(got.data.u64, 42);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_DEL, r.fd, NULL), 0);
+	close(ep);
+	relayed_close(&r);
+}
+
+/*
+ * exec: the relays pause and a helper process waits for the exec; an exec that fails brings
+ * them back here (the helper leaves without touching them). Without relays, or in a vfork
+ * child, nothing is handed over.
+ */
+static void test_exec_handoff_failed(void **state)
+{
+	struct relayed r;
+
+	(void)state;
+	assert_int_equal(rsk_life_exec_prepare(), 0); /* no relay */
+	relayed_open(&r);
+	rsk_life_stdio(r.fd);
+	assert_int_equal(rsk_life_exec_prepare(), 1);
+	rsk_life_exec_failed();
+	relayed_echo(&r, "after a failed exec");
+	relayed_close(&r);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -300,6 +422,8 @@ int main(void)
 		T(test_fork_prepare_and_failed),
 		T(test_fork_child),
 		T(test_exit_ends_streams),
+		T(test_stdio_relays_shm),
+		T(test_exec_handoff_failed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -412,12 +412,68 @@ static void test_walks_retag_detach(void **state)
 	assert_int_equal(walk_calls, 0);
 }
 
+/*
+ * A relay with a pipe of its own (stdio): every number naming the socket now names the pipe
+ * (close-on-exec kept per number), the slots are kernel-watched, others are untouched, and a
+ * dup made afterwards is kernel-watched too (it was an accelerated slot without a
+ * connection: EBADF on every call).
+ */
+static void test_swap_file(void **state)
+{
+	int a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), b = dup(a), k, sv[2], d;
+	struct rsk_sock *s;
+	char c = 0;
+
+	(void)state;
+	k = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(rsk_sock_track(a, AF_INET, RSK_SOCK_CONNECTED), 0);
+	assert_int_equal(rsk_sock_dup(a, b), 0); /* b: no close-on-exec (dup) */
+	assert_int_equal(rsk_sock_track(k, AF_INET, RSK_SOCK_CONNECTED), 0);
+	s = rsk_sock_get(a);
+	s->conn = fake_conn;
+	s->transport = RDMASOCK_TRANSPORT_SHM;
+	rsk_fdtab_store(a, (uintptr_t)s);
+	rsk_fdtab_store(b, (uintptr_t)s);
+	assert_int_equal(rsk_sock_swap_file(s, sv[0]), 2);
+	assert_null(s->conn);
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(a)));
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(b)));
+	assert_true(fcntl(a, F_GETFD) & FD_CLOEXEC);
+	assert_false(fcntl(b, F_GETFD) & FD_CLOEXEC);
+	/* both numbers are the pipe now: a byte written at one end comes out at a and b */
+	assert_int_equal(write(sv[1], "xy", 2), 2);
+	assert_int_equal(read(a, &c, 1), 1);
+	assert_int_equal(c, 'x');
+	assert_int_equal(read(b, &c, 1), 1);
+	assert_int_equal(c, 'y');
+	assert_ptr_not_equal(rsk_fdtab_ptr(rsk_fdtab_load(k)), s);
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(k)));
+	/* a later dup of a relayed fd */
+	d = dup(a);
+	assert_int_equal(rsk_sock_dup(a, d), 0);
+	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(d)));
+	assert_ptr_equal(rsk_fdtab_ptr(rsk_fdtab_load(d)), s);
+	rsk_sock_put(s);
+	assert_int_equal(rsk_sock_release_fd(a), 1);
+	assert_int_equal(rsk_sock_release_fd(b), 1);
+	assert_int_equal(rsk_sock_release_fd(d), 1);
+	assert_int_equal(rsk_sock_release_fd(k), 1);
+	close(a);
+	close(b);
+	close(d);
+	close(k);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_wanted),
+		T(test_swap_file),
 		T(test_track_get_put),
 		T(test_pool_reset),
 		T(test_reference_outlives_slot),

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# stdio on a connection that is already accelerated (test/progs/stdio_peer.c): set up on shm
+# at connect (RDMASOCK_TCP_FIRST=off here; with the defaults the first connection to a
+# destination is set up so too), then used through glibc's stdio, whose internal reads and
+# writes no preload sees. fdopen() and a dup onto 0-2 relay the connection through a pipe of
+# its own (conn/relay.c): every byte must arrive in order, with those of the intercepted
+# calls, and RDMASOCK_STATS must show shm carrying them. Cases: line-buffered fprintf/fgets,
+# 1 MiB by fwrite/fread, 8 MiB written by a forked child while the parent reads (fork after
+# the relay started), stdio mixed with send()/write()/recv() from the first byte and from
+# mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
+# head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u).
+# test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
+. "$(dirname "$0")/lib.sh"
+need sed bash head
+for p in stdio_peer echo_server; do
+	[ -x "$RSK_PROGS/$p" ] || fail "test program $p not built in RSK_PROGS=$RSK_PROGS"
+done
+[ "$RSK_TEST_TRANSPORT" = kernel ] || RSK_TCP_FIRST=off
+
+port=$(free_port)
+start_bg echo pre "$RSK_PROGS/echo_server" "$port" poll
+wait_listen "$port"
+for m in lines bulk mix late getc epoll "big 8"; do
+	set -- $m
+	out=$(pre timeout 120 "$RSK_PROGS/stdio_peer" "$1" "$port" ${2:+"$2"} 2>&1) ||
+		fail "stdio_peer $m: $out"
+	echo "$out" | grep -q "^stdio_peer: $1: ok$" || fail "stdio_peer $m: $out"
+	echo "stdio_peer $m: ok"
+done
+[ "$m" = "big 8" ] || fail "the mode list was cut short"
+
+# bash: builtins write through stdout (a dup of the socket onto 1) and read through stdin;
+# then (bash started the relay itself: a relay reads for the process that started it) a
+# forked subshell's builtin printf writes 1 MiB and an exec'd head reads its echo.
+line="bash over /dev/tcp $(date +%s%N)"
+got=$(pre timeout 60 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"
+for i in $(seq 200); do echo "$2 $i" >&3; read -r l <&3; [ "$l" = "$2 $i" ] || { echo "round $i: $l"; exit 1; }; done
+echo "$l"' _ "$port" "$line" 2>&1) || fail "bash /dev/tcp: $got"
+[ "$got" = "$line 200" ] || fail "bash /dev/tcp echoed '$got', wanted '$line 200'"
+echo "bash /dev/tcp lines: ok"
+got=$(pre timeout 60 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"
+echo go >&3; read -r l <&3; [ "$l" = go ] || exit 1
+blob=$(printf "%01023d\n" 0)
+( for i in $(seq 1024); do printf "%s\n" "$blob"; done >&3 ) &
+head -c 1048576 <&3 | sha256sum; wait' _ "$port" 2>&1) || fail "bash /dev/tcp bulk: $got"
+want=$(for i in $(seq 1024); do printf "%01023d\n" 0; done | sha256sum)
+[ "$got" = "$want" ] || fail "bash /dev/tcp bulk: got '$got', wanted '$want'"
+echo "bash /dev/tcp 1 MiB: ok"
+stop_bg echo
+
+iport=$(free_port)
+start_bg inetd pre "$RSK_PROGS/stdio_peer" inetd "$iport"
+wait_listen "$iport"
+out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" inetd_client "$iport" 2>&1) || fail "inetd client: $out"
+echo "$out"
+wait_bg inetd 2>/dev/null || true
+grep -q "inetd: ok" "$RSK_TMP/inetd.log" || fail "inetd server: $(cat "$RSK_TMP/inetd.log")"
+
+# Every connection of stdio_peer and bash on shm (none on the kernel), carrying the bytes.
+python3 - "$RSK_STATS" "$RSK_EXPECT" <<'PY' || fail "stats: the stdio connections were carried wrongly"
+import json, sys
+want = sys.argv[2]
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def tot(progs, field):
+    c = {"kernel": 0, "shm": 0, "verbs": 0}
+    for d in lines:
+        if d.get("program") in progs:
+            for k in c:
+                c[k] += d[field][k]
+    return c
+conns = tot(("stdio_peer",), "connections")
+sent, rcvd = tot(("stdio_peer", "bash"), "bytes_sent"), tot(("stdio_peer", "bash"), "bytes_received")
+bconns = tot(("bash",), "connections")
+print("stdio_peer", conns, "bash", bconns, "sent", sent, "received", rcvd)
+# 7 clients + the inetd pair; bash: 2 connections. The big run's child reports no connection.
+ok = conns[want] >= 9 and bconns[want] >= 2
+ok = ok and all(conns[k] + bconns[k] == 0 for k in conns if k != want)
+# 1 MiB + 8 MiB + 1 MiB (bash) each way at least, all on shm (the relays count what they
+# move; the inetd server's line is written by the helper that ran its relay after the exec).
+# The kernel's counts come from TCP_INFO and are not checked here.
+if want != "kernel":
+    ok = ok and sent[want] >= 10 << 20 and rcvd[want] >= 10 << 20
+    ok = ok and all(sent[k] + rcvd[k] == 0 for k in sent if k != want)
+sys.exit(0 if ok else 1)
+PY
+echo "stdio relayed over $RSK_EXPECT: ok"
