@@ -37,9 +37,10 @@
  *       and the last 10% of the cycles (each the 75th percentile of 20 sub-windows) and of
  *       each tenth. The check that the pair does not slow down as it ages: without
  *       FRESH_PORT, the last 10% at least 80% of the first 10%; with FRESH_PORT (a second
- *       server, fresh), 5 bursts of min(2000, max(500, TOTAL / 20)) cycles of this pair
- *       interleaved with 5 of a fresh client process (connscale burst) against that fresh
- *       server, the aged pair's median at least 80% of the fresh pair's. On a shared machine
+ *       server, fresh), 7 bursts of this pair (about a second each: the run's rate per
+ *       second, 500 to 5,000 cycles) interleaved with 7 of a fresh client process
+ *       (connscale burst) against that fresh server, the aged pair's median at least 80% of
+ *       the fresh pair's. On a shared machine
  *       the first form compares two moments of the machine's load (kernel TCP itself ran
  *       its last 10% at 0.64 of its first in one run here); the second compares the two
  *       ages at the same moments. Env CHURN_RATE_CHECK=0 prints without checking.
@@ -652,7 +653,7 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds, in
 	long warm = total / 10 < 1000 ? total / 10 : 1000, i;
 	struct proc_usage c0, s0, c1, s1;
 	double deadline = now_sec() + seconds, t0, t1, first, last, aged = -1;
-	long unfinished, burst = total / 20 < 500 ? 500 : total / 20 > 2000 ? 2000 : total / 20;
+	long unfinished, burst;
 	int bad;
 
 	alarm((unsigned int)seconds + 30); /* the long run's bound is above main's */
@@ -676,8 +677,12 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds, in
 	settle(0, &c1);
 	settle(srv, &s1);
 	unfinished = warm + total - ch.started;
+	/* about a second each at the run's own rate: a tenth of a second (1,000 kernel TCP
+	 * cycles) is all noise on this machine, fresh bursts then ranging over 9x */
+	burst = (long)((double)total / (t1 - t0));
+	burst = burst < 500 ? 500 : burst > 5000 ? 5000 : burst;
 	if (fresh_port > 0)
-		aged = aged_vs_fresh(&ch, fresh_port, burst, 5, deadline);
+		aged = aged_vs_fresh(&ch, fresh_port, burst, 7, deadline);
 	proc_usage_print("client after warm-up", &c0);
 	proc_usage_print("client after the run", &c1);
 	proc_usage_print("server after warm-up", &s0);
