@@ -20,12 +20,15 @@ static char rsk_internal_marker __attribute__((aligned(8)));
 
 /*
  * Where hidden fds go: downwards from a ceiling (the soft RLIMIT_NOFILE, at most 65536 so
- * the kernel's fd table stays small) and never below half of it, so the application, which
- * allocates from the bottom, meets them only when the process is nearly out of fds. @next is
- * the number tried next: every number above it is ours, a hole, or the application's.
- * Holes (numbers our closes freed above @next) are reused first, highest first, and the
- * region shrinks back over them when its lowest fd closes: a process that opens and closes
- * connections for ever must not creep down into the application's numbers.
+ * the kernel's fd table stays small), each on the highest free number, so the application,
+ * which allocates from the bottom, meets them only when the process is nearly out of fds.
+ * No fixed floor: a window (it was the upper half) capped the accelerated connections of a
+ * process at a fraction of its limit whatever the application used; what keeps room for the
+ * application is the reserve (rsk_fd_reserve: connect and accept stay on TCP below it).
+ * @next is the number tried next: every number above it is ours, a hole, or the
+ * application's. Holes (numbers our closes freed above @next) are reused first, highest
+ * first, and the region shrinks back over them when its lowest fd closes: a process that
+ * opens and closes connections for ever must not creep down into the application's numbers.
  */
 #define RSK_HIDE_CEILING_MAX 65536
 
@@ -115,8 +118,34 @@ static void rsk_hide_limits(void)
 	}
 }
 
+/*
+ * The highest free number below @below, every number from @below up being taken: the
+ * largest x for which F_DUPFD(x) finds one, by bisection (F_DUPFD gives the lowest free
+ * number >= x). At most 2 * 17 system calls, and only where the application's fds meet the
+ * region. -EMFILE: none free; or another -errno.
+ */
+static int rsk_hide_highest_free(int fd, int below)
+{
+	int lo = 0, hi = below - 1, mid, nfd, found = -1;
+
+	while (lo <= hi) {
+		mid = lo + (hi - lo) / 2;
+		nfd = rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, mid);
+		if (nfd == -EMFILE) {
+			hi = mid - 1;
+			continue;
+		}
+		if (nfd < 0)
+			return nfd;
+		(void)rsk_sys_close(nfd);
+		found = mid;
+		lo = mid + 1;
+	}
+	return found >= 0 ? found : -EMFILE;
+}
+
 /* A hole, or the region's next number (going around the application's fds up there), or
- * -errno (-EMFILE: the region is full). Lock held. */
+ * -errno (-EMFILE: no number is free). Lock held. */
 static int rsk_hide_try(int fd)
 {
 	int nfd, h;
@@ -127,7 +156,7 @@ static int rsk_hide_try(int fd)
 			return nfd; /* the hole (or a free number above it), or a bad @fd */
 		/* the application took it since, or the limit went below it */
 	}
-	while (rsk_hide_next >= rsk_hide_ceiling / 2) {
+	while (rsk_hide_next >= 0) {
 		nfd = rsk_sys_fcntl(fd, F_DUPFD_CLOEXEC, rsk_hide_next);
 		if (nfd >= 0) {
 			if (nfd == rsk_hide_next)
@@ -136,8 +165,11 @@ static int rsk_hide_try(int fd)
 		}
 		if (nfd != -EMFILE)
 			return nfd; /* -EINVAL: the limit went below us; or a bad @fd */
-		/* it and all above are taken (the application's): go below */
-		__atomic_store_n(&rsk_hide_next, rsk_hide_next - 1, __ATOMIC_RELAXED);
+		/* it and all above are taken (the application's): on to the highest free below */
+		h = rsk_hide_highest_free(fd, rsk_hide_next);
+		if (h < 0)
+			return h;
+		__atomic_store_n(&rsk_hide_next, h, __ATOMIC_RELAXED);
 	}
 	return -EMFILE;
 }

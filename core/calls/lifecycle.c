@@ -194,12 +194,21 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 		(void)rsk_life_relay(s, fd);
 }
 
-static void rsk_life_prefork_listener(struct rsk_sock *s, int fd, uintptr_t v)
+static void rsk_life_prefork_fd(struct rsk_sock *s, int fd, uintptr_t v)
 {
-	(void)fd;
 	(void)v;
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
+	if (s->conn == NULL && s->upg != NULL)
+		rsk_upg_prefork(s, fd); /* a move under way: the child holds its stream too */
+}
+
+static void rsk_life_unhold_upg(struct rsk_sock *s, int fd, uintptr_t v)
+{
+	(void)fd;
+	(void)v;
+	if (s->conn == NULL && s->upg != NULL)
+		rsk_upg_fork_failed(s);
 }
 
 /*
@@ -254,7 +263,7 @@ void rsk_life_fork_prepare(void)
 {
 	rsk_proc_forking();
 	rsk_sock_walk_accel(rsk_life_prefork_one);
-	rsk_sock_walk(rsk_life_prefork_listener);
+	rsk_sock_walk(rsk_life_prefork_fd);
 }
 
 static void rsk_life_unhold_one(struct rsk_sock *s, int fd)
@@ -267,6 +276,7 @@ static void rsk_life_unhold_one(struct rsk_sock *s, int fd)
 void rsk_life_fork_failed(void)
 {
 	rsk_sock_walk_accel(rsk_life_unhold_one);
+	rsk_sock_walk(rsk_life_unhold_upg);
 }
 
 /*

@@ -59,6 +59,7 @@ struct rsk_upg {
 	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
+	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
 	pthread_t tid;      /* server: the thread of its first call */
 	int tid_set;
 	/* client */
@@ -727,25 +728,58 @@ void rsk_upg_never(struct rsk_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void rsk_upg_release(struct rsk_sock *s, int fd)
+void rsk_upg_prefork(struct rsk_sock *s, int fd)
 {
 	struct rsk_upg *u;
 
 	pthread_mutex_lock(&s->lock);
 	u = s->upg;
+	/* (once per fork: dups of the socket are walked each) */
+	if (u != NULL && u->c != NULL && u->held_fork != rsk_proc_forks()) {
+		rsk_conn_prefork(u->c, u->app >= 0 ? u->app : fd);
+		u->held_fork = rsk_proc_forks();
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rsk_upg_fork_failed(struct rsk_sock *s)
+{
+	struct rsk_upg *u;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u != NULL && u->c != NULL && u->held_fork == rsk_proc_forks()) {
+		rsk_conn_prefork_undo(u->c);
+		u->held_fork = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void rsk_upg_release(struct rsk_sock *s, int fd)
+{
+	struct rsk_upg *u;
+	int last = 1;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
 	s->upg = NULL;
+	/* A child forked while the move was under way holds the stream too (rsk_upg_prefork):
+	 * only the last holder's close ends it. Otherwise the parent of a fork-per-connection
+	 * server, closing its copy, put a FIN in the stream before its child's response. */
+	if (u != NULL && u->c != NULL)
+		last = __atomic_sub_fetch(&u->c->holders, 1, __ATOMIC_ACQ_REL) == 0;
 	/* A client that never reached its threshold was short: the next ones to there start on
 	 * TCP too (history.h). */
 	if (u != NULL && !u->server)
 		rsk_hist_note(u->d.dest, u->state == RSK_UPGS_TCP && !rsk_upg_due(u));
-	if (u != NULL && u->state == RSK_UPGS_DIALED)
+	if (u != NULL && u->state == RSK_UPGS_DIALED && last)
 		rsk_upg_client_look(s, u, fd); /* the server moved: end through the stream */
 	/* Still only offered (the server has not moved): every byte we sent went into TCP, and
 	 * TCP's own FIN ends it in order whichever way the server goes (a server that moves
 	 * meanwhile reads our FIN with no stream message of ours before it: the client ended on
 	 * TCP). Nothing to flush: waiting for a stream the server never set up cost a short
 	 * connection its whole flush bound (redis-benchmark -k 0 over verbs stalled). */
-	if (u != NULL && u->state == RSK_UPGS_SWITCHED) {
+	if (u != NULL && u->state == RSK_UPGS_SWITCHED && last) {
 		/* End the stream as a close does: FIN after what we sent (the kernel resets the
 		 * TCP side if unread data is left there, as TCP's close would). */
 		rsk_conn_lock(u->c);

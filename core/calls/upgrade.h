@@ -53,7 +53,13 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r);
  */
 int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n);
 
-/* The last fd naming @s (with s->upg) closes; its real close follows. */
+/* fork(): a move under way (its stream set up) is shared with the child, which is counted
+ * as one more holder of the stream; undone if the fork failed. */
+void rsk_upg_prefork(struct rsk_sock *s, int fd);
+void rsk_upg_fork_failed(struct rsk_sock *s);
+
+/* The last fd naming @s (with s->upg) closes; its real close follows. The stream of a move
+ * under way ends only with its last holder. */
 void rsk_upg_release(struct rsk_sock *s, int fd);
 
 /* shutdown() on an upgradable socket: 0/-errno (the kernel's, or the stream's). */

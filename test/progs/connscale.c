@@ -33,10 +33,19 @@
  *       non-blocking connects), after a warm-up of min(1000, TOTAL / 10) cycles. Every cycle
  *       must succeed within 10 s (else a hang); the whole run within SECONDS. Compares this
  *       process's and the server's /proc before and after (both idle): fds, threads and
- *       shared mappings must not grow, RSS by at most 4 MiB. The rate of the last 10% of the
- *       cycles must be at least 80% of the first 10% (each the 75th percentile of 20
- *       sub-windows, so that a stall of the shared machine does not decide it; env
- *       CHURN_RATE_CHECK=0 prints the rates without checking them).
+ *       shared mappings must not grow, RSS by at most 4 MiB. Prints the rate of the first
+ *       and the last 10% of the cycles (each the 75th percentile of 20 sub-windows) and of
+ *       each tenth. The check that the pair does not slow down as it ages: without
+ *       FRESH_PORT, the last 10% at least 80% of the first 10%; with FRESH_PORT (a second
+ *       server, fresh), 7 bursts of this pair (about a second each: the run's rate per
+ *       second, 500 to 5,000 cycles) interleaved with 7 of a fresh client process
+ *       (connscale burst) against that fresh server, the aged pair's median at least 80% of
+ *       the fresh pair's. On a shared machine
+ *       the first form compares two moments of the machine's load (kernel TCP itself ran
+ *       its last 10% at 0.64 of its first in one run here); the second compares the two
+ *       ages at the same moments. Env CHURN_RATE_CHECK=0 prints without checking.
+ *   connscale burst PORT WARM N CONC SECONDS
+ *       (spawned by churn) WARM cycles, then N timed ones; prints "burst: rate=R".
  *   connscale backlog PORT N TIMEOUT_MS ECHO_WAIT_MS
  *       N clients at once against a server that does not accept yet: N/2 non-blocking
  *       connects waited for with poll() up to TIMEOUT_MS, N/2 blocking connects in threads
@@ -45,15 +54,20 @@
  *       refused, other errors by errno; echoed, reset, EOF, no echo) and the longest time a
  *       connect took beyond its own timeout; exits 1 if one went over by more than 1 s.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
+#include <sys/wait.h>
 #include <sys/time.h>
 
 #include "progs.h"
 #include "scale.h"
 
 const char *prog_name = "connscale";
+
+extern char **environ;
 
 static int fd_dir = -1; /* /proc/self/fd, opened first: listable at the fd limit */
 
@@ -423,7 +437,8 @@ static void churn_event(struct churn *ch, struct slot *s, uint32_t events)
 	epoll_ctl(ch->ep, EPOLL_CTL_DEL, s->fd, NULL);
 	close(s->fd);
 	s->fd = -1;
-	if (s->seq >= (uint64_t)ch->counting_from) {
+	if (s->seq >= (uint64_t)ch->counting_from &&
+	    s->seq < (uint64_t)(ch->counting_from + ch->target)) {
 		ch->t_done[s->seq - (uint64_t)ch->counting_from] = now_sec();
 		ch->done++;
 		if (ch->done == ch->target / 10)
@@ -515,13 +530,133 @@ static int leak_check(const char *who, const struct proc_usage *a, const struct 
 	return bad;
 }
 
-static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
+/* A churn loop of @conc slots that records no completion times (bursts). */
+static void churn_setup(struct churn *ch, int port, int conc)
+{
+	int i;
+
+	memset(ch, 0, sizeof(*ch));
+	ch->port = port;
+	ch->conc = conc;
+	ch->counting_from = LONG_MAX;
+	ch->ep = epoll_create1(EPOLL_CLOEXEC);
+	ch->slots = calloc((size_t)conc, sizeof(*ch->slots));
+	if (ch->ep < 0 || ch->slots == NULL)
+		die("setup: %s", strerror(errno));
+	for (i = 0; i < conc; i++)
+		ch->slots[i].fd = -1;
+}
+
+/* @n more cycles; their rate (cycles per second of wall time, ramp-up and -down included,
+ * the same for every burst). */
+static double churn_burst(struct churn *ch, long n, double deadline)
+{
+	double t0 = now_sec();
+
+	churn_run(ch, ch->started + n, deadline);
+	return (double)n / (now_sec() - t0);
+}
+
+/* connscale burst PORT WARM N CONC SECONDS: a fresh process's rate (after its own warm-up),
+ * for mode_churn to compare its aged one with. */
+static int mode_burst(int port, long warm, long n, int conc, int seconds)
+{
+	struct churn ch;
+	double deadline = now_sec() + seconds, rate;
+
+	churn_setup(&ch, port, conc);
+	churn_run(&ch, warm, deadline);
+	rate = churn_burst(&ch, n, deadline);
+	printf("burst: rate=%.0f failed=%ld\n", rate, ch.failed);
+	close(ch.ep);
+	free(ch.slots);
+	return ch.failed || ch.started < warm + n ? 1 : 0;
+}
+
+/* A fresh process (this program, preloaded as we are) runs a burst against @port: its rate,
+ * or -1 if it failed. */
+static double fresh_burst(int port, long warm, long n, int conc, int seconds)
+{
+	char a_port[16], a_warm[24], a_n[24], a_conc[16], a_sec[16], line[256];
+	char *argv[] = {(char *)"connscale", (char *)"burst", a_port, a_warm, a_n, a_conc, a_sec,
+			NULL};
+	posix_spawn_file_actions_t fa;
+	double rate = -1;
+	int p[2], status;
+	pid_t pid;
+	FILE *f;
+
+	snprintf(a_port, sizeof(a_port), "%d", port);
+	snprintf(a_warm, sizeof(a_warm), "%ld", warm);
+	snprintf(a_n, sizeof(a_n), "%ld", n);
+	snprintf(a_conc, sizeof(a_conc), "%d", conc);
+	snprintf(a_sec, sizeof(a_sec), "%d", seconds);
+	if (pipe2(p, O_CLOEXEC) < 0 || posix_spawn_file_actions_init(&fa) != 0 ||
+	    posix_spawn_file_actions_adddup2(&fa, p[1], 1) != 0 ||
+	    posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ) != 0)
+		die("spawning a fresh client: %s", strerror(errno));
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if ((f = fdopen(p[0], "r")) == NULL)
+		die("fdopen: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "burst: rate=%lf", &rate) != 1)
+			fputs(line, stdout);
+	fclose(f);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	return rate;
+}
+
+/*
+ * Does this process pair run slower for having served the run? Bursts of @n cycles here
+ * (client and server aged by the whole run) interleaved with bursts of a fresh client against
+ * a fresh server (@fresh_port; it only ever serves these bursts), @rounds of each, the order
+ * alternating. The machine's load changes both alike; what the library accumulates per
+ * connection slows only the aged pair. Returns median(aged) / median(fresh), or -1.
+ */
+static double aged_vs_fresh(struct churn *ch, int fresh_port, long n, int rounds,
+			    double deadline)
+{
+	double aged[16], fresh[16], ma, mf;
+	int r, secs;
+
+	for (r = 0; r < rounds && r < 16; r++) {
+		secs = (int)(deadline - now_sec());
+		if (secs < 1)
+			return -1;
+		if (r % 2)
+			fresh[r] = fresh_burst(fresh_port, 200, n, ch->conc, secs);
+		aged[r] = churn_burst(ch, n, deadline);
+		if (!(r % 2))
+			fresh[r] = fresh_burst(fresh_port, 200, n, ch->conc, secs);
+		if (fresh[r] <= 0)
+			return -1;
+	}
+	qsort(aged, (size_t)r, sizeof(double), cmp_double);
+	qsort(fresh, (size_t)r, sizeof(double), cmp_double);
+	ma = aged[r / 2];
+	mf = fresh[r / 2];
+	printf("churn: aged vs fresh, %d interleaved bursts of %ld cycles each: aged", r, n);
+	for (int i = 0; i < r; i++)
+		printf(" %.0f", aged[i]);
+	printf(" fresh");
+	for (int i = 0; i < r; i++)
+		printf(" %.0f", fresh[i]);
+	printf(" (sorted); medians %.0f/%.0f = %.2f\n", ma, mf, ma / mf);
+	return ma / mf;
+}
+
+static int mode_churn(int port, long total, int conc, pid_t srv, int seconds, int fresh_port)
 {
 	struct churn ch = {.port = port, .conc = conc, .target = total};
 	long warm = total / 10 < 1000 ? total / 10 : 1000, i;
 	struct proc_usage c0, s0, c1, s1;
-	double deadline = now_sec() + seconds, t0, t1, first, last;
+	double deadline = now_sec() + seconds, t0, t1, first, last, aged = -1;
+	long unfinished, burst;
 	int bad;
+
+	alarm((unsigned int)seconds + 30); /* the long run's bound is above main's */
 
 	ch.ep = epoll_create1(EPOLL_CLOEXEC);
 	ch.slots = calloc((size_t)conc, sizeof(*ch.slots));
@@ -541,6 +676,13 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 	t1 = now_sec();
 	settle(0, &c1);
 	settle(srv, &s1);
+	unfinished = warm + total - ch.started;
+	/* about a second each at the run's own rate: a tenth of a second (1,000 kernel TCP
+	 * cycles) is all noise on this machine, fresh bursts then ranging over 9x */
+	burst = (long)((double)total / (t1 - t0));
+	burst = burst < 500 ? 500 : burst > 5000 ? 5000 : burst;
+	if (fresh_port > 0)
+		aged = aged_vs_fresh(&ch, fresh_port, burst, 7, deadline);
 	proc_usage_print("client after warm-up", &c0);
 	proc_usage_print("client after the run", &c1);
 	proc_usage_print("server after warm-up", &s0);
@@ -553,7 +695,7 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 	       "conn_per_s=%.0f first10_per_s=%.0f last10_per_s=%.0f ratio=%.2f\n",
 	       total, warm, conc, ch.done, ch.failed,
 	       ch.f_connect, ch.f_reset, ch.f_eof, ch.f_mismatch, ch.f_hang, ch.f_other,
-	       warm + total - ch.started, t1 - t0, (double)total / (t1 - t0), first, last,
+	       unfinished, t1 - t0, (double)total / (t1 - t0), first, last,
 	       first > 0 ? last / first : 0);
 	{
 		long w = total / 10;
@@ -576,9 +718,14 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 		bad = 1;
 	if (getenv("CHURN_RATE_CHECK") != NULL && strcmp(getenv("CHURN_RATE_CHECK"), "0") == 0)
 		prog_msg("rate not checked (CHURN_RATE_CHECK=0)");
-	else if (first <= 0 || last < 0.8 * first)
+	else if (fresh_port <= 0 && (first <= 0 || last < 0.8 * first))
 		prog_msg("the last 10%% ran at %.0f/s, the first at %.0f/s: below 80%%", last,
 			 first),
+			bad = 1;
+	else if (fresh_port > 0 && aged < 0.8)
+		prog_msg("the aged pair ran at %.2f of a fresh pair's rate (-1: a burst failed): "
+			 "below 0.80",
+			 aged),
 			bad = 1;
 	printf("churn: %s\n", bad ? "FAIL" : "ok");
 	return bad;
@@ -782,11 +929,15 @@ int main(int argc, char **argv)
 		return mode_emfile(port_arg(argv[2]), atol(argv[3]));
 	if (argc == 4 && strcmp(argv[1], "emfile-srv") == 0)
 		return mode_emfile_srv(port_arg(argv[2]), atol(argv[3]));
-	if (argc == 7 && strcmp(argv[1], "churn") == 0)
+	if ((argc == 7 || argc == 8) && strcmp(argv[1], "churn") == 0)
 		return mode_churn(port_arg(argv[2]), atol(argv[3]), atoi(argv[4]),
-				  (pid_t)atoi(argv[5]), atoi(argv[6]));
+				  (pid_t)atoi(argv[5]), atoi(argv[6]),
+				  argc == 8 ? port_arg(argv[7]) : 0);
+	if (argc == 7 && strcmp(argv[1], "burst") == 0)
+		return mode_burst(port_arg(argv[2]), atol(argv[3]), atol(argv[4]), atoi(argv[5]),
+				  atoi(argv[6]));
 	if (argc == 6 && strcmp(argv[1], "backlog") == 0)
 		return mode_backlog(port_arg(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	die("usage: connscale idle PORT N SERVER_PID | emfile PORT MAX | emfile-srv PORT M | "
-	    "churn PORT TOTAL CONC SERVER_PID SECONDS | backlog PORT N TIMEOUT_MS ECHO_WAIT_MS");
+	    "churn PORT TOTAL CONC SERVER_PID SECONDS [FRESH_PORT] | burst PORT WARM N CONC SECONDS | backlog PORT N TIMEOUT_MS ECHO_WAIT_MS");
 }

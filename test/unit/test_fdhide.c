@@ -2,11 +2,11 @@
  * Unit tests for core/base/fdhide (the library's own fds): a hidden fd is out of the
  * application's way (its lowest-free-fd numbering is unchanged), close-on-exec, marked
  * internal until released; hide moves (the old number is free again), hide_dup copies. The
- * budget (fdhide.h): hidden fds go downwards from min(RLIMIT_NOFILE, 65536) and never below
- * half of it, the numbers our closes free are reused (a process that opens and closes
- * connections for ever must not creep down into the application's numbers), a full region
- * keeps the low number rather than fail, and headroom/reserve tell connect and accept when
- * to stay on TCP. The budget tests run in forked children under a small limit of their own.
+ * budget (fdhide.h): hidden fds go downwards from min(RLIMIT_NOFILE, 65536), each on the
+ * highest free number, with no floor but the application's own fds; the numbers our closes
+ * free are reused (a process that opens and closes connections for ever must not creep down
+ * into the application's numbers), a full table keeps the low number rather than fail, and
+ * headroom/reserve tell connect and accept when to stay on TCP. The budget tests run in forked children under a small limit of their own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -288,8 +288,11 @@ static void test_churn_reuses_numbers(void **state)
 	assert_int_equal(unit_in_child(child_churn, &fifo, 5000), 0);
 }
 
-/* The region is full: hide keeps the low number, hide_dup takes the lowest one (neither
- * fails, both mark it internal); headroom says there is none; closing makes room again. */
+/* Hidden fds are capped by the limit alone, not by a window of it: they take every free
+ * number above the application's (the old region stopped at half the limit, and the next
+ * hide kept a low number with half the table free). With none free at all, hide keeps the
+ * low number and hide_dup fails (neither takes the application's lowest free number while
+ * another is free); closing makes room again, where the close freed it. */
 static int child_full(void *arg)
 {
 	static int h[LIMIT];
@@ -301,34 +304,67 @@ static int child_full(void *arg)
 	while (n < LIMIT) {
 		h[n] = hide_one();
 		CHECK(h[n] >= 0, 3);
-		if (h[n] < LIMIT / 2)
-			break;
+		if (h[n] == low)
+			break; /* kept where socket() put it: nothing was free */
+		CHECK(h[n] == LIMIT - 1 - n, 14); /* the highest free number, every time */
 		n++;
 	}
-	/* exactly the upper half was ours to take */
-	CHECK(n == LIMIT / 2, 4);
-	CHECK(h[n] == low, 5); /* kept where socket() put it */
+	/* every number above the application's was ours to take */
+	CHECK(n == LIMIT - 1 - low, 4);
 	CHECK(rsk_fd_is_internal(h[n]), 6);
 	CHECK(fcntl(h[n], F_GETFD) & FD_CLOEXEC, 7);
-	app = open("/dev/null", O_RDONLY);
-	CHECK(app == low + 1, 8);
-	d = rsk_fd_hide_dup(app);
-	CHECK(d == low + 2 && rsk_fd_is_internal(d), 9);
-	/* ours cannot go lower, the application still has the numbers up to our region */
-	CHECK(rsk_fd_headroom(app) == LIMIT / 2 - 1 - app, 10);
-	rsk_fd_unhide_close(d);
+	CHECK(open("/dev/null", O_RDONLY) < 0 && errno == EMFILE, 15); /* the table is full */
+	CHECK(rsk_fd_hide_dup(0) == -EMFILE, 16);
+	/* two numbers free again: the application gets the lowest, a hide the other */
 	rsk_fd_unhide_close(h[n]);
+	rsk_fd_unhide_close(h[n - 1]);
+	app = open("/dev/null", O_RDONLY);
+	CHECK(app == low, 8);
+	CHECK(rsk_fd_headroom(app) == 1, 10);
+	d = rsk_fd_hide_dup(app);
+	CHECK(d == low + 1 && rsk_fd_is_internal(d), 9);
+	rsk_fd_unhide_close(d);
 	close(app);
 	/* one of ours closed up there: the next hide goes back up, into that number */
 	rsk_fd_unhide_close(h[10]);
 	fd = hide_one();
 	CHECK(fd == h[10], 11);
 	h[10] = fd;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n - 1; i++)
 		rsk_fd_unhide_close(h[i]);
 	CHECK(unit_lowest_free_fd() == low, 12);
 	CHECK(hide_one() == LIMIT - 1, 13); /* all free again: from the top */
 	return 0;
+}
+
+/* The application holds numbers up there (dup2) with the region grown down to them: the next
+ * hide finds the highest free number below them at once, not one number per system call. */
+static int child_app_block(void *arg)
+{
+	int a, b, i;
+
+	(void)arg;
+	CHECK(set_limit(LIMIT) == 0, 2);
+	a = hide_one();
+	CHECK(a == LIMIT - 1, 3);
+	for (i = LIMIT - 2; i >= LIMIT / 4; i--) /* the application's, down to a quarter */
+		CHECK(dup2(0, i) == i, 4);
+	b = hide_one();
+	/* below half the limit: the old region stopped there and kept the low number */
+	CHECK(b == LIMIT / 4 - 1 && rsk_fd_is_internal(b), 5);
+	CHECK(unit_lowest_free_fd() == 3, 6);
+	CHECK(rsk_fd_headroom(3) == LIMIT / 4 - 2 - 3, 7);
+	rsk_fd_unhide_close(a);
+	rsk_fd_unhide_close(b);
+	for (i = LIMIT - 2; i >= LIMIT / 4; i--)
+		CHECK(fcntl(i, F_GETFD) >= 0 && !rsk_fd_is_internal(i), 8);
+	return 0;
+}
+
+static void test_application_block_in_region(void **state)
+{
+	(void)state;
+	assert_int_equal(unit_in_child(child_app_block, NULL, 5000), 0);
 }
 
 static void test_full_region_keeps_low_number(void **state)
@@ -423,6 +459,7 @@ int main(void)
 		cmocka_unit_test(test_churn_reuses_numbers),
 		cmocka_unit_test(test_full_region_keeps_low_number),
 		cmocka_unit_test(test_application_fd_in_region),
+		cmocka_unit_test(test_application_block_in_region),
 		cmocka_unit_test(test_fork_while_hiding),
 	};
 
