@@ -101,7 +101,7 @@ static void rsk_fw_taint_fd(int fd)
 	rsk_sock_put(s);
 }
 
-/* Entry @i stops being a candidate (@taint: and its connection goes eager). m locked. */
+/* Entry @e stops being a candidate (@taint: and its connection goes eager). m locked. */
 static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint)
 {
 	if (e->s == NULL)
@@ -530,17 +530,16 @@ static int64_t rsk_fw_spin_budget(struct rsk_fw *m)
 	return us < RSK_FW_SPIN_MAX_US ? us : RSK_FW_SPIN_MAX_US;
 }
 
-/* Spin like rsk_io_wait_spin: user-space looks every round, the kernel's every
- * RSK_FW_SPIN_POLL_US, a yield every RSK_FW_SPIN_YIELD_US. Returns a count or -errno. */
+/*
+ * Spin like rsk_io_wait_spin: user-space looks every round, the kernel's every
+ * RSK_FW_SPIN_POLL_US (the look before the spin asked user space only, so the first comes
+ * after that long), a yield every RSK_FW_SPIN_YIELD_US. Returns a count or -errno.
+ */
 static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_t *spent_us)
 {
-	int64_t start = rsk_now_us(), now = start, real = start, yielded = start;
-	/* The look before the spin asked user space only: the kernel's turn comes after
-	 * RSK_FW_SPIN_POLL_US. */
+	int64_t start = rsk_now_us(), now = start, real = start, yielded = start, budget;
 	unsigned int rounds = 0;
 	int n;
-
-	int64_t budget;
 
 	pthread_mutex_lock(&m->lock);
 	budget = rsk_fw_spin_budget(m);
