@@ -36,6 +36,8 @@ extern "C" {
 #define RDMASOCK_ENV_TCP_FIRST "RDMASOCK_TCP_FIRST"
 #define RDMASOCK_ENV_UPGRADE_BYTES "RDMASOCK_UPGRADE_BYTES" /* moved after this many bytes */
 #define RDMASOCK_ENV_UPGRADE_MS "RDMASOCK_UPGRADE_MS"       /* or at its first call this old */
+/* 1: epoll_wait answers lazy shm connections from user space (docs/design.md, Readiness) */
+#define RDMASOCK_ENV_FASTWAIT "RDMASOCK_FASTWAIT"
 #define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
 #define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 

@@ -10,16 +10,22 @@
 #include "base/log.h"
 #include "preload.h"
 #include "calls/calls.h"
+#include "calls/fastwait.h"
 #include "sock/sock.h"
 
 RSK_EXPORT int close(int fd)
 {
-	if (rsk_likely(rsk_fdtab_load(fd) == 0))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0)) {
+		if (rsk_unlikely(rsk_fw_active))
+			rsk_fw_fd_gone(fd); /* an epoll set's mirror */
 		return RSK_REAL(close)(fd);
+	}
 	if (rsk_fd_is_internal(fd)) {
 		errno = EBADF; /* as if it were not open: the application never opened it */
 		return -1;
 	}
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_fd_gone(fd); /* out of every mirror before its connection can go */
 	rsk_sock_release_fd(fd);
 	return RSK_REAL(close)(fd);
 }
@@ -38,8 +44,11 @@ static int rsk_close_range_step(int fd, uintptr_t v, void *arg)
 
 	(void)v;
 	if (!rsk_fd_is_internal(fd)) {
-		if (!(cr->flags & CLOSE_RANGE_CLOEXEC))
+		if (!(cr->flags & CLOSE_RANGE_CLOEXEC)) {
+			if (rsk_unlikely(rsk_fw_active))
+				rsk_fw_fd_gone(fd);
 			rsk_sock_release_fd(fd);
+		}
 		return 0;
 	}
 	if ((unsigned int)fd > cr->next &&
@@ -58,6 +67,8 @@ RSK_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		errno = EINVAL;
 		return -1;
 	}
+	if (rsk_unlikely(rsk_fw_active) && !(flags & CLOSE_RANGE_CLOEXEC))
+		rsk_fw_range_gone(first, last);
 	rsk_fdtab_walk(first, last, rsk_close_range_step, &cr);
 	if (cr.next <= last && cr.next >= first &&
 	    RSK_REAL(close_range)(cr.next, last, flags) < 0)

@@ -5,6 +5,8 @@
  */
 #include <sys/epoll.h>
 
+#include "base/config.h"
+#include "calls/fastwait.h"
 #include "calls/io.h"
 #include "preload.h"
 #include "calls/calls.h"
@@ -12,12 +14,20 @@
 
 RSK_EXPORT int epoll_create(int size)
 {
-	return RSK_REAL(epoll_create)(size);
+	int fd = RSK_REAL(epoll_create)(size);
+
+	if (fd >= 0 && rsk_config.fastwait)
+		rsk_fw_created(fd);
+	return fd;
 }
 
 RSK_EXPORT int epoll_create1(int flags)
 {
-	return RSK_REAL(epoll_create1)(flags);
+	int fd = RSK_REAL(epoll_create1)(flags);
+
+	if (fd >= 0 && rsk_config.fastwait)
+		rsk_fw_created(fd);
+	return fd;
 }
 
 RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -29,6 +39,8 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	 * remember where it was registered so the registration can follow it. */
 	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
 		rsk_life_epoll_note(epfd, op, fd, ev);
+	if (rsk_unlikely(rsk_fw_active) && rc == 0)
+		rsk_fw_ctl(epfd, op, fd, ev);
 	return rc;
 }
 
@@ -57,6 +69,8 @@ RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent;
 
+	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, NULL, &rc))
+		return (int)rsk_ret(rc);
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
 	if (rc != 0)
 		return rc;
@@ -69,6 +83,8 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent;
 
+	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, mask, &rc))
+		return (int)rsk_ret(rc);
 	/* The spin polls without @mask: signals stay as they were outside the wait. */
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
 	if (rc != 0)
@@ -79,5 +95,7 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *tmo, const sigset_t *mask)
 {
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_fd_shared(epfd); /* not mirrored: the set's lazy connections go eager */
 	return RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
 }

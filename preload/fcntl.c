@@ -13,11 +13,16 @@
 #include "base/log.h"
 #include "preload.h"
 #include "calls/calls.h"
+#include "calls/fastwait.h"
 #include "sock/sock.h"
 
 static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
 {
-	int rc = real(fd, cmd, arg);
+	int rc;
+
+	if (rsk_unlikely(rsk_fw_active) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		rsk_fw_fd_shared(fd); /* as dup */
+	rc = real(fd, cmd, arg);
 
 	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
 		rsk_io_setfl(fd, (int)arg);
@@ -35,7 +40,7 @@ RSK_EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (rsk_likely(rsk_fdtab_load(fd) == 0))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_active))
 		return RSK_REAL(fcntl)(fd, cmd, arg);
 	return rsk_fcntl_common(RSK_REAL(fcntl), fd, cmd, arg);
 }
@@ -48,7 +53,7 @@ RSK_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (rsk_likely(rsk_fdtab_load(fd) == 0))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_active))
 		return RSK_REAL(fcntl64)(fd, cmd, arg);
 	return rsk_fcntl_common(RSK_REAL(fcntl64), fd, cmd, arg);
 }

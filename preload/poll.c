@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/select.h>
 
+#include "calls/fastwait.h"
 #include "calls/io.h"
 #include "preload.h"
 
@@ -30,6 +31,8 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	struct rsk_poll_args a = {fds, n};
 	int rc, spent;
 
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
 	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
 	if (rc != 0)
 		return rc;
@@ -41,6 +44,8 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 		     const sigset_t *mask)
 {
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_poll_shared(fds, n);
 	return RSK_REAL(ppoll)(fds, n, tmo, mask);
 }
 
@@ -86,6 +91,8 @@ RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tm
 	struct rsk_select_args a = {n, r, w, e};
 	int rc, spent;
 
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_select_shared(n, r, w, e);
 	/* select(0, NULL, NULL, NULL, &tv) is a sleep: never spin on it. */
 	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_usec == 0))
 		return RSK_REAL(select)(n, r, w, e, tmo);
@@ -102,6 +109,8 @@ RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct time
 	struct rsk_select_args a = {n, r, w, e};
 	int rc, spent;
 
+	if (rsk_unlikely(rsk_fw_active))
+		rsk_fw_select_shared(n, r, w, e);
 	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0))
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
 	/* The spin polls without @mask: signals stay as they were outside the wait. */

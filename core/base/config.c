@@ -228,6 +228,7 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	c->tcp_first = (enum rsk_tcp_first)v;
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_BYTES, 0, 1u << 30, 0, &c->upgrade_bytes);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_MS, 0, 3600000, 0, &c->upgrade_ms);
+	rsk_config_uint(&ctx, RDMASOCK_ENV_FASTWAIT, 0, 1, 0, &c->fastwait);
 	return ctx.bad;
 }
 

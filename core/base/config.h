@@ -54,6 +54,7 @@ struct rsk_config {
 	enum rsk_tcp_first tcp_first;
 	unsigned int upgrade_bytes;
 	unsigned int upgrade_ms;
+	unsigned int fastwait; /* the user-space epoll fast path (calls/fastwait.c) */
 };
 
 /* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */

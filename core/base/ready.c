@@ -90,7 +90,8 @@ int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word)
 		if (w & RSK_RW_STATE) {
 			/* SHOWN: the owner will see the message when it looks; an edge-triggered
 			 * one that has not drained wants a new edge, but a bounded number. */
-			if (!edge || rsk_ready_unread_w(st, w) >= RSK_READY_EDGE_MAX)
+			if (!edge || rsk_ready_unread_w(st, w) >= RSK_READY_EDGE_MAX ||
+			    __atomic_load_n(&st->lazy, __ATOMIC_RELAXED))
 				return 0;
 		}
 		/* EMPTY -> SHOWN, one more token; or the extra edge while SHOWN */

@@ -33,6 +33,9 @@ struct rsk_ready_state {
 	uint32_t unblocked; /* fills the waker drained */
 	uint32_t dropped;   /* raised tokens never written (the queue was full, or taken back) */
 	uint32_t taken;     /* tokens the owner took out of the app end (the owner writes it) */
+	/* The owner answers its waits from user space, level-triggered only (lazy readiness,
+	 * conn.h): no extra arrival edge is wanted. Written by the owner. */
+	uint32_t lazy;
 };
 
 /* Invariant: raised - dropped - taken = tokens in the app end, or on their way. */

@@ -81,6 +81,14 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 	int64_t left;
 	int ms = -1, rc;
 
+	if ((events & POLLIN) && c->lazy) {
+		/* a stale token would end the sleep at once, and every sleep after it */
+		rsk_conn_lock(c);
+		rc = rsk_conn_exact(c, fd);
+		rsk_conn_unlock(c);
+		if (rc)
+			return 0; /* data came: retry */
+	}
 	if (events == POLLIN && !deadline_us && !pending && (rc = rsk_io_sleep_rx(c, fd)) != 0)
 		return rc < 0 ? rc : 0;
 	if (deadline_us) {

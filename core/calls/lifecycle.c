@@ -28,6 +28,7 @@
 #include "base/sys.h"
 #include "base/tcpstate.h"
 #include "calls.h"
+#include "fastwait.h"
 #include "history.h"
 #include "upgrade.h"
 #include "conn/conn.h"
@@ -224,8 +225,12 @@ static int rsk_life_stdio_relayable(const struct rsk_conn *c)
 
 void rsk_life_stdio(int fd)
 {
-	struct rsk_sock *s = rsk_sock_get(fd);
+	struct rsk_sock *s;
 	struct rsk_conn *c;
+
+	if (rsk_fw_active)
+		rsk_fw_fd_shared(fd); /* stdio's reads are glibc's own: no lazy token for them */
+	s = rsk_sock_get(fd);
 
 	if (s == NULL)
 		return;
@@ -253,6 +258,7 @@ static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
 
 void rsk_life_io_uring(void)
 {
+	rsk_fw_all_eager(); /* the ring polls fds where no preload sees it */
 	if (!rsk_policy_kernel_only())
 		return;
 	rsk_info("io_uring set up: new connections of this process stay on the kernel");
@@ -261,6 +267,7 @@ void rsk_life_io_uring(void)
 
 void rsk_life_fork_prepare(void)
 {
+	rsk_fw_all_eager(); /* the child may wait on any fd or epoll set we share */
 	rsk_proc_forking();
 	rsk_sock_walk_accel(rsk_life_prefork_one);
 	rsk_sock_walk(rsk_life_prefork_fd);

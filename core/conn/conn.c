@@ -134,6 +134,8 @@ static void rsk_conn_sync_rx(struct rsk_conn *c, int app_fd)
 {
 	if (rsk_stream_readable(&c->st))
 		return; /* shown: the waker raised when it posted (or we did, initially) */
+	if (c->lazy)
+		return; /* a stale token stays: rsk_conn_exact takes it before a sleep */
 	(void)rsk_ready_lower(rsk_ep_ready(c->ep), &c->ro, app_fd, rsk_conn_recheck_rx, c);
 }
 
@@ -172,6 +174,63 @@ void rsk_conn_sync(struct rsk_conn *c, int app_fd)
 	if (!c->eof_shown)
 		rsk_conn_sync_rx(c, app_fd);
 	rsk_conn_sync_tx(c, app_fd);
+}
+
+int rsk_conn_can_lazy(const struct rsk_conn *c)
+{
+	/* Only where an arrival is visible in user space (shm's ring): a transport that cannot
+	 * tell must be asked through its kernel objects, which a lazy app end would fool. */
+	return c->ep->ops->rx_pending != NULL && c->ctl_fd < 0 && !c->relayed;
+}
+
+uint32_t rsk_conn_tokens(struct rsk_conn *c)
+{
+	return rsk_conn_tokens_due(c);
+}
+
+void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on)
+{
+	on = on && !c->lazy_never && rsk_conn_can_lazy(c);
+	if (c->lazy == on)
+		return;
+	c->lazy = on;
+	__atomic_store_n(&rsk_ep_ready(c->ep)->lazy, (uint32_t)on, __ATOMIC_RELAXED);
+	if (!on)
+		rsk_conn_sync(c, app_fd); /* exact again: a stale token goes */
+}
+
+int rsk_conn_exact(struct rsk_conn *c, int app_fd)
+{
+	(void)rsk_stream_progress(&c->st);
+	if (rsk_stream_readable(&c->st))
+		return 1;
+	if (c->lazy && !c->eof_shown && !c->hup_shown && !c->relayed)
+		return !rsk_ready_lower(rsk_ep_ready(c->ep), &c->ro, app_fd, rsk_conn_recheck_rx, c);
+	return 0;
+}
+
+/* Plain: open both ways, nothing the app end must show by its own shutdown. */
+static int rsk_conn_plain(const struct rsk_conn *c)
+{
+	const struct rsk_stream *st = &c->st;
+
+	return !c->relayed && !c->eof_shown && !c->hup_shown && !c->peer_hup && !st->err &&
+	       !st->fin_rcvd && !st->shut_rd && !st->shut_wr && !st->fin_sent && !st->fin_pending;
+}
+
+int rsk_conn_fast_events(struct rsk_conn *c, int app_fd)
+{
+	int ev = 0;
+
+	(void)rsk_stream_progress(&c->st);
+	rsk_conn_sync(c, app_fd); /* what the harvest changed (an EOF, a block) is shown */
+	if (!rsk_conn_plain(c))
+		return -1;
+	if (rsk_stream_readable(&c->st))
+		ev |= EPOLLIN | EPOLLRDNORM;
+	if (rsk_stream_writable(&c->st))
+		ev |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
+	return ev;
 }
 
 void rsk_conn_show_initial(struct rsk_conn *c, int app, int ctl)

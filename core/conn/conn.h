@@ -41,6 +41,12 @@ struct rsk_conn {
 	int peer_hup; /* the app end's partner went (the peer closed or died) */
 	int linger0;  /* SO_LINGER {1, 0}: close resets, as TCP does */
 	int relayed;  /* the app end carries data (relay.c): no token or fill may enter it */
+	/* Lazy readiness (calls/fastwait.c): every wait on the app end is one of ours that looks
+	 * at the stream first, so a drained app end keeps its token ("stale SHOWN") and the
+	 * peer, finding it SHOWN, writes none. Data still always means a token; only "token
+	 * means data" is given up, and made true again before anyone sleeps in the kernel. */
+	int lazy;
+	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
@@ -105,6 +111,30 @@ void rsk_conn_unlock(struct rsk_conn *c);
  * @app_fd is the fd the application used (any dup of the app end will do).
  */
 void rsk_conn_sync(struct rsk_conn *c, int app_fd);
+
+/* Can this connection's readiness be lazy (its arrivals visible in user space)? */
+int rsk_conn_can_lazy(const struct rsk_conn *c);
+
+/* Tokens in the app end now (no lock: a hint, e.g. how much a sleep would cost to prepare). */
+uint32_t rsk_conn_tokens(struct rsk_conn *c);
+
+/* Lazy readiness on or off (lock held). Off makes the app end exact at once. */
+void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on);
+
+/*
+ * Before a wait that may sleep in the kernel on app end @app_fd: make a lazy connection's
+ * app end exact (take a stale token back). Lock held. Returns 1 if the stream is readable
+ * (then nothing was taken: the caller need not sleep).
+ */
+int rsk_conn_exact(struct rsk_conn *c, int app_fd);
+
+/*
+ * The readiness a lazy connection's app end would show if it were exact, as EPOLL* bits
+ * (IN/RDNORM, OUT/WRNORM/WRBAND), from user-space state after harvesting; lock held. -1 when
+ * the connection is past its plain state (EOF, hang-up, error, shut down, relayed): only the
+ * kernel object says that exactly.
+ */
+int rsk_conn_fast_events(struct rsk_conn *c, int app_fd);
 
 /* Peer gone (its TCP end, the app end's partner, or the transport said so): fail the stream
  * unless the peer ended it in order, and show it. Lock held. */

@@ -107,6 +107,8 @@ static int rsk_relay_unlist(struct rsk_relay *r)
 static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
 	c->relayed = 1;
+	c->lazy = 0; /* the collect below takes a stale token too */
+	c->lazy_never = 1;
 	rsk_ready_collect(rsk_ep_ready(c->ep), &c->ro, app_fd, 100);
 	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */
 	c->ro.fill = 0;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -802,6 +803,123 @@ static void test_lock_owner_died(void **state)
 	pair_close(&p);
 }
 
+/* ---- lazy readiness (calls/fastwait.c) ---- */
+
+static void end_lazy(struct end *e, int on)
+{
+	rsk_conn_lock(e->c);
+	rsk_conn_set_lazy(e->c, e->app, on);
+	rsk_conn_unlock(e->c);
+}
+
+static int end_exact(struct end *e)
+{
+	int r;
+
+	rsk_conn_lock(e->c);
+	r = rsk_conn_exact(e->c, e->app);
+	rsk_conn_unlock(e->c);
+	return r;
+}
+
+static int end_fast(struct end *e)
+{
+	int r;
+
+	rsk_conn_lock(e->c);
+	r = rsk_conn_fast_events(e->c, e->app);
+	rsk_conn_unlock(e->c);
+	return r;
+}
+
+/*
+ * Lazy: a drained app end keeps its token, so the sender, finding it SHOWN, writes none (no
+ * system call per message); data always has a token; the user-space answer is exact while
+ * the kernel's may be stale; rsk_conn_exact makes the kernel's exact again before a sleep.
+ */
+static void test_lazy_stale_token(void **state)
+{
+	struct rsk_ready_state *rs;
+	struct pair p;
+	char b[16];
+	uint32_t raised;
+
+	(void)state;
+	pair_open(&p);
+	end_nodelay(&p.cl, 1);
+	rs = rs_of(&p.sv);
+	end_lazy(&p.sv, 1);
+	assert_int_equal(p.sv.c->lazy, 1);
+	assert_int_equal(end_fast(&p.sv), EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+
+	assert_int_equal(end_send(&p.cl, "a", 1), 1);
+	assert_int_equal(revents(p.sv.app, POLLIN), POLLIN); /* data: a token, as always */
+	assert_int_equal(end_fast(&p.sv), EPOLLIN | EPOLLRDNORM | EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 1);
+	/* drained: the token stays (stale), the user-space answer says nothing to read */
+	assert_int_equal(revents(p.sv.app, POLLIN), POLLIN);
+	assert_int_equal(rsk_ready_unread(rs), 1);
+	assert_int_equal(rs->taken, 0);
+	assert_int_equal(end_fast(&p.sv) & EPOLLIN, 0);
+
+	/* the next messages find SHOWN: no token written */
+	raised = rs->rx >> 1;
+	assert_int_equal(end_send(&p.cl, "b", 1), 1);
+	assert_int_equal(end_send(&p.cl, "c", 1), 1);
+	assert_int_equal(rs->rx >> 1, raised);
+	assert_int_equal(rsk_ready_unread(rs), 1);
+	assert_int_equal(end_fast(&p.sv) & EPOLLIN, EPOLLIN);
+
+	/* before a sleep: with data nothing is taken; without, the stale token goes */
+	assert_int_equal(end_exact(&p.sv), 1);
+	assert_int_equal(rsk_ready_unread(rs), 1);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 2);
+	assert_int_equal(end_exact(&p.sv), 0);
+	assert_int_equal(revents(p.sv.app, POLLIN), 0);
+	assert_int_equal(rsk_ready_unread(rs), 0);
+	assert_int_equal(rs->rx & RSK_RX_SHOWN, 0);
+	/* EMPTY again: the next message raises a token (a sleeper wakes) */
+	assert_int_equal(end_send(&p.cl, "d", 1), 1);
+	assert_int_equal(revents(p.sv.app, POLLIN), POLLIN);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 1);
+	assert_int_equal(revents(p.sv.app, POLLIN), POLLIN); /* stale once more */
+
+	/* eager again: exact at once, and drained app ends lose their tokens as before */
+	end_lazy(&p.sv, 0);
+	assert_int_equal(p.sv.c->lazy, 0);
+	assert_int_equal(revents(p.sv.app, POLLIN), 0);
+	assert_int_equal(end_send(&p.cl, "e", 1), 1);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 1);
+	assert_int_equal(revents(p.sv.app, POLLIN), 0);
+	pair_close(&p);
+}
+
+/* Past the plain state (here the peer's FIN) only the kernel object answers exactly; a
+ * connection marked never-lazy stays eager. */
+static void test_lazy_ends_with_the_stream(void **state)
+{
+	struct pair p;
+	char b[16];
+
+	(void)state;
+	pair_open(&p);
+	end_lazy(&p.sv, 1);
+	assert_int_equal(end_send(&p.cl, "x", 1), 1);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 1);
+	rsk_conn_lock(p.cl.c);
+	assert_int_equal(rsk_stream_shutdown_wr(&p.cl.c->st), 0);
+	rsk_conn_sync(p.cl.c, p.cl.app);
+	rsk_conn_unlock(p.cl.c);
+	assert_int_equal(end_fast(&p.sv), -1);
+	assert_int_equal(revents(p.sv.app, POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
+
+	end_lazy(&p.cl, 0);
+	p.cl.c->lazy_never = 1;
+	end_lazy(&p.cl, 1);
+	assert_int_equal(p.cl.c->lazy, 0);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,6 +940,8 @@ int main(void)
 		cmocka_unit_test(test_registry),
 		cmocka_unit_test(test_tick_posts_stage),
 		cmocka_unit_test(test_lock_owner_died),
+		cmocka_unit_test(test_lazy_stale_token),
+		cmocka_unit_test(test_lazy_ends_with_the_stream),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

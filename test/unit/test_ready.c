@@ -240,6 +240,28 @@ static void test_claim_show_and_edges(void **state)
 	rp_close(&p);
 }
 
+/* A lazy owner (level-triggered waits answered from user space) wants no extra arrival
+ * edge: a SHOWN app end gets no token however many messages come, EMPTY still shows. */
+static void test_lazy_owner_no_edges(void **state)
+{
+	struct rp p;
+
+	(void)state;
+	rp_open(&p);
+	p.st.lazy = 1;
+	assert_int_equal(rsk_ready_claim_rx(&p.st, 1, NULL), RSK_CLAIM_SHOW);
+	rsk_ready_token(&p.st, p.ctl);
+	assert_int_equal(rsk_ready_claim_rx(&p.st, 1, NULL), 0);
+	assert_int_equal(rsk_ready_claim_rx(&p.st, 1, NULL), 0);
+	assert_int_equal(raised(&p), 1);
+	assert_exact(&p);
+	p.st.lazy = 0; /* eager again: the edges resume */
+	assert_int_equal(rsk_ready_claim_rx(&p.st, 1, NULL), RSK_CLAIM_EDGE);
+	rsk_ready_token(&p.st, p.ctl);
+	assert_exact(&p);
+	rp_close(&p);
+}
+
 /* Edges resume as soon as the unread count drops below the bound (dropped ones count). */
 static void test_edge_bound_counts_drops(void **state)
 {
@@ -969,6 +991,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_pair),
 		T(test_claim_show_and_edges),
+		T(test_lazy_owner_no_edges),
 		T(test_edge_bound_counts_drops),
 		T(test_failed_token_is_dropped),
 		T(test_unclaim_after_reader_consumed),

@@ -18,6 +18,7 @@
 #include "base/evloop.h"
 #include "base/stats.h"
 #include "calls/calls.h"
+#include "calls/fastwait.h"
 #include "calls/io.h"
 #include "sock/sock.h"
 
@@ -75,6 +76,8 @@ static inline int ucl_accept(int lfd, int flags)
 /* close() as preload/close.c. */
 static inline void ucl_close(int fd)
 {
+	if (rsk_fw_active)
+		rsk_fw_fd_gone(fd);
 	(void)rsk_sock_release_fd(fd);
 	close(fd);
 }

@@ -1,0 +1,732 @@
+/*
+ * The user-space epoll fast path (see fastwait.h). Each epoll set this process creates gets
+ * a mirror of the registrations made through our epoll_ctl. An accelerated connection
+ * registered level-triggered, with data no other registration uses, is a lazy candidate:
+ * its app end may keep a stale token (conn.h, `lazy`), so the set's waits must answer it
+ * from user space, and a real wait's report of it is replaced by the user-space answer.
+ * Everything else in the set is the kernel's, asked by the fairness rule below.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+
+#include "base/clock.h"
+#include "base/compiler.h"
+#include "base/config.h"
+#include "base/fdtab.h"
+#include "base/real.h"
+#include "base/sys.h"
+#include "conn/conn.h"
+#include "fastwait.h"
+#include "sock/sock.h"
+
+int rsk_fw_active;
+static int rsk_fw_mirrors;
+
+/*
+ * Fairness: with lazy connections ready, a wait still asks the kernel (a zero-timeout real
+ * wait) after this many answers from user space or this long since it last asked, so the
+ * set's kernel fds (a listener, a pipe, a TCP socket) wait at most that long past their event.
+ * A wait that finds nothing in user space asks the kernel at once, and then every
+ * RSK_FW_SPIN_POLL_US while it spins.
+ */
+#define RSK_FW_FAIR_RETURNS 16
+#define RSK_FW_FAIR_US 1000
+#define RSK_FW_SPIN_POLL_US 10
+#define RSK_FW_SPIN_YIELD_US 20
+#define RSK_FW_CLOCK_EVERY 8
+/*
+ * Sleeping costs a system call for each stale token (taken back before the sleep) and, later,
+ * one by the peer for each new token. So a wait spins longer before it sleeps the more stale
+ * tokens its set holds (about what that sleep would cost: the ski-rental rule, never more than
+ * twice the better choice), bounded by RSK_FW_SPIN_MAX_US; a set made exact by a sleep spins
+ * RDMASOCK_SPIN_US again, so an idle process sleeps after one bounded spin.
+ */
+#define RSK_FW_STALE_US 2
+#define RSK_FW_SPIN_MAX_US 1000
+/* Past this many candidates a user-space scan costs more than the system call it saves. */
+#define RSK_FW_MAX_CANDIDATES 256
+
+#define RSK_FW_NOT_LT (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP)
+/* What only the kernel object can report exactly (the connection is past its plain state). */
+#define RSK_FW_KERNEL_BITS (EPOLLERR | EPOLLHUP | EPOLLRDHUP | EPOLLPRI)
+
+struct rsk_fw_ent {
+	int fd;
+	uint32_t events;
+	uint64_t data;
+	struct rsk_sock *s; /* a lazy candidate (reference held), else NULL */
+	unsigned int gen;   /* the look that reported it last */
+};
+
+struct rsk_fw {
+	pthread_mutex_t lock; /* entries and counters; taken before any connection's lock */
+	int epfd, dead, users; /* users: under the table lock */
+	struct rsk_fw_ent *ent;
+	int n, cap, ncand;
+	unsigned int rot, gen, fast_returns;
+	int64_t real_us; /* the last real look */
+};
+
+static pthread_mutex_t rsk_fw_tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_fw **rsk_fw_tab;
+static int rsk_fw_tab_cap;
+
+/* ---- connections going eager ---- */
+
+/* The connection of @s goes eager for good (its app end exact at once). */
+static void rsk_fw_taint_sock(struct rsk_sock *s, int fd)
+{
+	struct rsk_conn *c = s->conn;
+
+	if (c == NULL)
+		return;
+	rsk_conn_lock(c);
+	c->lazy_never = 1;
+	rsk_conn_set_lazy(c, fd, 0);
+	rsk_conn_unlock(c);
+}
+
+static void rsk_fw_taint_fd(int fd)
+{
+	struct rsk_sock *s;
+
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) || (s = rsk_sock_get(fd)) == NULL)
+		return;
+	rsk_fw_taint_sock(s, fd);
+	rsk_sock_put(s);
+}
+
+/* Entry @e stops being a candidate (@taint: and its connection goes eager). m locked. */
+static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint)
+{
+	if (e->s == NULL)
+		return;
+	if (taint)
+		rsk_fw_taint_sock(e->s, e->fd);
+	rsk_sock_put(e->s);
+	e->s = NULL;
+	m->ncand--;
+}
+
+/* ---- the table of mirrors, by epoll fd ---- */
+
+static struct rsk_fw *rsk_fw_get(int epfd)
+{
+	struct rsk_fw *m = NULL;
+
+	if (epfd < 0 || __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0)
+		return NULL;
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	if (epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL)
+		m->users++;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	return m;
+}
+
+static void rsk_fw_free(struct rsk_fw *m)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		rsk_fw_uncand(m, &m->ent[i], 0);
+	free(m->ent);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+static void rsk_fw_put(struct rsk_fw *m)
+{
+	int last;
+
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	last = --m->users == 0;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	if (last)
+		rsk_fw_free(m);
+}
+
+/* Take @epfd's mirror out of the table (@taint: its candidates go eager for good). */
+static void rsk_fw_kill(int epfd, int taint)
+{
+	struct rsk_fw *m = NULL;
+	int i;
+
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	if (epfd >= 0 && epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL) {
+		rsk_fw_tab[epfd] = NULL;
+		__atomic_sub_fetch(&rsk_fw_mirrors, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->dead = 1;
+	for (i = 0; i < m->n; i++)
+		rsk_fw_uncand(m, &m->ent[i], taint);
+	m->n = 0;
+	pthread_mutex_unlock(&m->lock);
+	rsk_fw_put(m); /* the table's reference */
+}
+
+void rsk_fw_created(int epfd)
+{
+	struct rsk_fw *m, **t;
+	int cap;
+
+	if (!rsk_config.fastwait || epfd < 0)
+		return;
+	rsk_fw_kill(epfd, 1); /* a number reused behind our back (a raw close) */
+	if ((m = calloc(1, sizeof(*m))) == NULL)
+		return;
+	pthread_mutex_init(&m->lock, NULL);
+	m->epfd = epfd;
+	m->users = 1;
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	if (epfd >= rsk_fw_tab_cap) {
+		cap = epfd < 64 ? 64 : epfd * 2;
+		t = realloc(rsk_fw_tab, sizeof(*t) * (size_t)cap);
+		if (t == NULL) {
+			pthread_mutex_unlock(&rsk_fw_tab_lock);
+			rsk_fw_free(m);
+			return; /* no mirror: the set's waits are today's, with eager tokens */
+		}
+		memset(t + rsk_fw_tab_cap, 0, sizeof(*t) * (size_t)(cap - rsk_fw_tab_cap));
+		rsk_fw_tab = t;
+		rsk_fw_tab_cap = cap;
+	}
+	rsk_fw_tab[epfd] = m;
+	__atomic_add_fetch(&rsk_fw_mirrors, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&rsk_fw_active, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+}
+
+/* ---- following epoll_ctl ---- */
+
+static struct rsk_fw_ent *rsk_fw_find(struct rsk_fw *m, int fd)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->ent[i].fd == fd)
+			return &m->ent[i];
+	return NULL;
+}
+
+/* Another entry with @data: a real report with it could not be told apart. m locked. */
+static int rsk_fw_data_clash(struct rsk_fw *m, struct rsk_fw_ent *self, uint64_t data)
+{
+	int i, clash = 0;
+
+	for (i = 0; i < m->n; i++) {
+		if (&m->ent[i] == self || m->ent[i].data != data)
+			continue;
+		rsk_fw_uncand(m, &m->ent[i], 1);
+		clash = 1;
+	}
+	return clash;
+}
+
+static void rsk_fw_remove(struct rsk_fw *m, struct rsk_fw_ent *e)
+{
+	rsk_fw_uncand(m, e, 0); /* it stays lazy: every wait left on it is still ours */
+	*e = m->ent[--m->n];
+}
+
+/*
+ * Make @e a lazy candidate if its fd, events and data allow. An accelerated fd that cannot be
+ * one goes eager for good: this set's waits would take its stale token for readiness. m
+ * locked.
+ */
+static void rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
+{
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+	int ok;
+
+	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
+		rsk_fw_uncand(m, e, 1);
+		rsk_fw_taint_fd(e->fd);
+		return;
+	}
+	if (e->s != NULL || !rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) ||
+	    (s = rsk_sock_get(e->fd)) == NULL)
+		return;
+	c = s->conn;
+	ok = c != NULL && s->nfds == 1 && m->ncand < RSK_FW_MAX_CANDIDATES;
+	if (c != NULL) {
+		rsk_conn_lock(c);
+		ok = ok && !c->lazy_never && rsk_conn_can_lazy(c);
+		if (!ok)
+			c->lazy_never = 1;
+		rsk_conn_set_lazy(c, e->fd, ok);
+		rsk_conn_unlock(c);
+	}
+	if (!ok) {
+		rsk_sock_put(s);
+		return;
+	}
+	e->s = s;
+	m->ncand++;
+}
+
+static void rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev)
+{
+	struct rsk_fw_ent *e = rsk_fw_find(m, fd), *t;
+
+	if (op == EPOLL_CTL_DEL) {
+		if (e != NULL)
+			rsk_fw_remove(m, e);
+		return;
+	}
+	if (op == EPOLL_CTL_ADD && e != NULL)
+		rsk_fw_remove(m, e); /* the number's earlier file was closed without a DEL */
+	if (op == EPOLL_CTL_ADD || (e = rsk_fw_find(m, fd)) == NULL) {
+		if (m->n == m->cap) {
+			int cap = m->cap ? m->cap * 2 : 16;
+
+			if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
+				m->dead = 1; /* cannot follow: the set ends eager (rsk_fw_wait) */
+				return;
+			}
+			m->ent = t;
+			m->cap = cap;
+		}
+		e = &m->ent[m->n++];
+		memset(e, 0, sizeof(*e));
+		e->fd = fd;
+	}
+	e->events = ev->events;
+	e->data = ev->data.u64;
+	rsk_fw_try_cand(m, e);
+}
+
+void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct rsk_fw *m;
+
+	rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
+	if ((m = rsk_fw_get(epfd)) == NULL) {
+		if (op != EPOLL_CTL_DEL)
+			rsk_fw_taint_fd(fd); /* a set we do not mirror sees the app end */
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (op != EPOLL_CTL_DEL && ev == NULL)
+		op = EPOLL_CTL_DEL; /* cannot happen: the real call succeeded */
+	if (m->dead) {
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+		rsk_fw_kill(epfd, 1);
+		rsk_fw_taint_fd(fd);
+		return;
+	}
+	rsk_fw_ctl_locked(m, op, fd, ev);
+	pthread_mutex_unlock(&m->lock);
+	rsk_fw_put(m);
+}
+
+/* ---- looking ---- */
+
+static int rsk_fw_real_due(struct rsk_fw *m, int64_t now)
+{
+	return m->fast_returns >= RSK_FW_FAIR_RETURNS || now - m->real_us >= RSK_FW_FAIR_US;
+}
+
+/*
+ * The user-space answer for candidate @e, or -1 when only the kernel can say (its connection
+ * went eager, or is ending: EOF, hang-up, shutdown). Then it is a candidate no more: its app
+ * end is exact for good, and the kernel answers it. m locked.
+ */
+static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
+{
+	struct rsk_conn *c = e->s->conn;
+	int ev = -1;
+
+	rsk_conn_lock(c);
+	if (c->lazy)
+		ev = rsk_conn_fast_events(c, e->fd);
+	if (ev < 0) {
+		c->lazy_never = 1;
+		rsk_conn_set_lazy(c, e->fd, 0);
+	}
+	rsk_conn_unlock(c);
+	if (ev < 0) {
+		rsk_fw_uncand(m, e, 0);
+		return -1;
+	}
+	return ev & (int)(e->events | EPOLLERR | EPOLLHUP);
+}
+
+/* Candidates' answers after the @n events in @ev (up to @max), starting at the rotor so that
+ * none starves when more are ready than fit. *@kernel: a candidate only the kernel can
+ * answer now. m locked. */
+static int rsk_fw_scan(struct rsk_fw *m, struct epoll_event *ev, int n, int max, int *kernel)
+{
+	int i, k, got;
+
+	for (k = 0; k < m->n && n < max; k++) {
+		i = (int)((m->rot + (unsigned int)k) % (unsigned int)m->n);
+		if (m->ent[i].s == NULL || m->ent[i].gen == m->gen)
+			continue;
+		got = rsk_fw_ent_events(m, &m->ent[i]);
+		if (got < 0) {
+			*kernel = 1;
+			continue;
+		}
+		if (got == 0)
+			continue;
+		m->ent[i].gen = m->gen;
+		ev[n].events = (uint32_t)got;
+		ev[n].data.u64 = m->ent[i].data;
+		n++;
+		m->rot = (unsigned int)i + 1;
+	}
+	return n;
+}
+
+/* The candidate a real report with @data is about, or NULL. m locked. */
+static struct rsk_fw_ent *rsk_fw_by_data(struct rsk_fw *m, uint64_t data)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->ent[i].s != NULL && m->ent[i].data == data)
+			return &m->ent[i];
+	return NULL;
+}
+
+/*
+ * A real wait reported @n events in @ev: a candidate's report is replaced by the user-space
+ * answer (its token may be stale), unless it carries what only the kernel knows (a hang-up:
+ * the peer went). The kernel's other reports go first (a candidate's can be dropped for room:
+ * it is answered from user space anyway). Returns how many are left, *@nk of them not
+ * candidates'. m locked.
+ */
+static int rsk_fw_filter(struct rsk_fw *m, struct epoll_event *ev, int n, int *nk)
+{
+	struct epoll_event tmp;
+	struct rsk_fw_ent *e;
+	int i, out = 0, got;
+
+	*nk = 0;
+	for (i = 0; i < n; i++) {
+		e = rsk_fw_by_data(m, ev[i].data.u64);
+		if (e != NULL && !(ev[i].events & RSK_FW_KERNEL_BITS)) {
+			got = rsk_fw_ent_events(m, e);
+			if (got <= 0)
+				continue; /* a stale token, or just made exact (the next look has it) */
+			ev[i].events = (uint32_t)got;
+		}
+		if (e != NULL)
+			e->gen = m->gen;
+		ev[out] = ev[i];
+		if (e == NULL || e->s == NULL || (ev[out].events & RSK_FW_KERNEL_BITS)) {
+			tmp = ev[*nk]; /* the kernel's own report: to the front */
+			ev[*nk] = ev[out];
+			ev[out] = tmp;
+			(*nk)++;
+		}
+		out++;
+	}
+	return out;
+}
+
+/*
+ * The real part of a look: a zero-timeout real wait. When every slot came back filled by
+ * lazy candidates (answered from user space anyway), the kernel may hold other fds behind
+ * them in its ready list, which it rotates: ask again, a bounded number of times. m locked.
+ */
+#define RSK_FW_REAL_TRIES 4
+
+static int rsk_fw_real(struct rsk_fw *m, struct epoll_event *ev, int max, int64_t now)
+{
+	int n, nk, tries, full;
+
+	for (tries = 0;; tries++) {
+		m->gen++;
+		n = rsk_sys_epoll_wait(m->epfd, ev, max, 0);
+		if (n < 0)
+			return n;
+		full = n == max;
+		n = rsk_fw_filter(m, ev, n, &nk);
+		if (nk > 0 || !full || tries + 1 >= RSK_FW_REAL_TRIES)
+			break;
+	}
+	m->real_us = now;
+	m->fast_returns = 0;
+	return n;
+}
+
+/*
+ * One look at the set: the kernel (zero timeout) when @real, then user space for the rest.
+ * Returns a count or -errno. m locked.
+ */
+static int rsk_fw_look(struct rsk_fw *m, struct epoll_event *ev, int max, int real, int defer,
+		       int64_t now)
+{
+	int n = 0, kernel = 0;
+
+	m->gen++;
+	if (real && (n = rsk_fw_real(m, ev, max, now)) < 0)
+		return n;
+	n = rsk_fw_scan(m, ev, n, max, &kernel);
+	if (!real && n == 0 && !kernel && defer)
+		return 0; /* the spin asks the kernel within RSK_FW_SPIN_POLL_US */
+	if (!real && (n == 0 || kernel))
+		return rsk_fw_look(m, ev, max, 1, 0, now); /* nothing here: the kernel's fds, at once */
+	if (!real)
+		m->fast_returns++;
+	return n;
+}
+
+static int rsk_fw_look_locked(struct rsk_fw *m, struct epoll_event *ev, int max, int defer)
+{
+	int64_t now = rsk_now_us();
+	int n;
+
+	pthread_mutex_lock(&m->lock);
+	n = rsk_fw_look(m, ev, max, rsk_fw_real_due(m, now), defer, now);
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+/* ---- waiting ---- */
+
+/*
+ * Before sleeping in the kernel: every lazy candidate's app end made exact (a stale token
+ * taken back), then one more look, so nothing that came meanwhile is slept through. After
+ * this a token is in the app end for any data, as on the eager path. m locked.
+ */
+static int rsk_fw_prepare(struct rsk_fw *m, struct epoll_event *ev, int max)
+{
+	struct rsk_conn *c;
+	int i;
+
+	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].s == NULL)
+			continue;
+		c = m->ent[i].s->conn;
+		rsk_conn_lock(c);
+		(void)rsk_conn_exact(c, m->ent[i].fd);
+		rsk_conn_unlock(c);
+	}
+	return rsk_fw_look(m, ev, max, 1, 0, rsk_now_us());
+}
+
+/* How long to spin before sleeping (see RSK_FW_STALE_US). m locked. */
+static int64_t rsk_fw_spin_budget(struct rsk_fw *m)
+{
+	int64_t us = (int64_t)rsk_config.spin_us;
+	int i;
+
+	for (i = 0; i < m->n && us < RSK_FW_SPIN_MAX_US; i++)
+		if (m->ent[i].s != NULL && rsk_conn_tokens(m->ent[i].s->conn) != 0)
+			us += RSK_FW_STALE_US;
+	return us < RSK_FW_SPIN_MAX_US ? us : RSK_FW_SPIN_MAX_US;
+}
+
+/*
+ * Spin like rsk_io_wait_spin: user-space looks every round, the kernel's every
+ * RSK_FW_SPIN_POLL_US (the look before the spin asked user space only, so the first comes
+ * after that long), a yield every RSK_FW_SPIN_YIELD_US. Returns a count or -errno.
+ */
+static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_t *spent_us)
+{
+	int64_t start = rsk_now_us(), now = start, real = start, yielded = start, budget;
+	unsigned int rounds = 0;
+	int n;
+
+	pthread_mutex_lock(&m->lock);
+	budget = rsk_fw_spin_budget(m);
+	pthread_mutex_unlock(&m->lock);
+	*spent_us = 0;
+	while (now - start < budget) {
+		rsk_cpu_relax();
+		if ((++rounds % RSK_FW_CLOCK_EVERY) == 0)
+			now = rsk_now_us();
+		pthread_mutex_lock(&m->lock);
+		m->gen++;
+		n = rsk_fw_scan(m, ev, 0, max, &(int){0});
+		if (n == 0 && now - real >= RSK_FW_SPIN_POLL_US) {
+			n = rsk_fw_look(m, ev, max, 1, 0, now);
+			real = now;
+		}
+		pthread_mutex_unlock(&m->lock);
+		if (n != 0)
+			return n;
+		if (now - yielded >= RSK_FW_SPIN_YIELD_US) {
+			sched_yield(); /* the peer may be waiting for our core */
+			yielded = now;
+		}
+	}
+	*spent_us = now - start;
+	return 0;
+}
+
+/* Sleep in the kernel until an event survives the filter, the timeout, or a signal. */
+static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
+			const sigset_t *mask)
+{
+	int64_t end = timeout > 0 ? rsk_now_us() + (int64_t)timeout * 1000 : 0;
+	int n, ms = timeout;
+
+	for (;;) {
+		pthread_mutex_lock(&m->lock);
+		n = rsk_fw_prepare(m, ev, max);
+		pthread_mutex_unlock(&m->lock);
+		if (n != 0)
+			return n;
+		n = mask != NULL ? (int)rsk_sys_ret(RSK_REAL(epoll_pwait)(m->epfd, ev, max, ms, mask))
+				 : rsk_sys_epoll_wait(m->epfd, ev, max, ms);
+		if (n <= 0)
+			return n; /* the timeout, or an error (EINTR) the application must see */
+		pthread_mutex_lock(&m->lock);
+		m->gen++;
+		n = rsk_fw_filter(m, ev, n, &(int){0});
+		pthread_mutex_unlock(&m->lock);
+		if (n > 0)
+			return n;
+		if (timeout > 0) { /* only stale tokens woke us: sleep on for what is left */
+			int64_t left = end - rsk_now_us();
+
+			if (left <= 0)
+				return 0;
+			ms = (int)((left + 999) / 1000);
+		}
+	}
+}
+
+int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask,
+		int *res)
+{
+	struct rsk_fw *m = rsk_fw_get(epfd);
+	int64_t spent = 0;
+	int n;
+
+	if (m == NULL)
+		return 0;
+	if (m->ncand == 0 || m->dead || max <= 0 || ev == NULL) {
+		rsk_fw_put(m); /* nothing lazy in it: the kernel's answer is exact */
+		return 0;
+	}
+	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
+	n = rsk_fw_look_locked(m, ev, max, timeout != 0 && rsk_config.spin_us != 0);
+	if (n == 0 && timeout != 0 && rsk_config.spin_us != 0)
+		n = rsk_fw_spin(m, ev, max, &spent);
+	if (n == 0 && timeout != 0) {
+		if (timeout > 0)
+			timeout = timeout > (int)(spent / 1000) ? timeout - (int)(spent / 1000) : 0;
+		n = timeout != 0 ? rsk_fw_sleep(m, ev, max, timeout, mask) : 0;
+	}
+	rsk_fw_put(m);
+	*res = n;
+	return 1;
+}
+
+/* ---- what other waits may see ---- */
+
+void rsk_fw_fd_gone(int fd)
+{
+	struct rsk_fw *m;
+	struct rsk_fw_ent *e;
+	int i;
+
+	rsk_fw_kill(fd, 0); /* an epoll set closed: its registrations went with it */
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
+		return;
+	/* The number leaves every mirror before its connection can be released. */
+	for (i = 0;; i++) {
+		pthread_mutex_lock(&rsk_fw_tab_lock);
+		while (i < rsk_fw_tab_cap && rsk_fw_tab[i] == NULL)
+			i++;
+		m = i < rsk_fw_tab_cap ? rsk_fw_tab[i] : NULL;
+		if (m != NULL)
+			m->users++;
+		pthread_mutex_unlock(&rsk_fw_tab_lock);
+		if (m == NULL)
+			return;
+		pthread_mutex_lock(&m->lock);
+		if ((e = rsk_fw_find(m, fd)) != NULL)
+			rsk_fw_remove(m, e);
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+	}
+}
+
+void rsk_fw_range_gone(unsigned int first, unsigned int last)
+{
+	unsigned int i;
+
+	for (i = first; i <= last && i < (unsigned int)rsk_fw_tab_cap; i++)
+		rsk_fw_kill((int)i, 0);
+}
+
+void rsk_fw_fd_shared(int fd)
+{
+	rsk_fw_kill(fd, 1);
+	rsk_fw_taint_fd(fd);
+}
+
+void rsk_fw_poll_shared(void *pollfds, unsigned long n)
+{
+	const struct pollfd *p = pollfds;
+	unsigned long i;
+
+	for (i = 0; i < n; i++)
+		rsk_fw_fd_shared(p[i].fd);
+}
+
+static void rsk_fw_set_shared(int n, const fd_set *set)
+{
+	int fd;
+
+	for (fd = 0; set != NULL && fd < n && fd < FD_SETSIZE; fd++)
+		if (FD_ISSET(fd, set))
+			rsk_fw_fd_shared(fd);
+}
+
+void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e)
+{
+	rsk_fw_set_shared(n, r);
+	rsk_fw_set_shared(n, w);
+	rsk_fw_set_shared(n, e);
+}
+
+void rsk_fw_msg_shared(const struct msghdr *msg)
+{
+	struct cmsghdr *cm;
+	size_t i, k;
+
+	for (cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			rsk_fw_fd_shared(fd);
+		}
+	}
+}
+
+static void rsk_fw_taint_walk(struct rsk_sock *s, int fd)
+{
+	rsk_fw_taint_sock(s, fd);
+}
+
+void rsk_fw_all_eager(void)
+{
+	int i;
+
+	if (!__atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED))
+		return;
+	for (i = 0; i < rsk_fw_tab_cap; i++)
+		rsk_fw_kill(i, 1);
+	rsk_sock_walk_accel(rsk_fw_taint_walk); /* lazy ones no mirror holds any more, too */
+}

@@ -1,0 +1,54 @@
+/*
+ * The user-space epoll fast path (RDMASOCK_FASTWAIT): a mirror of each epoll set this process
+ * created, so that epoll_wait answers from the rings of its lazy connections without a
+ * system call, and their app ends are made exact only before the thread sleeps in the kernel.
+ * See docs/design.md "Readiness: the fast path" for the rules and why each case keeps the
+ * eager tokens. All entry points are cheap no-ops while no mirror exists.
+ */
+#ifndef RSK_FASTWAIT_H
+#define RSK_FASTWAIT_H
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+/* Set for good once this process made a mirror: the gate of every hook below, so that a
+ * process without the fast path pays one load and branch. */
+extern int rsk_fw_active;
+
+/* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
+void rsk_fw_created(int epfd);
+
+/* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded: follow it. */
+void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/*
+ * epoll_wait/epoll_pwait on @epfd through its mirror. Returns 1 with the wait's result (a
+ * count or -errno) in *@res when it was handled here, 0 when the caller must wait as before
+ * (no mirror, or no lazy candidate in it).
+ */
+int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask,
+		int *res);
+
+/* @fd is about to stop naming its file here (close, a dup onto it); every number in
+ * [@first, @last] (close_range). */
+void rsk_fw_fd_gone(int fd);
+void rsk_fw_range_gone(unsigned int first, unsigned int last);
+
+/*
+ * @fd is about to be seen by a wait that is not a mirrored epoll_wait of this process (a
+ * dup, poll/select, a nested epoll set, SCM_RIGHTS, stdio): what it names goes eager for
+ * good (a lazy connection, or every connection of a mirrored epoll set).
+ */
+void rsk_fw_fd_shared(int fd);
+
+/* poll/select sets and SCM_RIGHTS messages: rsk_fw_fd_shared for each fd in them. */
+void rsk_fw_poll_shared(void *pollfds, unsigned long n);
+void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e);
+void rsk_fw_msg_shared(const struct msghdr *msg);
+
+/* fork or io_uring: other processes or the kernel itself may wait on anything: every
+ * connection goes eager for good and the mirrors end. */
+void rsk_fw_all_eager(void);
+
+#endif
