@@ -1,12 +1,20 @@
 /*
  * Background threads and the fork gate (thread.h). The caller's signal mask is swapped for a
  * full one only around pthread_create, which is how the new thread inherits "everything
- * blocked"; the caller's own mask is back before this returns. The gate is a reader-writer
- * lock, shared by working threads and taken alone by fork; it prefers the writer, so a loop
- * that works again and again cannot keep a fork waiting.
+ * blocked"; the caller's own mask is back before this returns. The gate is one word: a
+ * "closed" bit that fork sets, and the number of threads working; work waits while the bit
+ * is set, so a loop that works again and again cannot keep a fork waiting. Not a pthread
+ * rwlock: the forking thread's child must reopen it, and neither glibc (which knows a writer
+ * by a thread id the child no longer has) nor TSan (a lock held at fork stays held for it)
+ * lets a child take over a lock its parent's thread held.
  */
+#include <linux/futex.h>
 #include <signal.h>
+#include <stdint.h>
 #include <time.h>
+
+#include "clock.h"
+#include "sys.h"
 
 #include "thread.h"
 
@@ -30,50 +38,96 @@ int rsk_thread_spawn(void *(*fn)(void *arg), void *arg, pthread_t *out)
 	return -rc;
 }
 
-static pthread_rwlock_t rsk_thread_gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-static __thread int rsk_thread_gate_closed; /* this thread, forking, holds the gate */
+#define RSK_GATE_CLOSED 0x80000000u /* a fork is under way; the rest counts working threads */
+
+static uint32_t rsk_thread_gate;
+static __thread int rsk_thread_gate_closed; /* this thread, forking, closed the gate */
+
+/* Sleep until the gate word moves from @seen or @ms pass (-1: no bound). */
+static void rsk_gate_wait(uint32_t seen, int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+	(void)rsk_sys_futex(&rsk_thread_gate, FUTEX_WAIT_PRIVATE, seen, ms < 0 ? NULL : &ts);
+}
+
+static void rsk_gate_wake(void)
+{
+	(void)rsk_sys_futex(&rsk_thread_gate, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
+}
 
 void rsk_thread_work_begin(void)
 {
-	(void)pthread_rwlock_rdlock(&rsk_thread_gate);
+	uint32_t v = __atomic_load_n(&rsk_thread_gate, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		if (v & RSK_GATE_CLOSED) {
+			rsk_gate_wait(v, -1);
+			v = __atomic_load_n(&rsk_thread_gate, __ATOMIC_ACQUIRE);
+		} else if (__atomic_compare_exchange_n(&rsk_thread_gate, &v, v + 1, 0,
+						       __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+			return;
+		}
+	}
 }
 
 void rsk_thread_work_end(void)
 {
-	(void)pthread_rwlock_unlock(&rsk_thread_gate);
+	uint32_t v = __atomic_sub_fetch(&rsk_thread_gate, 1, __ATOMIC_RELEASE);
+
+	if (v == RSK_GATE_CLOSED) /* the last one out, and a fork waits */
+		rsk_gate_wake();
 }
 
-/* Timed on CLOCK_REALTIME, which the timed lock takes (a clock step only moves the bound). */
+/* Close the gate (another fork may hold it: wait for that one first). 0 when past @end. */
+static int rsk_gate_close(int64_t end)
+{
+	uint32_t v = __atomic_load_n(&rsk_thread_gate, __ATOMIC_ACQUIRE);
+	int64_t left;
+
+	for (;;) {
+		if (!(v & RSK_GATE_CLOSED)) {
+			if (__atomic_compare_exchange_n(&rsk_thread_gate, &v, v | RSK_GATE_CLOSED, 0,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				return 1;
+			continue;
+		}
+		if ((left = end - rsk_now_ms()) <= 0)
+			return 0;
+		rsk_gate_wait(v, left);
+		v = __atomic_load_n(&rsk_thread_gate, __ATOMIC_ACQUIRE);
+	}
+}
+
 void rsk_thread_fork_prepare(void)
 {
-	struct timespec until;
+	int64_t end = rsk_now_ms() + RSK_THREAD_FORK_WAIT_MS, left;
+	uint32_t v;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += RSK_THREAD_FORK_WAIT_MS / 1000;
-	until.tv_nsec += (RSK_THREAD_FORK_WAIT_MS % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
+	rsk_thread_gate_closed = rsk_gate_close(end);
+	if (!rsk_thread_gate_closed)
+		return;
+	while ((v = __atomic_load_n(&rsk_thread_gate, __ATOMIC_ACQUIRE)) != RSK_GATE_CLOSED) {
+		if ((left = end - rsk_now_ms()) <= 0) {
+			rsk_thread_fork_parent(); /* fork without the gate, as before it existed */
+			return;
+		}
+		rsk_gate_wait(v, left);
 	}
-	rsk_thread_gate_closed = pthread_rwlock_timedwrlock(&rsk_thread_gate, &until) == 0;
 }
 
 void rsk_thread_fork_parent(void)
 {
-	if (rsk_thread_gate_closed)
-		(void)pthread_rwlock_unlock(&rsk_thread_gate);
+	if (!rsk_thread_gate_closed)
+		return;
 	rsk_thread_gate_closed = 0;
+	__atomic_and_fetch(&rsk_thread_gate, ~RSK_GATE_CLOSED, __ATOMIC_RELEASE);
+	rsk_gate_wake();
 }
 
-/* Not an unlock: glibc knows a writer by its thread id, which the child's thread no longer
- * has. Only this thread exists here, so nobody else can be using the lock. */
+/* Only this thread exists here: no thread of the child works, and none waits. */
 void rsk_thread_fork_child(void)
 {
-	pthread_rwlockattr_t a;
-
-	pthread_rwlockattr_init(&a);
-	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	(void)pthread_rwlock_init(&rsk_thread_gate, &a);
-	pthread_rwlockattr_destroy(&a);
 	rsk_thread_gate_closed = 0;
+	__atomic_store_n(&rsk_thread_gate, 0, __ATOMIC_RELEASE);
 }
