@@ -18,8 +18,9 @@
 # fails on any test failure and on any report, whichever process wrote it (a server in the
 # background, a forked child, a client whose exit status a test does not look at).
 # Exceptions (third-party programs' own leaks, curl): test/sanitize/, each with its reason.
-# Usage: bash scripts/sanitize.sh [asan|tsan]...   (default: both; 6-8 min on 2 cores with
-# the trees built). scripts/test.sh (CI) runs both passes; nothing is left out.
+# Usage: bash scripts/sanitize.sh [asan|tsan]...   (default: both; 6-8 min on 2 idle cores
+# with the trees built when last timed, before the stdio, scale and wake-up tests came; far
+# longer on a shared machine). scripts/test.sh (CI) runs both passes.
 # Forks: neither gcc 12's nor clang 14's ASan runtime locks its allocator around fork, so a
 # child forked while another thread was inside malloc inherits that lock held and hangs
 # (building with clang 14 would not help). The library's own threads therefore never work
