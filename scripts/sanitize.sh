@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # The integration suite with a sanitized library, preloaded into real programs after the
 # sanitizer's runtime (LD_PRELOAD="<runtime> librdmasock.so", see test/integration/lib.sh):
-#   asan  ASan+UBSan build (build-asan): every integration test on shm and auto, and the
-#         rdmasock command's tests;
+#   asan  ASan+UBSan build (build-asan): every integration test on shm and auto but the
+#         int_scale_* ones, and the rdmasock command's tests. The scale tests are load tests
+#         (10000 idle connections, 1800 connect/close cycles, redis-benchmark with 1000
+#         clients, connect timeouts against a full backlog) whose time limits assume the
+#         release build: the Debug+ASan build on 2 busy cores took 1-4 min each and missed
+#         those limits, and together they would push the pass past CI's budget. The paths
+#         they drive (accept, close, fd limits, peers that go away) run under ASan in the
+#         smaller tests (semantics, peerdeath, fork, offerrace, crossuid, lent_connect);
 #   tsan  TSan build (build-tsan): the unit tests and the threaded integration tests
 #         (threads, memcached, redis, the monitor thread's timers in nagle and move, and the
 #         fork/exec/socat paths where connections are shared and relayed).
@@ -12,9 +18,15 @@
 # fails on any test failure and on any report, whichever process wrote it (a server in the
 # background, a forked child, a client whose exit status a test does not look at).
 # Exceptions (third-party programs' own leaks, curl): test/sanitize/, each with its reason.
-# Usage: bash scripts/sanitize.sh [asan|tsan]...   (default: both; 6-8 min on 2 cores with
-# the trees built). scripts/test.sh runs it when RSK_SANITIZE=1: not by default, as with
-# gcc 12's ASan runtime a forked child hangs now and then (leftovers below), which fails it.
+# Usage: bash scripts/sanitize.sh [asan|tsan]...   (default: both; 6-8 min on 2 idle cores
+# with the trees built when last timed, before the stdio, scale and wake-up tests came; far
+# longer on a shared machine). scripts/test.sh (CI) runs both passes.
+# Forks: neither gcc 12's nor clang 14's ASan runtime locks its allocator around fork, so a
+# child forked while another thread was inside malloc inherits that lock held and hangs
+# (building with clang 14 would not help). The library's own threads therefore never work
+# while the process forks (the fork gate, core/base/thread.h); an application thread that
+# allocates during another's fork would still hang its child, which none of the programs
+# here do. Any process a pass leaves running fails it (leftovers below).
 # Each pass is bounded by RSK_SANITIZE_SECS (default 1800 s);
 # RSK_SANITIZE_TESTS=REGEX (for debugging) runs only the tests of a pass that match it
 # (under tsan: instead of its own list of integration tests).
@@ -76,9 +88,8 @@ sctest() {
 
 # leftovers SIDFILE NAME: end the processes still running in the sessions of SIDFILE (what
 # the tests of this pass started and left), each shown; their number. A test's time limit
-# ends its script, not an orphaned child that hangs: with gcc 12's ASan runtime a child
-# forked while another thread of its parent was inside the runtime's allocator inherits that
-# allocator lock held, and hangs at its next allocation or in the leak check at exit.
+# ends its script, not an orphaned child that hangs (as forked children did in the ASan
+# runtime's allocator lock, before the fork gate: see the header).
 leftovers() {
 	local p sid n=0 pids=()
 	[ -s "$1" ] || return 0
@@ -145,7 +156,7 @@ run_asan() {
 		LSAN_OPTIONS="suppressions=$s/lsan.supp"
 		UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
 		sctest "$logs.sid" --output-on-failure -L integration -LE '^kernel$' \
-			"${only[@]}" -j "$jobs" --timeout 600
+			-E '^int_scale_' "${only[@]}" -j "$jobs" --timeout 600
 	) || rc=$?
 	[ "$rc" = 0 ] || { echo "sanitize: asan: integration tests failed" >&2; status=1; }
 	reports "$logs" asan || n=$?

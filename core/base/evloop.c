@@ -166,12 +166,14 @@ static void *rsk_ev_main(void *arg)
 		__atomic_store_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST);
 		if (n < 0 && n != -EINTR)
 			break;
+		rsk_thread_work_begin(); /* a fork waits for this round (thread.h) */
 		for (i = 0; i < n; i++)
 			rsk_ev_dispatch(ev[i].data.u64, ev[i].events);
 		rsk_ev_run_deferred();
 		tick = __atomic_load_n(&rsk_ev_tick_fn, __ATOMIC_ACQUIRE);
 		if (tick != NULL)
 			tick();
+		rsk_thread_work_end();
 	}
 	return NULL;
 }

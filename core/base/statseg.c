@@ -164,7 +164,9 @@ static void *rsk_seg_main(void *arg)
 			rsk_seg_wait(word, seen, (int)(RSK_SEG_MIN_GAP_MS - (now - last)));
 			continue;
 		}
+		rsk_thread_work_begin(); /* a fork waits for this (thread.h) */
 		rsk_seg_publish();
+		rsk_thread_work_end();
 		last = rsk_now_ms();
 		rsk_seg_wait(word, seen, RSK_STATSEG_PERIOD_MS);
 	}

@@ -473,7 +473,8 @@ static int rsk_shm_poll(struct rsk_ep *ep, struct rsk_wc *wc, int n)
 		wc[i].len = len;
 		wc[i].imm = __atomic_load_n(&e->rx->desc[slot].imm, __ATOMIC_RELAXED);
 		e->rx_slot = slot + 1 == ep->nbuf ? 0 : slot + 1;
-		e->rx_next++;
+		/* atomic: rsk_shm_rx_pending reads it without the owner's lock (TSan saw the race) */
+		__atomic_store_n(&e->rx_next, e->rx_next + 1, __ATOMIC_RELAXED);
 	}
 	return i;
 }

@@ -3,7 +3,8 @@
  * callback, level/edge/one-shot registration, the guarantee that an unwatched watch's callback
  * never runs again (also for an event already harvested, and for a slot recycled with the
  * same fd and arg: a stale close event must not reset a new connection), unwatch waiting for
- * a running callback, deferred work, the tick, calls from callbacks, many watches, fork, and
+ * a running callback, deferred work, the tick, calls from callbacks, many watches, fork (and
+ * a fork through the fork gate never landing inside a round of the loop), and
  * rsk_evloop_start() with nothing watched (the tick alone needs the thread).
  */
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 
 #include "base/evloop.h"
+#include "base/thread.h"
 #include "unit.h"
 
 /* Long enough for the loop thread to have reacted to a ready fd, even under ASan. */
@@ -813,6 +815,52 @@ static void test_atfork_child(void **state)
 	assert_true(UNIT_WAIT(UNIT_LOAD(&parent->calls) == 2, WAIT_MS));
 }
 
+/* ---- fork while the loop works ---- */
+
+static int busy_in_round, busy_rounds, busy_stop;
+
+/* A tick that works 1 ms per round and asks for the next: the loop is busy most of the time. */
+static void on_busy_tick(void)
+{
+	if (!rsk_evloop_take_tick())
+		return;
+	__atomic_store_n(&busy_in_round, 1, __ATOMIC_SEQ_CST);
+	free(malloc(256));
+	unit_sleep_ms(1);
+	__atomic_store_n(&busy_in_round, 0, __ATOMIC_SEQ_CST);
+	UNIT_INC(&busy_rounds);
+	if (!UNIT_LOAD(&busy_stop))
+		rsk_evloop_request_tick();
+}
+
+/* The child's copy of the loop's state: a fork through the gate never lands in a round
+ * (before the gate, one that landed while the loop was inside ASan's malloc hung). */
+static int busy_child(void *arg)
+{
+	(void)arg;
+	rsk_thread_fork_child();
+	return UNIT_LOAD(&busy_in_round) ? 10 : 0;
+}
+
+static void test_fork_waits_for_round(void **state)
+{
+	int i, before;
+
+	(void)state;
+	__atomic_store_n(&busy_stop, 0, __ATOMIC_SEQ_CST);
+	rsk_evloop_set_tick(on_busy_tick);
+	assert_int_equal(rsk_evloop_start(), 0);
+	rsk_evloop_request_tick();
+	assert_true(UNIT_WAIT(UNIT_LOAD(&busy_rounds) >= 3, WAIT_MS));
+	for (i = 0; i < 30; i++) {
+		before = UNIT_LOAD(&busy_rounds);
+		rsk_thread_fork_prepare(); /* as preload/fork.c does */
+		assert_int_equal(unit_in_child(busy_child, NULL, WAIT_MS), 0);
+		rsk_thread_fork_parent();
+		assert_true(UNIT_WAIT(UNIT_LOAD(&busy_rounds) > before, WAIT_MS));
+	}
+	__atomic_store_n(&busy_stop, 1, __ATOMIC_SEQ_CST);
+}
 
 /* ---- start without a watch ---- */
 
@@ -875,6 +923,7 @@ int main(void)
 		T(test_many_watches),
 		T(test_on_thread),
 		T(test_atfork_child),
+		cmocka_unit_test_teardown(test_fork_waits_for_round, tick_teardown),
 		T(test_start_without_watch),
 	};
 

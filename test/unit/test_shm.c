@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -594,6 +595,38 @@ static void test_many_messages(void **state)
 	pair_close(&p);
 }
 
+/* rx_pending from another thread, without the owner's lock, while the owner harvests (the
+ * connection registry's arrival scan does this): under TSan (scripts/sanitize.sh) this was a
+ * data race on rx_next; everywhere, the answer settles at 0 once all is harvested. */
+static int pending_stop, pending_seen;
+
+static void *pending_reader(void *arg)
+{
+	struct rsk_ep *ep = arg;
+
+	while (!__atomic_load_n(&pending_stop, __ATOMIC_ACQUIRE))
+		if (rsk_ep_rx_pending(ep))
+			__atomic_add_fetch(&pending_seen, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void test_rx_pending_unlocked(void **state)
+{
+	struct shm_pair p;
+	pthread_t t;
+
+	(void)state;
+	pair_open(&p, NBUF, 64);
+	__atomic_store_n(&pending_stop, 0, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_create(&t, NULL, pending_reader, p.s), 0);
+	assert_int_equal(run_msgs(p.c, p.s, 20000, NBUF), 0);
+	__atomic_store_n(&pending_stop, 1, __ATOMIC_RELEASE);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(rsk_ep_rx_pending(p.s), 0);
+	print_message("rx_pending seen true %d times\n", pending_seen);
+	pair_close(&p);
+}
+
 /*
  * The endpoint's private counters cannot be reached through rsk_shm_debug, so to start near
  * 2^32 we mirror struct rsk_shm_ep (core/transport/shm.c) and check the mirror against what
@@ -1171,6 +1204,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_posted),
 		cmocka_unit_test(test_hostile_header_after_open),
 		cmocka_unit_test(test_many_messages),
+		cmocka_unit_test(test_rx_pending_unlocked),
 		cmocka_unit_test(test_wrap_pow2),
 		cmocka_unit_test(test_kick_rx),
 		cmocka_unit_test(test_kick_edge),
