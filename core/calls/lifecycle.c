@@ -353,6 +353,7 @@ static void rsk_life_end_lent(struct rsk_sock *s, int fd)
 static void rsk_life_closed(struct rsk_sock *s, int fd)
 {
 	struct rsk_conn *c = s->conn;
+	uint64_t bytes, msgs;
 
 	rsk_life_end_lent(s, fd);
 	if (s->upg != NULL) {
@@ -361,9 +362,14 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	}
 	if (c == NULL || s->from_lst != 0 || c->peer_len == 0)
 		return;
+	/* Another thread may still be inside a send on this connection (TSan saw one): its
+	 * counters are read under the connection lock, as the stream writes them. */
+	rsk_conn_lock(c);
+	bytes = c->st.bytes_sent + c->st.bytes_rcvd;
+	msgs = c->st.msgs_sent + c->st.msgs_rcvd;
+	rsk_conn_unlock(c);
 	rsk_hist_note((const struct sockaddr *)&c->peer,
-		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, c->st.bytes_sent + c->st.bytes_rcvd,
-					c->st.msgs_sent + c->st.msgs_rcvd));
+		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, bytes, msgs));
 }
 
 /* ---- exec: this image's relays go on in a helper process ---- */
