@@ -61,9 +61,7 @@ static void worker_stop(void)
 /* fork as preload/fork.c does it; @child's status, or -1 if it died or hung. */
 static int gated_fork(int (*child)(void))
 {
-	int status = 0;
-	pid_t pid, r = 0;
-	int64_t end;
+	pid_t pid;
 
 	rsk_thread_fork_prepare();
 	pid = fork();
@@ -72,17 +70,7 @@ static int gated_fork(int (*child)(void))
 		_exit(child());
 	}
 	rsk_thread_fork_parent();
-	if (pid < 0)
-		return -1;
-	end = rsk_now_ms() + WAIT_MS;
-	while ((r = waitpid(pid, &status, WNOHANG)) == 0 && rsk_now_ms() < end)
-		unit_sleep_ms(1);
-	if (r == 0) {
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, &status, 0);
-		return -1;
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return pid < 0 ? -1 : unit_reap(pid, WAIT_MS);
 }
 
 /* The child's copy of the worker's state, and the allocator in it. */

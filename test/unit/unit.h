@@ -36,21 +36,14 @@ static inline void unit_sleep_ms(int ms)
 #define UNIT_LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define UNIT_INC(p) ((void)__atomic_add_fetch((p), 1, __ATOMIC_SEQ_CST))
 
-/*
- * Run @fn(@arg) in a forked child and return its exit status (0-255); -1 if the child had to
- * be killed after @timeout_ms or died of a signal. The child leaves with _exit(): it must not
- * run cmocka's or the parent's exit-time work.
- */
-static inline int unit_in_child(int (*fn)(void *arg), void *arg, int timeout_ms)
+/* Wait up to @timeout_ms for child @pid: its exit status (0-255), or -1 if it had to be
+ * killed or died of a signal. */
+static inline int unit_reap(pid_t pid, int timeout_ms)
 {
 	int64_t end;
 	int status = 0;
-	pid_t pid = fork(), r = 0;
+	pid_t r = 0;
 
-	if (pid < 0)
-		return -1;
-	if (pid == 0)
-		_exit(fn(arg));
 	end = rsk_now_ms() + timeout_ms;
 	while ((r = waitpid(pid, &status, WNOHANG)) == 0 && rsk_now_ms() < end)
 		unit_sleep_ms(1);
@@ -60,6 +53,22 @@ static inline int unit_in_child(int (*fn)(void *arg), void *arg, int timeout_ms)
 		return -1;
 	}
 	return r == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * Run @fn(@arg) in a forked child and return its exit status (0-255); -1 if the child had to
+ * be killed after @timeout_ms or died of a signal. The child leaves with _exit(): it must not
+ * run cmocka's or the parent's exit-time work.
+ */
+static inline int unit_in_child(int (*fn)(void *arg), void *arg, int timeout_ms)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		_exit(fn(arg));
+	return unit_reap(pid, timeout_ms);
 }
 
 /* The number the application's next open() would get (the lowest free fd). */
