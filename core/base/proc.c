@@ -2,6 +2,9 @@
  * Process identity (see proc.h). The pid is cached in a plain global: it only changes in a
  * forked child, where rsk_proc_forked_child() runs before the child uses the library.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "proc.h"
@@ -33,4 +36,23 @@ void rsk_proc_forking(void)
 void rsk_proc_forked_child(void)
 {
 	__atomic_store_n(&rsk_proc_cached, getpid(), __ATOMIC_RELAXED);
+}
+
+int rsk_proc_each_fd(int (*fn)(int fd, void *arg), void *arg)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int fd;
+
+	if (d == NULL)
+		return -errno;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		fd = atoi(de->d_name);
+		if (fd != dirfd(d) && fn(fd, arg) != 0)
+			break;
+	}
+	closedir(d);
+	return 0;
 }

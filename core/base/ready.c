@@ -5,7 +5,6 @@
  * state (bit 0), so that one compare-and-swap both moves the state and tells how many
  * tokens (or drains) belong to the state being left.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -345,28 +344,28 @@ static int rsk_ready_is_app_end(int fd)
 	       memcmp(un.sun_path + 1, RSK_APP_END_PREFIX, plen) == 0;
 }
 
+/* One fd of the sweep: an app end of the old image becomes a socket whose peer is gone. */
+static int rsk_ready_sweep_one(int fd, void *arg)
+{
+	int *n = arg, sv[2];
+
+	if (!rsk_ready_is_app_end(fd))
+		return 0;
+	/* The library state behind it died with the old image: make the number a socket
+	 * whose peer is gone (reads see EOF, writes EPIPE) instead of leaking tokens. */
+	if (rsk_sys_socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		return 0;
+	(void)rsk_sys_close(sv[1]);
+	if (rsk_sys_dup3(sv[0], fd, (rsk_sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+		(*n)++;
+	(void)rsk_sys_close(sv[0]);
+	return 0;
+}
+
 int rsk_ready_sweep_stale(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
-	int fd, sv[2], n = 0;
+	int n = 0;
 
-	if (d == NULL)
-		return 0;
-	while ((de = readdir(d)) != NULL) {
-		fd = atoi(de->d_name);
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == dirfd(d) ||
-		    !rsk_ready_is_app_end(fd))
-			continue;
-		/* The library state behind it died with the old image: make the number a socket
-		 * whose peer is gone (reads see EOF, writes EPIPE) instead of leaking tokens. */
-		if (rsk_sys_socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
-			continue;
-		(void)rsk_sys_close(sv[1]);
-		if (rsk_sys_dup3(sv[0], fd, (rsk_sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
-			n++;
-		(void)rsk_sys_close(sv[0]);
-	}
-	closedir(d);
+	(void)rsk_proc_each_fd(rsk_ready_sweep_one, &n);
 	return n;
 }

@@ -4,7 +4,6 @@
  * copies where it does not), and exit (an orderly end for our streams, as the kernel gives
  * TCP).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -114,31 +113,40 @@ static int rsk_life_epoll_regs(struct rsk_sock *s, int epfd, struct rsk_life_epr
  * tokens), to be put on the pipe once it is behind the numbers. Found from /proc (the fast
  * path records no registration of an accelerated socket); only at the switch.
  */
+struct rsk_life_take {
+	struct rsk_sock *s;
+	struct rsk_life_epreg *regs;
+	int n, max;
+};
+
+/* One fd of the process: if it is an epoll set, take its registrations of the socket. */
+static int rsk_life_take_one(int fd, void *arg)
+{
+	struct rsk_life_take *t = arg;
+	char link[32], path[32];
+	ssize_t len;
+	int i, k;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	len = readlink(path, link, sizeof(link) - 1);
+	if (len <= 0)
+		return 0;
+	link[len] = '\0';
+	if (strcmp(link, "anon_inode:[eventpoll]") != 0)
+		return 0;
+	k = rsk_life_epoll_regs(t->s, fd, t->regs + t->n, t->max - t->n);
+	for (i = t->n; i < t->n + k; i++)
+		(void)rsk_sys_epoll_ctl(t->regs[i].epfd, EPOLL_CTL_DEL, t->regs[i].fd, NULL);
+	t->n += k;
+	return t->n >= t->max;
+}
+
 static int rsk_life_epoll_take(struct rsk_sock *s, struct rsk_life_epreg *regs, int max)
 {
-	char link[32], path[32];
-	struct dirent *de;
-	int fd, n = 0, i, k;
-	ssize_t len;
-	DIR *d = opendir("/proc/self/fd");
+	struct rsk_life_take t = {.s = s, .regs = regs, .max = max};
 
-	while (d != NULL && n < max && (de = readdir(d)) != NULL) {
-		fd = atoi(de->d_name);
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		len = readlink(path, link, sizeof(link) - 1);
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || len <= 0)
-			continue;
-		link[len] = '\0';
-		if (strcmp(link, "anon_inode:[eventpoll]") != 0)
-			continue;
-		k = rsk_life_epoll_regs(s, fd, regs + n, max - n);
-		for (i = n; i < n + k; i++)
-			(void)rsk_sys_epoll_ctl(regs[i].epfd, EPOLL_CTL_DEL, regs[i].fd, NULL);
-		n += k;
-	}
-	if (d != NULL)
-		closedir(d);
-	return n;
+	(void)rsk_proc_each_fd(rsk_life_take_one, &t);
+	return t.n;
 }
 
 static void rsk_life_epoll_put(struct rsk_life_epreg *regs, int n)
@@ -388,24 +396,30 @@ static int rsk_life_kept(const int *keep, int n, int fd)
 	return 0;
 }
 
+struct rsk_life_keep {
+	int fds[RSK_LIFE_KEEP_FDS];
+	int n;
+};
+
+static int rsk_life_close_unkept(int fd, void *arg)
+{
+	const struct rsk_life_keep *k = arg;
+
+	if (!rsk_life_kept(k->fds, k->n, fd))
+		(void)rsk_sys_close(fd);
+	return 0;
+}
+
 /* The helper holds nothing of the program's: an fd it kept would hold a pipe or a
  * listener open behind the program's back. 0-2 become /dev/null. */
 static void rsk_life_helper_close(int go_rd)
 {
-	int keep[RSK_LIFE_KEEP_FDS], n = rsk_relay_fds(keep, RSK_LIFE_KEEP_FDS - 1), fd, nul;
-	struct dirent *de;
-	DIR *d;
+	struct rsk_life_keep keep;
+	int fd, nul;
 
-	keep[n++] = go_rd;
-	d = opendir("/proc/self/fd");
-	while (d != NULL && (de = readdir(d)) != NULL) {
-		fd = atoi(de->d_name);
-		if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd != dirfd(d) &&
-		    !rsk_life_kept(keep, n, fd))
-			(void)rsk_sys_close(fd);
-	}
-	if (d != NULL)
-		closedir(d);
+	keep.n = rsk_relay_fds(keep.fds, RSK_LIFE_KEEP_FDS - 1);
+	keep.fds[keep.n++] = go_rd;
+	(void)rsk_proc_each_fd(rsk_life_close_unkept, &keep);
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (fd = 0; nul >= 0 && fd <= 2; fd++)
 		if (fd != nul)
