@@ -4,7 +4,9 @@
  * the gate, a child forked while our thread was inside ASan's allocator hung for ever);
  * work waits while a fork is under way and goes on after it in the parent; the child has a
  * gate of its own that works; a thread that works longer than the gate waits delays a fork
- * by that bound, never blocks it.
+ * by that bound, never blocks it; a thread is not started while a fork is under way (its
+ * start-up in the C and ASan runtimes allocates before it runs a line of ours), and a
+ * thread of ours that starts another from inside its work does not deadlock a fork.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "base/thread.h"
 #include "unit.h"
 
@@ -136,12 +139,89 @@ static void test_stuck_worker_delays_fork_only(void **state)
 	worker_stop();
 }
 
+/* A thread that says it ran, and one that starts it from an application thread. */
+static int started;
+
+static void *mark_started(void *arg)
+{
+	(void)arg;
+	UNIT_INC(&started);
+	return NULL;
+}
+
+static void *spawner(void *arg)
+{
+	(void)arg;
+	assert_int_equal(rsk_thread_spawn(mark_started, NULL, NULL), 0);
+	return NULL;
+}
+
+static void test_no_start_during_fork(void **state)
+{
+	pthread_t t;
+
+	(void)state;
+	__atomic_store_n(&started, 0, __ATOMIC_SEQ_CST);
+	rsk_thread_fork_prepare(); /* as fork() does, up to the copy */
+	assert_int_equal(pthread_create(&t, NULL, spawner, NULL), 0);
+	unit_sleep_ms(200);
+	assert_int_equal(UNIT_LOAD(&started), 0); /* waits for the fork's end */
+	rsk_thread_fork_parent();
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&started) == 1, WAIT_MS));
+}
+
+/* Our thread starts another from inside its work while a fork waits for it: the fork goes on
+ * once both are out, well before its RSK_THREAD_FORK_WAIT_MS bound. */
+static void *spawn_in_work(void *arg)
+{
+	(void)arg;
+	rsk_thread_work_begin();
+	__atomic_store_n(&in_work, 1, __ATOMIC_SEQ_CST);
+	while (UNIT_LOAD(&hold))
+		unit_sleep_ms(1);
+	assert_int_equal(rsk_thread_spawn(mark_started, NULL, NULL), 0);
+	rsk_thread_work_end();
+	return NULL;
+}
+
+static void *release_later(void *arg)
+{
+	(void)arg;
+	unit_sleep_ms(50);
+	__atomic_store_n(&hold, 0, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void test_spawn_from_work(void **state)
+{
+	pthread_t t, r;
+	int64_t t0;
+
+	(void)state;
+	__atomic_store_n(&started, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&in_work, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&hold, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_create(&t, NULL, spawn_in_work, NULL), 0);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&in_work) == 1, WAIT_MS));
+	assert_int_equal(pthread_create(&r, NULL, release_later, NULL), 0);
+	t0 = rsk_now_ms();
+	rsk_thread_fork_prepare();
+	rsk_thread_fork_parent();
+	assert_true(rsk_now_ms() - t0 < RSK_THREAD_FORK_WAIT_MS / 2);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&started) == 1, WAIT_MS));
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(pthread_join(r, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_never_inside_work),
 		cmocka_unit_test(test_child_gate_works),
 		cmocka_unit_test(test_stuck_worker_delays_fork_only),
+		cmocka_unit_test(test_no_start_during_fork),
+		cmocka_unit_test(test_spawn_from_work),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
