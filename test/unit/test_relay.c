@@ -118,6 +118,7 @@ static int start_own(struct rsk_conn *c)
 	return rc;
 }
 
+
 static ssize_t peer_send(const void *buf, size_t len)
 {
 	struct iovec iov = {(void *)buf, len};
@@ -280,6 +281,25 @@ static void test_orderly_end(void **state)
 	F.released = 1;
 }
 
+/* The relay released the connection (the fixture's teardown then has nothing to free). */
+static void assert_released(void)
+{
+	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
+	F.released = 1;
+}
+
+/* The app wrote "gone", the peer sent bytes the app never reads, the app closed: the peer
+ * gets "gone" (into @b) first. */
+static void app_closes_with_unread(char *b, int *eof)
+{
+	assert_int_equal(start_own(F.c), 0);
+	assert_int_equal(send(F.app, "gone", 4, 0), 4);
+	assert_int_equal(peer_send("unread", 6), 6);
+	close(F.app);
+	F.app = -1;
+	assert_int_equal(peer_recv_all(b, 4, eof), 4);
+}
+
 /* The peer's FIN alone: the app reads EOF while its own direction still flows (half close). */
 static void test_half_close(void **state)
 {
@@ -301,8 +321,7 @@ static void test_half_close(void **state)
 	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* not over yet */
 	assert_int_equal(shutdown(F.app, SHUT_WR), 0);
 	assert_int_equal(peer_next(), 0);
-	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
-	F.released = 1;
+	assert_released();
 }
 
 /* A reset from the peer: the pipe ends both ways (EOF, then the app's writes fail). */
@@ -334,16 +353,10 @@ static void test_app_closes(void **state)
 	int eof;
 
 	(void)state;
-	assert_int_equal(start_own(F.c), 0);
-	assert_int_equal(send(F.app, "gone", 4, 0), 4);
-	assert_int_equal(peer_send("unread", 6), 6);
-	close(F.app);
-	F.app = -1;
-	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	app_closes_with_unread(b, &eof);
 	assert_memory_equal(b, "gone", 4);
 	assert_true(peer_next() <= 0); /* the end (see test_app_closes_unread_resets) */
-	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
-	F.released = 1;
+	assert_released();
 }
 
 /*
@@ -357,15 +370,9 @@ static void test_app_closes_unread_resets(void **state)
 	int eof;
 
 	(void)state;
-	assert_int_equal(start_own(F.c), 0);
-	assert_int_equal(send(F.app, "gone", 4, 0), 4);
-	assert_int_equal(peer_send("unread", 6), 6);
-	close(F.app);
-	F.app = -1;
-	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	app_closes_with_unread(b, &eof);
 	assert_int_equal(peer_next(), -ECONNRESET);
-	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
-	F.released = 1;
+	assert_released();
 }
 
 /*
@@ -537,8 +544,7 @@ static void test_pipe_half_close_then_close(void **state)
 	close(F.x);
 	F.x = -1;
 	assert_int_equal(peer_next(), 0); /* FIN */
-	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
-	F.released = 1;
+	assert_released();
 }
 
 /* The peer died (its readiness end closed, as its kernel does): the pipe ends, the relay
@@ -562,8 +568,7 @@ static void test_pipe_peer_dies(void **state)
 	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* ours is open until the app closes */
 	close(F.x);
 	F.x = -1;
-	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0, 2000));
-	F.released = 1;
+	assert_released();
 }
 
 /* At exit, what the app wrote into the pipe (the loop may not have moved it yet) reaches
