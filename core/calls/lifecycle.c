@@ -464,6 +464,10 @@ static void rsk_life_helper(int go_rd)
 
 	rsk_proc_forked_child();
 	rsk_life_helper_signals();
+	/* Out of the program's session and process group: a Ctrl-C, a terminal's hang-up or a
+	 * killpg aimed at the program would end the helper with the program's last bytes still
+	 * in its pipes, which the kernel goes on sending for a TCP socket whose process died. */
+	(void)setsid();
 	rsk_evloop_atfork_child();
 	rsk_conn_atexec_helper();
 	rsk_life_helper_close(go_rd);

@@ -8,7 +8,8 @@
 # 1 MiB by fwrite/fread, 8 MiB written by a forked child while the parent reads (fork after
 # the relay started), stdio mixed with send()/write()/recv() from the first byte and from
 # mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
-# head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u).
+# head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; and
+# exec of a job that writes 4 MiB and is interrupted with its process group at once).
 # test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
 . "$(dirname "$0")/lib.sh"
 need sed bash head
@@ -55,6 +56,18 @@ out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" inetd_client "$iport" 2>&1) || fail
 echo "$out"
 wait_bg inetd 2>/dev/null || true
 grep -q "inetd: ok" "$RSK_TMP/inetd.log" || fail "inetd server: $(cat "$RSK_TMP/inetd.log")"
+
+# The exec'd job writes 4 MiB and is interrupted with its whole process group (Ctrl-C): the
+# relay's helper is not in that group, so every byte still reaches the client, then EOF.
+kport=$(free_port)
+start_bg inetd_int pre "$RSK_PROGS/stdio_peer" inetd_int "$kport"
+wait_listen "$kport"
+out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" zeros_client "$kport" 2>&1) ||
+	fail "the interrupted job's client: $out"
+wait_bg inetd_int 2>/dev/null || true
+grep -q "inetd_int: ok" "$RSK_TMP/inetd_int.log" ||
+	fail "inetd_int server: $(cat "$RSK_TMP/inetd_int.log")"
+echo "an interrupted inetd job's last 4 MiB: ok"
 
 # Every connection of stdio_peer and bash on shm (none on the kernel), carrying the bytes.
 python3 - "$RSK_STATS" "$RSK_EXPECT" <<'PY' || fail "stats: the stdio connections were carried wrongly"

@@ -20,6 +20,12 @@
  *                             stdin and stdout and execs `sed -u s/^/re:/` (stdio both ways)
  *   stdio_peer inetd_client PORT   500 lines to it by write(), each answer "re:" + the
  *                             line read back by read()
+ *   stdio_peer inetd_int PORT  as inetd, in a process group of its own (a shell's job),
+ *                             exec of `sh -c 'head -c 4 MiB /dev/zero; kill -INT 0'`: the
+ *                             job writes 4 MiB to stdout and is interrupted (Ctrl-C) at once
+ *   stdio_peer zeros_client PORT   after a second, reads until EOF: exactly 4 MiB of zeros,
+ *                             then EOF (not a reset), as from kernel TCP, whose queue
+ *                             outlives the process
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
 #include <signal.h>
@@ -248,7 +254,11 @@ static void late(int port)
 	fclose(f);
 }
 
-static void inetd(int port)
+#define INT_BYTES (4L << 20)
+
+/* Accept one connection; a child puts it on stdin and stdout and execs @argv (in a process
+ * group of its own if @own_group); the child's wait status. */
+static int inetd_run(int port, char *const argv[], int own_group)
 {
 	struct sockaddr_in a = loopback(port);
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd, st;
@@ -265,16 +275,62 @@ static void inetd(int port)
 		die("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(l);
-		if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
+		if ((own_group && setpgid(0, 0) < 0) || dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
 			_exit(126);
 		close(fd);
-		execlp("sed", "sed", "-u", "s/^/re:/", (char *)NULL);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
 	close(fd);
 	close(l);
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	if (waitpid(pid, &st, 0) < 0)
+		die("waitpid: %s", strerror(errno));
+	return st;
+}
+
+static void inetd(int port)
+{
+	char *const argv[] = {"sed", "-u", "s/^/re:/", NULL};
+	int st = inetd_run(port, argv, 0);
+
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		die("the inetd child (sed) failed: status %d", st);
+}
+
+static void inetd_int(int port)
+{
+	char *const argv[] = {"sh", "-c", "head -c 4194304 /dev/zero; kill -INT 0; sleep 5",
+			      NULL};
+	int st = inetd_run(port, argv, 1);
+
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGINT)
+		die("the job was not ended by its SIGINT: status %d", st);
+}
+
+/* Everything until EOF: INT_BYTES zeros. */
+static void zeros_client(int port)
+{
+	int fd = tcp_connect(port);
+	char b[65536];
+	long total = 0;
+	ssize_t k, i;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	/* Read only after the job is gone: the stream's window holds far less than 4 MiB, so
+	 * most of it is still in the relay's pipe then, for the relay alone to deliver. */
+	sleep(1);
+	while ((k = read(fd, b, sizeof(b))) > 0) {
+		for (i = 0; i < k; i++)
+			if (b[i] != 0)
+				die("byte %ld is %d", total + i, b[i]);
+		total += k;
+	}
+	if (k < 0)
+		die("read after %ld bytes: %s", total, strerror(errno));
+	if (total != INT_BYTES)
+		die("EOF after %ld bytes of %ld", total, INT_BYTES);
+	close(fd);
 }
 
 /* The client of the inetd server reads with read(): only the server side uses stdio. */
@@ -331,6 +387,10 @@ int main(int argc, char **argv)
 		inetd(port);
 	else if (strcmp(argv[1], "inetd_client") == 0)
 		inetd_client(port);
+	else if (strcmp(argv[1], "inetd_int") == 0)
+		inetd_int(port);
+	else if (strcmp(argv[1], "zeros_client") == 0)
+		zeros_client(port);
 	else
 		die("unknown mode %s", argv[1]);
 	printf("stdio_peer: %s: ok\n", argv[1]);
