@@ -347,6 +347,10 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 	struct rsk_conn *c = e->s->conn;
 	int ev = -1;
 
+	if (c == NULL) { /* the socket left its connection (a relay's pipe): the kernel's now */
+		rsk_fw_uncand(m, e, 0);
+		return -1;
+	}
 	rsk_conn_lock(c);
 	if (c->lazy)
 		ev = rsk_conn_fast_events(c, e->fd);
@@ -670,6 +674,26 @@ void rsk_fw_fd_shared(int fd)
 {
 	rsk_fw_kill(fd, 1);
 	rsk_fw_taint_fd(fd);
+}
+
+void rsk_fw_fd_relayed(int fd)
+{
+	struct rsk_fw *m;
+	int epfd, cap, i;
+
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	cap = rsk_fw_tab_cap;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	for (epfd = 0; epfd < cap; epfd++) {
+		if ((m = rsk_fw_get(epfd)) == NULL)
+			continue;
+		pthread_mutex_lock(&m->lock);
+		for (i = 0; i < m->n; i++)
+			if (m->ent[i].fd == fd)
+				rsk_fw_uncand(m, &m->ent[i], 1);
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+	}
 }
 
 void rsk_fw_poll_shared(void *pollfds, unsigned long n)

@@ -42,6 +42,10 @@ void rsk_fw_range_gone(unsigned int first, unsigned int last);
  */
 void rsk_fw_fd_shared(int fd);
 
+/* @fd's connection is about to leave it (stdio relays it through a pipe of its own): no
+ * mirror may answer @fd from the connection any more; the kernel answers the pipe. */
+void rsk_fw_fd_relayed(int fd);
+
 /* poll/select sets and SCM_RIGHTS messages: rsk_fw_fd_shared for each fd in them. */
 void rsk_fw_poll_shared(void *pollfds, unsigned long n);
 void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e);

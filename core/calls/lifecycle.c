@@ -165,8 +165,11 @@ static void rsk_life_epoll_put(struct rsk_life_epreg *regs, int n)
 static int rsk_life_relay(struct rsk_sock *s, int fd)
 {
 	struct rsk_life_epreg regs[RSK_LIFE_EPREGS];
-	int pipe_app, nregs, rc = rsk_relay_start(s->conn, fd, &pipe_app);
+	int pipe_app, nregs, rc;
 
+	if (rsk_fw_active) /* no epoll mirror may answer the fd from the connection any more */
+		rsk_fw_fd_relayed(fd);
+	rc = rsk_relay_start(s->conn, fd, &pipe_app);
 	if (rc < 0)
 		return rc;
 	if (pipe_app < 0) {
