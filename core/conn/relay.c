@@ -616,6 +616,10 @@ int rsk_relay_adopt_all(void)
 
 	pthread_mutex_init(&rsk_relay_lock, NULL);
 	__atomic_store_n(&rsk_relay_done, 0, __ATOMIC_RELAXED);
+	/* Under the list lock: a relay that is over at its first event (all sent and ended
+	 * before we got here) is released by the loop as soon as it is watched, and its
+	 * release frees it only once unlisted, after we stepped the last one. */
+	pthread_mutex_lock(&rsk_relay_lock);
 	for (pp = &rsk_relays; (r = *pp) != NULL;) {
 		if (!r->take) { /* not ours (its fds were closed here): the program's, another
 				 * helper's, or one that ends with the exec'd image */
@@ -634,6 +638,7 @@ int rsk_relay_adopt_all(void)
 	}
 	for (r = rsk_relays; r != NULL; r = r->next)
 		rsk_relay_step(r->c, r);
+	pthread_mutex_unlock(&rsk_relay_lock);
 	return n;
 }
 
