@@ -332,6 +332,9 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 		return rc;
 	}
 	rsk_relay_list(r);
+	/* Under the list lock: a stream that ended before the switch makes the relay over at
+	 * its first event, and the loop's release must not free it before our step. */
+	pthread_mutex_lock(&rsk_relay_lock);
 	rc = rsk_relay_watch(r);
 	if (rc < 0)
 		rsk_warn("relay of %p not watched (%s); its connection stalls", (void *)c,
@@ -339,6 +342,7 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 	rsk_dbg("connection %p now relayed through %s", (void *)c,
 		r->own_pipe ? "a pipe of its own" : "its socketpair");
 	rsk_relay_step(c, r); /* what is already there */
+	pthread_mutex_unlock(&rsk_relay_lock);
 	return 0;
 }
 
