@@ -65,8 +65,14 @@ void rsk_life_io_uring(void);
  */
 void rsk_life_stdio(int fd);
 
-/* exec: before the real call, hand this image's relays (stdio sockets) to a helper process
- * that outlives it; 1 if one was started. exec_failed: the call returned: they come back. */
+/* A relay that another process can run (shm) goes on in a helper process of its own from
+ * its start, so that it outlives this one (1, the default). 0 keeps relays in this process
+ * (unit tests of the in-process paths: the exit flush, the exec hand-off). */
+extern int rsk_life_relay_helper;
+
+/* exec: before the real call, hand this image's relays that still run here (stdio sockets
+ * whose helper could not be forked) to a helper process that outlives it; 1 if one was
+ * started. exec_failed: the call returned: they come back. */
 int rsk_life_exec_prepare(void);
 void rsk_life_exec_failed(void);
 

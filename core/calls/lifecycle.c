@@ -26,6 +26,7 @@
 #include "base/statseg.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
+#include "base/thread.h"
 #include "calls.h"
 #include "fastwait.h"
 #include "history.h"
@@ -162,6 +163,8 @@ static void rsk_life_epoll_put(struct rsk_life_epreg *regs, int n)
  * the connection, and the application's numbers name a plain kernel socket, the app end
  * itself or a fresh pipe's end put behind each of them. 0 or -errno (nothing changed).
  */
+static void rsk_life_hand_relays(void);
+
 static int rsk_life_relay(struct rsk_sock *s, int fd)
 {
 	struct rsk_life_epreg regs[RSK_LIFE_EPREGS];
@@ -182,6 +185,7 @@ static int rsk_life_relay(struct rsk_sock *s, int fd)
 	(void)rsk_sys_close(pipe_app);
 	if (rc < 0) /* no number could be switched: nothing of the application's names it */
 		rsk_warn("fd %d: relay started but not put behind the fd (%s)", fd, strerror(-rc));
+	rsk_life_hand_relays(); /* the pipe's bytes must outlive this process */
 	return 0;
 }
 
@@ -388,6 +392,7 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 #define RSK_LIFE_KEEP_FDS 256
 
 static int rsk_life_go_wr = -1; /* the hand-off's go pipe: closed by the exec, or a "no" */
+int rsk_life_relay_helper = 1;
 
 static int rsk_life_kept(const int *keep, int n, int fd)
 {
@@ -421,7 +426,8 @@ static void rsk_life_helper_close(int go_rd)
 	int fd, nul;
 
 	keep.n = rsk_relay_fds(keep.fds, RSK_LIFE_KEEP_FDS - 1);
-	keep.fds[keep.n++] = go_rd;
+	if (go_rd >= 0)
+		keep.fds[keep.n++] = go_rd;
 	(void)rsk_proc_each_fd(rsk_life_close_unkept, &keep);
 	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	for (fd = 0; nul >= 0 && fd <= 2; fd++)
@@ -457,11 +463,12 @@ static void rsk_life_helper_stats(void)
 	(void)rsk_stats_append(rsk_config.stats_file, &st);
 }
 
-/* The helper (a grandchild, adopted by init): once the exec happened, run the relays until
- * every one is over; if it failed, leave them to their process. Never returns. */
+/* The helper (a grandchild, adopted by init) runs the relays taken for it until every one
+ * is over. For an exec (@go_rd: the go pipe), only once the exec happened; if it failed, it
+ * leaves them to their process. Never returns. */
 static void rsk_life_helper(int go_rd)
 {
-	ssize_t k;
+	ssize_t k = 0;
 	char b;
 	int n;
 
@@ -472,24 +479,85 @@ static void rsk_life_helper(int go_rd)
 	 * in its pipes, which the kernel goes on sending for a TCP socket whose process died. */
 	(void)setsid();
 	rsk_evloop_atfork_child();
-	rsk_conn_atexec_helper();
+	rsk_conn_atexec_helper(rsk_relay_taken);
 	rsk_life_helper_close(go_rd);
-	do
-		k = rsk_sys_read(go_rd, &b, 1);
-	while (k == -EINTR);
+	while (go_rd >= 0 && (k = rsk_sys_read(go_rd, &b, 1)) == -EINTR)
+		;
 	if (k != 0)
 		_exit(0); /* the exec failed (a byte), or we cannot tell: the relays stay there */
-	(void)rsk_sys_close(go_rd);
-	rsk_dbg("relays of an exec'd image taken over by pid %d", (int)getpid());
+	if (go_rd >= 0)
+		(void)rsk_sys_close(go_rd);
+	else /* the program's own line reports its history; ours, what the relays move */
+		rsk_stats_reset();
+	rsk_dbg("relays of pid %d taken over by pid %d", (int)getppid(), (int)getpid());
 	n = rsk_relay_adopt_all();
 	rsk_relay_wait_done(n);
 	rsk_life_helper_stats();
 	_exit(0);
 }
 
+/*
+ * Fork the helper for the relays taken for it: a grandchild, so that init adopts it and the
+ * program never sees a child of its own (the middle process is reaped here at once). @go:
+ * the exec hand-off's go pipe (the helper keeps its reading end), or NULL: it starts now.
+ * With the fork gate (base/thread.h): no thread of ours holds a lock the helper needs.
+ * 0 once the helper exists, or -errno.
+ */
+static int rsk_life_spawn(const int *go)
+{
+	int err = errno, st = 0, rc = 0;
+	pid_t mid, h;
+
+	rsk_thread_fork_prepare();
+	mid = RSK_REAL(fork)();
+	if (mid == 0) { /* the middle process */
+		rsk_thread_fork_child();
+		if (go != NULL)
+			(void)rsk_sys_close(go[1]);
+		h = RSK_REAL(fork)();
+		if (h == 0)
+			rsk_life_helper(go != NULL ? go[0] : -1);
+		_exit(h < 0);
+	}
+	rsk_thread_fork_parent();
+	if (mid < 0)
+		rc = -errno;
+	while (rc == 0 && waitpid(mid, &st, 0) < 0 && errno == EINTR)
+		;
+	/* A program that reaps every child (SIGCHLD ignored, or its handler's wait) may take the
+	 * middle one's status first: the helper exists then, as it does in nearly every case. */
+	if (rc == 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		rc = -EAGAIN; /* the middle one could not fork the helper */
+	errno = err;
+	return rc;
+}
+
+/*
+ * A relay started: it goes on in a helper of its own at once, so that it outlives this
+ * process however it ends (_exit, a signal, a crash), as the kernel goes on sending a dead
+ * process's TCP queue and then ends it. One helper per relay: the connection lives in an
+ * anonymous shared region that only a fork can share, so a helper forked earlier could not
+ * take a later connection over. Relays no other process can run (verbs) stay here, as do
+ * all of them if the helper cannot be forked. Not in a vfork child (its parent's memory).
+ */
+static void rsk_life_hand_relays(void)
+{
+	int rc;
+
+	if (!rsk_life_relay_helper || rsk_proc_pid() != getpid() || !rsk_relay_hand_prepare())
+		return;
+	rc = rsk_life_spawn(NULL);
+	if (rc < 0) {
+		rsk_warn("relay helper not forked (%s): the relay ends with this process",
+			 strerror(-rc));
+		rsk_relay_hand_failed();
+		return;
+	}
+	rsk_relay_hand_done();
+}
+
 int rsk_life_exec_prepare(void)
 {
-	pid_t mid, h;
 	int go[2];
 
 	/* Nothing to hand over; or a vfork child, whose relays are its parent's and stay. */
@@ -497,21 +565,12 @@ int rsk_life_exec_prepare(void)
 		return 0;
 	if (pipe2(go, O_CLOEXEC) < 0)
 		goto resume;
-	mid = RSK_REAL(fork)();
-	if (mid == 0) { /* the middle process: the helper is its child, so init adopts it */
-		(void)rsk_sys_close(go[1]);
-		h = RSK_REAL(fork)();
-		if (h == 0)
-			rsk_life_helper(go[0]);
-		_exit(h < 0);
-	}
-	(void)rsk_sys_close(go[0]);
-	if (mid < 0) {
+	if (rsk_life_spawn(go) < 0) {
+		(void)rsk_sys_close(go[0]);
 		(void)rsk_sys_close(go[1]);
 		goto resume;
 	}
-	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
-		;
+	(void)rsk_sys_close(go[0]);
 	rsk_life_go_wr = go[1];
 	return 1;
 resume:

@@ -714,7 +714,7 @@ void rsk_conn_atfork_child(void)
 	}
 }
 
-void rsk_conn_atexec_helper(void)
+void rsk_conn_atexec_helper(int (*keep)(void *ext))
 {
 	struct rsk_conn_rec *r, *tmp;
 
@@ -722,7 +722,7 @@ void rsk_conn_atexec_helper(void)
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the old image's loop's watches */
 		memset(r->ev_w, 0, sizeof(r->ev_w));
-		if (r->hook != NULL && rsk_transport_cm(r->c->ep)->ep_fds != NULL) {
+		if (r->hook != NULL && rsk_transport_cm(r->c->ep)->ep_fds != NULL && keep(r->ext)) {
 			(void)rsk_conn_watch(r); /* relayed here from now on */
 			continue;
 		}
@@ -730,6 +730,23 @@ void rsk_conn_atexec_helper(void)
 		free(r);
 		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	}
+}
+
+void rsk_conn_watching(struct rsk_conn *c, int on)
+{
+	struct rsk_conn_rec *r;
+
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	r = rsk_conn_rec_find(c);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	/* Outside the registry lock (the loop's callbacks take it). The record stays: only the
+	 * hand-off, on this thread, removes a hooked connection's record meanwhile. */
+	if (r == NULL)
+		return;
+	if (on)
+		(void)rsk_conn_watch(r);
+	else
+		rsk_conn_unwatch(r);
 }
 
 /* ---- the end of a connection ---- */
@@ -836,6 +853,29 @@ void rsk_conn_release(struct rsk_conn *c)
 		rsk_stream_fini(&c->st);
 	rsk_conn_unlock(c);
 	munmap(c, c->map_len);
+}
+
+void rsk_conn_forget(struct rsk_conn *c)
+{
+	struct rsk_conn_rec *r;
+
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	r = rsk_conn_rec_find(c);
+	if (r != NULL)
+		HASH_DEL(rsk_conn_reg, r);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	if (r != NULL) {
+		rsk_conn_unwatch(r);
+		free(r);
+		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	}
+	/* Our copies only (the numbers are the same in the helper, inherited); the shared
+	 * fields stay as they are for it. */
+	rsk_close_hidden(c->tcp_fd);
+	rsk_close_hidden(c->ctl_fd);
+	rsk_ep_destroy(c->ep);
+	munmap(c, c->map_len);
+	rsk_dbg("connection %p forgotten here: another process serves it", (void *)c);
 }
 
 /* ---- live stats hook (rdmasock stat, sock/sockstat.c) ---- */

@@ -177,9 +177,19 @@ void rsk_conn_prefork_undo(struct rsk_conn *c);
  */
 void rsk_conn_atfork_child(void);
 
-/* In the helper that takes a process's relays over before its exec (calls/lifecycle.c):
- * keep the relayed connections whose endpoint can be taken over, forget the others. */
-void rsk_conn_atexec_helper(void);
+/* In a helper that takes a process's relays over (calls/lifecycle.c): keep the relayed
+ * connections whose hook's @keep(ext) says so, forget the others. */
+void rsk_conn_atexec_helper(int (*keep)(void *ext));
+
+/* Stop (@on 0) or resume (1) this process's watches of @c (a relay being handed over). */
+void rsk_conn_watching(struct rsk_conn *c, int on);
+
+/*
+ * Another process serves @c from now on (a relay's helper holds its share): forget it here
+ * without touching the stream or the holders: no callback, our copies of its fds closed,
+ * unmapped. No lock held.
+ */
+void rsk_conn_forget(struct rsk_conn *c);
 
 /* A connection of ours holds a staged (coalesced) message: make sure it is posted soon. */
 void rsk_conn_staged(void);

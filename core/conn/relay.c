@@ -46,7 +46,10 @@ struct rsk_relay {
 	int own_pipe; /* the pipe is a fresh pair's, ours to close (else it is c->ctl_fd) */
 	rsk_watch_t w, aw; /* the pipe, and the app end */
 	int over;     /* the release is ours or on its way (under the connection lock) */
-	int paused;   /* an exec hand-off is under way: steps do nothing (connection lock) */
+	int paused;   /* a hand-off is under way: steps do nothing (connection lock) */
+	int take;     /* goes to the helper being forked (under rsk_relay_lock) */
+	int handed;   /* runs in a helper process: 1 while it is forked, 2 once this process
+		       * only has to forget it (under rsk_relay_lock) */
 	int again;    /* a deferred step is queued: it frees the relay if released meanwhile */
 	int gone;     /* released while that step was queued (under rsk_relay_lock) */
 	char in[RSK_RELAY_BUF]; /* app -> stream, not sent yet */
@@ -329,6 +332,9 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 		return rc;
 	}
 	rsk_relay_list(r);
+	/* Under the list lock: a stream that ended before the switch makes the relay over at
+	 * its first event, and the loop's release must not free it before our step. */
+	pthread_mutex_lock(&rsk_relay_lock);
 	rc = rsk_relay_watch(r);
 	if (rc < 0)
 		rsk_warn("relay of %p not watched (%s); its connection stalls", (void *)c,
@@ -336,6 +342,7 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 	rsk_dbg("connection %p now relayed through %s", (void *)c,
 		r->own_pipe ? "a pipe of its own" : "its socketpair");
 	rsk_relay_step(c, r); /* what is already there */
+	pthread_mutex_unlock(&rsk_relay_lock);
 	return 0;
 }
 
@@ -537,20 +544,32 @@ static int rsk_relay_movable(const struct rsk_relay *r)
 	return rsk_transport_cm(r->c->ep)->ep_fds != NULL;
 }
 
+/* Pause (@on) the relays a helper can take over, or resume those paused. A relay already
+ * over is left to its release here; one in a helper already is not ours. List lock held. */
+static int rsk_relay_pause_one(struct rsk_relay *r, int on)
+{
+	int ok;
+
+	if (r->handed || (on ? !rsk_relay_movable(r) : !r->take))
+		return 0; /* stays: it ends with this image (verbs: the QP does) */
+	rsk_conn_lock(r->c);
+	ok = !on || !r->over;
+	if (ok)
+		r->paused = on;
+	rsk_conn_unlock(r->c);
+	if (ok)
+		r->take = on;
+	return ok;
+}
+
 static int rsk_relay_pause(int on)
 {
 	struct rsk_relay *r;
 	int n = 0;
 
 	pthread_mutex_lock(&rsk_relay_lock);
-	for (r = rsk_relays; r != NULL; r = r->next) {
-		if (!rsk_relay_movable(r))
-			continue; /* stays: it ends with this image (verbs: the QP does) */
-		rsk_conn_lock(r->c);
-		r->paused = on;
-		rsk_conn_unlock(r->c);
-		n++;
-	}
+	for (r = rsk_relays; r != NULL; r = r->next)
+		n += rsk_relay_pause_one(r, on);
 	pthread_mutex_unlock(&rsk_relay_lock);
 	return n;
 }
@@ -564,13 +583,13 @@ void rsk_relay_resume_all(void)
 {
 	struct rsk_relay *r;
 
-	(void)rsk_relay_pause(0);
 	/* Events that came while paused were taken and dropped: step each once. The loop may
 	 * release one meanwhile, so each is stepped under the list lock (a release unlists
 	 * under it first). */
 	pthread_mutex_lock(&rsk_relay_lock);
 	for (r = rsk_relays; r != NULL; r = r->next)
-		rsk_relay_step(r->c, r);
+		if (rsk_relay_pause_one(r, 0))
+			rsk_relay_step(r->c, r);
 	pthread_mutex_unlock(&rsk_relay_lock);
 }
 
@@ -582,9 +601,9 @@ int rsk_relay_fds(int *out, int max)
 
 	pthread_mutex_lock(&rsk_relay_lock);
 	for (r = rsk_relays; r != NULL && n + 3 <= max; r = r->next) {
-		cm = rsk_transport_cm(r->c->ep);
-		if (cm->ep_fds == NULL)
+		if (!r->take)
 			continue;
+		cm = rsk_transport_cm(r->c->ep);
 		out[n++] = r->pipe;
 		if (r->app >= 0)
 			out[n++] = r->app;
@@ -601,14 +620,20 @@ int rsk_relay_adopt_all(void)
 
 	pthread_mutex_init(&rsk_relay_lock, NULL);
 	__atomic_store_n(&rsk_relay_done, 0, __ATOMIC_RELAXED);
+	/* Under the list lock: a relay that is over at its first event (all sent and ended
+	 * before we got here) is released by the loop as soon as it is watched, and its
+	 * release frees it only once unlisted, after we stepped the last one. */
+	pthread_mutex_lock(&rsk_relay_lock);
 	for (pp = &rsk_relays; (r = *pp) != NULL;) {
-		if (!rsk_relay_movable(r)) { /* the exec'd image's: its fds were closed here */
+		if (!r->take) { /* not ours (its fds were closed here): the program's, another
+				 * helper's, or one that ends with the exec'd image */
 			*pp = r->next;
 			__atomic_sub_fetch(&rsk_relay_n, 1, __ATOMIC_RELAXED);
 			free(r);
 			continue;
 		}
 		r->again = r->gone = r->paused = 0; /* deferred steps stayed behind */
+		r->take = r->handed = r->over = 0;
 		r->w = r->aw = 0;
 		if (rsk_relay_watch(r) < 0)
 			rsk_warn("relay of %p not watched after exec", (void *)r->c);
@@ -617,6 +642,7 @@ int rsk_relay_adopt_all(void)
 	}
 	for (r = rsk_relays; r != NULL; r = r->next)
 		rsk_relay_step(r->c, r);
+	pthread_mutex_unlock(&rsk_relay_lock);
 	return n;
 }
 
@@ -626,4 +652,97 @@ void rsk_relay_wait_done(int n)
 
 	while ((d = __atomic_load_n(&rsk_relay_done, __ATOMIC_ACQUIRE)) < (uint32_t)n)
 		(void)rsk_sys_futex(&rsk_relay_done, FUTEX_WAIT_PRIVATE, d, NULL);
+}
+
+/* ---- a relay outlives its process: it runs in a helper from its start ---- */
+
+int rsk_relay_taken(void *ext)
+{
+	return ((const struct rsk_relay *)ext)->take;
+}
+
+/* Take @r for the helper (list lock held): no step of ours moves a byte of it from here,
+ * and neither our exit nor our loop releases it. 1 if taken. */
+static int rsk_relay_hand_one(struct rsk_relay *r)
+{
+	int ok;
+
+	if (r->handed || !rsk_relay_movable(r))
+		return 0;
+	rsk_conn_lock(r->c);
+	ok = !r->over;
+	if (ok)
+		r->over = r->paused = 1;
+	rsk_conn_unlock(r->c);
+	if (!ok)
+		return 0;
+	r->take = r->handed = 1;
+	/* Events from here wait in the kernel objects for the helper's own watches: a callback
+	 * of ours could take a wake-up (a token) the helper then never sees. */
+	rsk_evloop_unwatch(r->w);
+	rsk_evloop_unwatch(r->aw);
+	r->w = r->aw = 0;
+	rsk_conn_watching(r->c, 0);
+	return 1;
+}
+
+int rsk_relay_hand_prepare(void)
+{
+	struct rsk_relay *r;
+	int n = 0;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next)
+		n += rsk_relay_hand_one(r);
+	pthread_mutex_unlock(&rsk_relay_lock);
+	return n;
+}
+
+void rsk_relay_hand_failed(void)
+{
+	struct rsk_relay *r;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next) {
+		if (!r->take || r->handed != 1)
+			continue;
+		r->take = r->handed = 0;
+		rsk_conn_lock(r->c);
+		r->over = r->paused = 0;
+		rsk_conn_unlock(r->c);
+		rsk_conn_watching(r->c, 1);
+		if (rsk_relay_watch(r) < 0)
+			rsk_warn("relay of %p not watched again; it stalls", (void *)r->c);
+		rsk_relay_step(r->c, r); /* what came meanwhile */
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
+}
+
+/* On the loop (after any step of ours still queued for @r): the helper runs it; close our
+ * copies of its fds and forget it and its connection, whose stream the helper goes on with. */
+static void rsk_relay_forget(void *arg)
+{
+	struct rsk_relay *r = arg;
+	struct rsk_conn *c = r->c;
+
+	rsk_relay_close_fds(r);
+	if (rsk_relay_unlist(r))
+		free(r);
+	rsk_conn_forget(c);
+}
+
+void rsk_relay_hand_done(void)
+{
+	struct rsk_relay *r;
+
+	pthread_mutex_lock(&rsk_relay_lock);
+	for (r = rsk_relays; r != NULL; r = r->next) {
+		if (!r->take || r->handed != 1)
+			continue;
+		r->take = 0;
+		r->handed = 2;
+		if (rsk_evloop_defer(rsk_relay_forget, r) < 0)
+			rsk_warn("relay of %p: our copies of its fds stay open", (void *)r->c);
+	}
+	pthread_mutex_unlock(&rsk_relay_lock);
 }

@@ -50,4 +50,22 @@ int rsk_relay_fds(int *out, int max);
 int rsk_relay_adopt_all(void);
 void rsk_relay_wait_done(int n);
 
+/* In the helper, before it closes what is not its own: is the relay @ext (a connection
+ * hook's) one it takes over? */
+int rsk_relay_taken(void *ext);
+
+/*
+ * A relay must outlive the process that started it (the kernel goes on sending a TCP
+ * socket's queue after its process died): the caller forks a helper to run it
+ * (calls/lifecycle.c). hand_prepare: take the relays a helper can run (cm->ep_fds) and that
+ * no helper runs yet; they stop here (no step, no watch, no release). Returns how many.
+ * Then, in the helper, rsk_relay_fds and adopt_all as for an exec. In this process:
+ * hand_done once the helper exists (our copies of their fds close and their records go,
+ * on the loop; their streams go on in the helper), hand_failed if it could not be forked
+ * (they go on here).
+ */
+int rsk_relay_hand_prepare(void);
+void rsk_relay_hand_done(void);
+void rsk_relay_hand_failed(void);
+
 #endif

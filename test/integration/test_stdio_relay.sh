@@ -9,7 +9,9 @@
 # the relay started), stdio mixed with send()/write()/recv() from the first byte and from
 # mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
 # head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; and
-# exec of a job that writes 4 MiB and is interrupted with its process group at once).
+# exec of a job that writes 4 MiB and is interrupted with its process group at once), and a
+# server that writes 4 MiB through stdio and dies at once without destructors (_exit,
+# SIGKILL): its relay runs in a helper process of its own and delivers all of it, then EOF.
 # test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
 . "$(dirname "$0")/lib.sh"
 need sed bash head
@@ -69,8 +71,25 @@ grep -q "inetd_int: ok" "$RSK_TMP/inetd_int.log" ||
 	fail "inetd_int server: $(cat "$RSK_TMP/inetd_int.log")"
 echo "an interrupted inetd job's last 4 MiB: ok"
 
+# A server writes 4 MiB through stdio, fflush()es and dies at once without destructors
+# (_exit, then SIGKILL): the client, reading a second later, gets every byte, then EOF.
+for w in exit_writer kill_writer; do
+	wport=$(free_port)
+	start_bg "$w" pre "$RSK_PROGS/stdio_peer" "$w" "$wport"
+	wait_listen "$wport"
+	out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" zeros_client "$wport" 2>&1) ||
+		fail "$w: the client of a writer that died: $out"
+	wait_bg "$w" 2>/dev/null || true
+	grep -q "^written$" "$RSK_TMP/$w.log" || fail "$w: $(cat "$RSK_TMP/$w.log")"
+	echo "4 MiB by stdio, then $w died: all of it, then EOF: ok"
+done
+
 # Every connection of stdio_peer and bash on shm (none on the kernel), carrying the bytes.
-python3 - "$RSK_STATS" "$RSK_EXPECT" <<'PY' || fail "stats: the stdio connections were carried wrongly"
+# A relay runs in a helper process of its own, which writes its line (the bytes it moved,
+# under the program's name) once the relay is over, maybe after its program ended: the check
+# is tried again for up to 10 s.
+check_stats() {
+python3 - "$RSK_STATS" "$RSK_EXPECT" <<'PY'
 import json, sys
 want = sys.argv[2]
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -96,4 +115,10 @@ if want != "kernel":
     ok = ok and all(sent[k] + rcvd[k] == 0 for k in sent if k != want)
 sys.exit(0 if ok else 1)
 PY
+}
+for i in $(seq 50); do
+	check_stats >/dev/null && break
+	sleep 0.2
+done
+check_stats || fail "stats: the stdio connections were carried wrongly"
 echo "stdio relayed over $RSK_EXPECT: ok"

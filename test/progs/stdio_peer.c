@@ -26,6 +26,9 @@
  *   stdio_peer zeros_client PORT   after a second, reads until EOF: exactly 4 MiB of zeros,
  *                             then EOF (not a reset), as from kernel TCP, whose queue
  *                             outlives the process
+ *   stdio_peer exit_writer PORT   accept one connection, fdopen it, fwrite 4 MiB of zeros,
+ *                             fflush, then _exit(0): no destructor runs (zeros_client reads)
+ *   stdio_peer kill_writer PORT   the same, then SIGKILL to itself instead of _exit
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
 #include <signal.h>
@@ -307,6 +310,32 @@ static void inetd_int(int port)
 		die("the job was not ended by its SIGINT: status %d", st);
 }
 
+/* Accept one connection, write INT_BYTES zeros to it through stdio and die at once without
+ * any destructor: by _exit(0), or by SIGKILL (@kill_self). Over TCP the kernel goes on
+ * sending the dead process's queue, then FIN: zeros_client must get all of it. */
+static void die_writer(int port, int kill_self)
+{
+	struct sockaddr_in a = loopback(port);
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd;
+	static char zeros[INT_BYTES];
+	FILE *f;
+
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0)
+		die("listen: %s", strerror(errno));
+	printf("listening\n");
+	if ((fd = accept(l, NULL, NULL)) < 0)
+		die("accept: %s", strerror(errno));
+	if ((f = fdopen(fd, "w")) == NULL)
+		die("fdopen: %s", strerror(errno));
+	if (fwrite(zeros, 1, sizeof(zeros), f) != sizeof(zeros) || fflush(f) != 0)
+		die("fwrite: %s", strerror(errno));
+	printf("written\n");
+	if (kill_self)
+		kill(getpid(), SIGKILL);
+	_exit(0);
+}
+
 /* Everything until EOF: INT_BYTES zeros. */
 static void zeros_client(int port)
 {
@@ -391,6 +420,10 @@ int main(int argc, char **argv)
 		inetd_int(port);
 	else if (strcmp(argv[1], "zeros_client") == 0)
 		zeros_client(port);
+	else if (strcmp(argv[1], "exit_writer") == 0)
+		die_writer(port, 0);
+	else if (strcmp(argv[1], "kill_writer") == 0)
+		die_writer(port, 1);
 	else
 		die("unknown mode %s", argv[1]);
 	printf("stdio_peer: %s: ok\n", argv[1]);

@@ -5,10 +5,11 @@
  * child before it exists and let go again if the fork failed, and in the child it stays
  * shared while kernel sockets start a fresh account; exit: every accelerated stream this
  * process holds is ended in order (the peer reads EOF). stdio on a shm connection: the fd
- * names the relay's pipe, bytes flow, an epoll registration follows it; exec: a failed exec
- * gives the paused relays back. The relay of a connection that cannot follow a fork needs
- * verbs (a device) and is left to the Soft-RoCE guest; the exec that succeeds is
- * int_stdio_relay_* (inetd).
+ * names the relay's pipe, the relay goes to a helper process at once (this process keeps no
+ * record of it), bytes flow, an epoll registration follows it; exec: nothing to hand over
+ * then, and for relays that run here a failed exec gives the paused relays back. The relay
+ * of a connection that cannot follow a fork needs verbs (a device) and is left to the
+ * Soft-RoCE guest; the exec that succeeds is int_stdio_relay_* (inetd).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@
 #include "base/stats.h"
 #include "calls/calls.h"
 #include "conn/conn.h"
+#include "conn/relay.h"
 #include "sock/listener.h"
 #include "sock/sock.h"
 #include "stream/stream.h"
@@ -378,7 +380,10 @@ static void test_stdio_relays_shm(void **state)
 	rsk_life_stdio(r.fd);
 	assert_false(rsk_fdtab_is_accel(rsk_fdtab_load(r.fd)));
 	assert_null(sock_of(r.fd)->conn);
-	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* the relay holds it */
+	/* The relay runs in a helper process from its start (it must outlive this one): our
+	 * records of it and of its connection go, and the bytes still flow, moved over there. */
+	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0 && rsk_relay_count() == 0, 2000));
+	assert_int_equal(rsk_life_exec_prepare(), 0); /* nothing left here for an exec */
 	relayed_echo(&r, "through the pipe");
 	assert_int_equal(epoll_wait(ep, &got, 1, 0), 0); /* read: nothing more to report */
 	{
@@ -394,7 +399,8 @@ static void test_stdio_relays_shm(void **state)
 }
 
 /*
- * exec: the relays pause and a helper process waits for the exec; an exec that fails brings
+ * exec, for relays that still run here (their helper could not be forked; here: started
+ * so): the relays pause and a helper process waits for the exec; an exec that fails brings
  * them back here (the helper leaves without touching them). Without relays, or in a vfork
  * child, nothing is handed over.
  */
@@ -403,13 +409,16 @@ static void test_exec_handoff_failed(void **state)
 	struct relayed r;
 
 	(void)state;
+	rsk_life_relay_helper = 0;
 	assert_int_equal(rsk_life_exec_prepare(), 0); /* no relay */
 	relayed_open(&r);
 	rsk_life_stdio(r.fd);
+	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* the relay holds it, here */
 	assert_int_equal(rsk_life_exec_prepare(), 1);
 	rsk_life_exec_failed();
 	relayed_echo(&r, "after a failed exec");
 	relayed_close(&r);
+	rsk_life_relay_helper = 1;
 }
 
 #define T(f) cmocka_unit_test_setup(f, setup)

@@ -608,6 +608,8 @@ static void test_pipe_pause_resume_fds(void **state)
 
 	(void)state;
 	start_pipe();
+	assert_int_equal(rsk_relay_fds(fds, 8), 0); /* only a paused relay's are a helper's */
+	assert_int_equal(rsk_relay_pause_all(), 1);
 	/* the pipe and the app end; our endpoint holds no fd here (its kicks go nowhere) */
 	assert_int_equal(rsk_relay_fds(fds, 8), 2);
 	assert_int_equal(fcntl(fds[0], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -617,7 +619,6 @@ static void test_pipe_pause_resume_fds(void **state)
 	assert_int_equal(fds[2], 1000);
 	rsk_shm_set_peer_ctl(F.c->ep, -1);
 	assert_int_equal(rsk_relay_fds(&one, 1), 0); /* no room for a whole relay's: none */
-	assert_int_equal(rsk_relay_pause_all(), 1);
 	assert_int_equal(send(F.x, "held", 4, 0), 4);
 	assert_int_equal(peer_send("back", 4), 4);
 	unit_sleep_ms(50);
@@ -644,6 +645,7 @@ static int child_forgets(void *arg)
 	int fds[8], n;
 
 	(void)arg;
+	(void)rsk_relay_pause_all(); /* (the child's copy of the list) to name the fds */
 	n = rsk_relay_fds(fds, 8);
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
@@ -669,6 +671,44 @@ static void test_pipe_fork_child_forgets(void **state)
 	}
 }
 
+/*
+ * A relay handed to a helper process (calls/lifecycle.c forks it): taken, it moves nothing
+ * here, cannot be taken twice, and is no exec's to hand over; its fds are named for the
+ * helper. No helper came (hand_failed): it goes on here with what came meanwhile. Once the
+ * helper exists (hand_done), this process forgets the relay and its connection (our copies
+ * of their fds close) without ending the stream: the peer reads neither FIN nor reset.
+ */
+static void test_pipe_hand_off(void **state)
+{
+	struct iovec iov;
+	char b[8];
+	int fds[8], eof;
+
+	(void)state;
+	start_pipe();
+	assert_int_equal(rsk_relay_fds(fds, 8), 0);
+	assert_int_equal(rsk_relay_hand_prepare(), 1);
+	assert_int_equal(rsk_relay_hand_prepare(), 0);
+	assert_int_equal(rsk_relay_fds(fds, 8), 2);
+	assert_int_equal(send(F.x, "held", 4, 0), 4);
+	unit_sleep_ms(50);
+	iov.iov_base = b;
+	iov.iov_len = sizeof(b);
+	assert_int_equal(rsk_stream_recv(&F.pst, &iov, 1, 0), -EAGAIN);
+	rsk_relay_hand_failed();
+	assert_int_equal(peer_recv_all(b, 4, &eof), 4);
+	assert_memory_equal(b, "held", 4);
+	assert_int_equal(rsk_relay_hand_prepare(), 1);
+	assert_int_equal(rsk_relay_pause_all(), 0); /* a handed relay is no exec's */
+	rsk_relay_hand_done();
+	assert_int_equal(rsk_relay_fds(fds, 8), 0);
+	assert_true(UNIT_WAIT(rsk_relay_count() == 0 && UNIT_LOAD(&rsk_conn_live) == 0, 2000));
+	F.released = 1;
+	assert_int_equal(recv(F.x, b, sizeof(b), 0), 0); /* our pipe end went */
+	unit_sleep_ms(50);
+	assert_int_equal(rsk_stream_recv(&F.pst, &iov, 1, 0), -EAGAIN); /* the stream goes on */
+}
+
 #define P(f) cmocka_unit_test_setup_teardown(f, setup_pipe, teardown_pipe)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -691,6 +731,7 @@ int main(void)
 		P(test_pipe_exit_flush),
 		P(test_pipe_pause_resume_fds),
 		P(test_pipe_fork_child_forgets),
+		P(test_pipe_hand_off),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
