@@ -316,6 +316,7 @@ void rsk_life_fork_child(void)
 	rsk_proc_forked_child();
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
+	rsk_transport_atfork_child();
 	rsk_relay_atfork_child(); /* relays stay the parent's work */
 	rsk_sock_walk(rsk_life_child_one);
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
@@ -465,6 +466,7 @@ static void rsk_life_helper(int go_rd)
 	rsk_proc_forked_child();
 	rsk_life_helper_signals();
 	rsk_evloop_atfork_child();
+	rsk_transport_atfork_child();
 	rsk_conn_atexec_helper();
 	rsk_life_helper_close(go_rd);
 	do

@@ -911,6 +911,8 @@ void rsk_conn_release(struct rsk_conn *c)
 	 * copies and leaves the shared fields alone for the others. */
 	rsk_close_hidden(c->tcp_fd);
 	rsk_close_hidden(c->ctl_fd);
+	if (last)
+		rsk_ep_retire(c->ep); /* nothing here touches the shared memory from now on */
 	rsk_ep_destroy(c->ep); /* unmaps the rings and closes our copy of the peer's fds */
 	if (last)
 		rsk_stream_fini(&c->st);
