@@ -289,15 +289,12 @@ static void rsk_shm_scrub(uint8_t *map, const struct rsk_shm_layout *l, uint32_t
 	memset(map, 0, l->slots[0]);
 }
 
-/* Is pooled segment @k free of its old peer and still the file we kept? */
+/* Is pooled segment @k free of its old peer? (Its fd was checked when it came back.) */
 static int rsk_shm_kept_ready(const struct rsk_shm_kept *k, const struct rsk_shm_layout *l)
 {
 	struct rsk_shm_flags *peer = (struct rsk_shm_flags *)(k->map + l->flags[RSK_SHM_SERVER]);
-	struct stat st;
 
-	if (!__atomic_load_n(&peer->released, __ATOMIC_ACQUIRE))
-		return 0;
-	return fstat(k->fd, &st) == 0 && st.st_ino == k->ino && (size_t)st.st_size == k->len;
+	return __atomic_load_n(&peer->released, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* A pooled segment of this geometry whose old peer is done: 1 (*@k filled) or 0. */
