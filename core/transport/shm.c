@@ -80,6 +80,8 @@ struct rsk_shm_ep {
 	/* Creator: our hidden copy of the memfd, kept to reuse the segment (-1: not kept), and
 	 * whether our last holder retired it (only then may it go to the pool). */
 	int keep_fd;
+	dev_t seg_dev; /* the segment's file, for the server's cache of mappings (0: none) */
+	ino_t seg_ino;
 	ino_t keep_ino; /* its inode: an fd closed under us (an exec helper's sweep) is not ours */
 	int retired;
 	/* Ring positions (0..nbuf-1) kept apart from the counters, which wrap at 2^32: a slot
@@ -227,6 +229,8 @@ static int rsk_shm_build(uint8_t *map, size_t map_len, const struct rsk_shm_layo
 	e->peer_ctl = peer_ctl;
 	e->answer_fd = -1;
 	e->keep_fd = -1;
+	e->seg_dev = 0;
+	e->seg_ino = 0;
 	e->retired = 0;
 	*out = &e->base;
 	return 0;
@@ -263,6 +267,16 @@ static struct {
 	struct rsk_shm_kept e[RSK_SHM_KEEP];
 	int n;    /* pooled */
 	int live; /* live endpoints of this process holding a kept memfd */
+	/* Server: mappings of peers' segments whose connection ended here (no fd: the mapping
+	 * holds the file). A client that reuses its segment sends the same file again; its
+	 * mapping is then ours without mmap, page faults or munmap. Never touched while cached. */
+	struct {
+		uint8_t *map;
+		size_t len;
+		dev_t dev;
+		ino_t ino;
+	} m[RSK_SHM_KEEP];
+	int nm;
 } rsk_shm_pool;
 static pthread_mutex_t rsk_shm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -374,6 +388,58 @@ void rsk_shm_atfork_child(void)
 	for (i = 0; i < rsk_shm_pool.n; i++)
 		rsk_shm_kept_free(&rsk_shm_pool.e[i]);
 	rsk_shm_pool.n = 0;
+	for (i = 0; i < rsk_shm_pool.nm; i++)
+		munmap(rsk_shm_pool.m[i].map, rsk_shm_pool.m[i].len);
+	rsk_shm_pool.nm = 0;
+}
+
+int rsk_shm_mapcache_count(void)
+{
+	int n;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	n = rsk_shm_pool.nm;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return n;
+}
+
+/* Server: our cached mapping of the file @st, taken out of the cache, or MAP_FAILED. */
+static uint8_t *rsk_shm_mapcache_take(const struct stat *st)
+{
+	uint8_t *map = MAP_FAILED;
+	int i;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	for (i = 0; i < rsk_shm_pool.nm && map == MAP_FAILED; i++) {
+		if (rsk_shm_pool.m[i].dev != st->st_dev || rsk_shm_pool.m[i].ino != st->st_ino ||
+		    rsk_shm_pool.m[i].len != (size_t)st->st_size)
+			continue;
+		map = rsk_shm_pool.m[i].map;
+		rsk_shm_pool.m[i] = rsk_shm_pool.m[--rsk_shm_pool.nm];
+	}
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return map;
+}
+
+/* Server: keep the mapping of an ended connection's segment; the oldest goes when full. */
+static void rsk_shm_mapcache_put(struct rsk_shm_ep *e)
+{
+	uint8_t *old = NULL;
+	size_t old_len = 0;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	if (rsk_shm_pool.nm == RSK_SHM_KEEP) {
+		old = rsk_shm_pool.m[0].map;
+		old_len = rsk_shm_pool.m[0].len;
+		rsk_shm_pool.m[0] = rsk_shm_pool.m[--rsk_shm_pool.nm];
+	}
+	rsk_shm_pool.m[rsk_shm_pool.nm].map = e->map;
+	rsk_shm_pool.m[rsk_shm_pool.nm].len = e->map_len;
+	rsk_shm_pool.m[rsk_shm_pool.nm].dev = e->seg_dev;
+	rsk_shm_pool.m[rsk_shm_pool.nm++].ino = e->seg_ino;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	if (old != NULL)
+		munmap(old, old_len);
 }
 
 /* A segment for a new connection: a pooled one made clean, or a fresh one. Its fd, or
@@ -459,7 +525,9 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	if (st.st_size < (off_t)sizeof(hdr) ||
 	    (size_t)st.st_size > rsk_shm_size(RSK_SHM_MAX_NBUF, RSK_SHM_MAX_BUF))
 		return -EPROTO;
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = rsk_shm_mapcache_take(&st);
+	if (map == MAP_FAILED)
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
 	memcpy(&hdr, map, sizeof(hdr)); /* once: the peer may change the shared header later */
@@ -469,9 +537,13 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 		     ? -EPROTO
 		     : rsk_shm_build(map, (size_t)st.st_size, &l, hdr.nbuf, hdr.buf_size, side,
 				     peer_ctl, mem, out);
-	if (rc < 0)
+	if (rc < 0) {
 		munmap(map, (size_t)st.st_size);
-	return rc;
+		return rc;
+	}
+	RSK_SHM_EP(*out)->seg_dev = st.st_dev;
+	RSK_SHM_EP(*out)->seg_ino = st.st_ino;
+	return 0;
 }
 
 void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl)
@@ -848,6 +920,8 @@ static void rsk_shm_destroy(struct rsk_ep *ep)
 			k.fd = -1; /* no longer the file we kept: not ours to close */
 		/* pooled only by our last holder */
 		rsk_shm_pool_put(&k, e->retired && !e->broken && k.fd >= 0);
+	} else if (e->retired && e->seg_ino != 0 && !e->broken) {
+		rsk_shm_mapcache_put(e); /* our last holder's: no endpoint of ours uses it now */
 	} else {
 		munmap(e->map, e->map_len);
 	}
