@@ -323,6 +323,7 @@ void rsk_life_fork_child(void)
 	rsk_proc_forked_child();
 	rsk_evloop_atfork_child();
 	rsk_conn_atfork_child();
+	rsk_transport_atfork_child();
 	rsk_relay_atfork_child(); /* relays stay the parent's work */
 	rsk_sock_walk(rsk_life_child_one);
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
@@ -479,6 +480,7 @@ static void rsk_life_helper(int go_rd)
 	 * in its pipes, which the kernel goes on sending for a TCP socket whose process died. */
 	(void)setsid();
 	rsk_evloop_atfork_child();
+	rsk_transport_atfork_child();
 	rsk_conn_atexec_helper(rsk_relay_taken);
 	rsk_life_helper_close(go_rd);
 	while (go_rd >= 0 && (k = rsk_sys_read(go_rd, &b, 1)) == -EINTR)

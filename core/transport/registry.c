@@ -29,6 +29,11 @@ const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct so
 	return &rsk_verbs_cm_ops;
 }
 
+void rsk_transport_atfork_child(void)
+{
+	rsk_shm_atfork_child(); /* its segment pool is the parent's */
+}
+
 int rsk_transport_listening(enum rsk_mode mode, const struct rsk_cm_ops *out[RSK_TRANSPORT_MAX])
 {
 	int n = 0;

@@ -24,6 +24,9 @@ const struct rsk_cm_ops *rsk_transport_cm(const struct rsk_ep *ep);
 const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct sockaddr *dest,
 					     enum rdmasock_fallback *why);
 
+/* A forked child: each transport drops what only its parent may hand out. */
+void rsk_transport_atfork_child(void);
+
 /* The transports a listener listens with in @mode, in claim order. Returns the count. */
 int rsk_transport_listening(enum rsk_mode mode, const struct rsk_cm_ops *out[RSK_TRANSPORT_MAX]);
 

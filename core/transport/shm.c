@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,9 @@ struct rsk_shm_flags {
 	 * and its immediate. A peer that outlives me posts it in my stead (rsk_shm_peer_died). */
 	uint32_t stage_imm;
 	uint64_t stage;
+	/* My last holder is done with the segment and unmaps it next: its creator may reuse it
+	 * (the pool below). Set after every other access; an older peer never sets it. */
+	uint32_t released;
 } __attribute__((aligned(RSK_CACHELINE)));
 
 struct rsk_shm_desc {
@@ -73,6 +77,13 @@ struct rsk_shm_ep {
 	uint32_t owe_tokens;
 	unsigned int owe; /* RSK_SHM_OWE_* */
 	int own_mem;
+	/* Creator: our hidden copy of the memfd, kept to reuse the segment (-1: not kept), and
+	 * whether our last holder retired it (only then may it go to the pool). */
+	int keep_fd;
+	dev_t seg_dev; /* the segment's file, for the server's cache of mappings (0: none) */
+	ino_t seg_ino;
+	ino_t keep_ino; /* its inode: an fd closed under us (an exec helper's sweep) is not ours */
+	int retired;
 	/* Ring positions (0..nbuf-1) kept apart from the counters, which wrap at 2^32: a slot
 	 * number derived as counter % nbuf would jump there unless nbuf divides 2^32. */
 	uint32_t rx_slot, post_slot, tx_slot;
@@ -217,28 +228,284 @@ static int rsk_shm_build(uint8_t *map, size_t map_len, const struct rsk_shm_layo
 	e->tx_filled = 0;
 	e->peer_ctl = peer_ctl;
 	e->answer_fd = -1;
+	e->keep_fd = -1;
+	e->seg_dev = 0;
+	e->seg_ino = 0;
+	e->retired = 0;
 	*out = &e->base;
 	return 0;
+}
+
+/*
+ * Segments of ended connections that this process created, kept (memfd and mapping) for the
+ * next connection of the same geometry. A fresh segment cost memfd_create, ftruncate, two
+ * fcntl, an mmap, page faults and at the end an munmap whose TLB shootdown interrupts every
+ * core that ran one of our threads (docs/design.md, What a short connection costs).
+ * - A segment is reused only once its old peer's last holder said it is done with it
+ *   (flags.released) and our own last holder retired it: no old endpoint still maps it.
+ * - The next peer sees nothing of the last connection: the header, flags and rings are
+ *   zeroed, and so is every slot either side may have written (its ring's filled count, plus
+ *   the one a side may have staged).
+ * - Bounded: at most RSK_SHM_KEEP segments per process keep a memfd (live or pooled), so the
+ *   pool costs at most that many hidden fds.
+ * - A forked child drops what it inherited (rsk_shm_atfork_child): parent and child must
+ *   never both hand out one segment.
+ * Only peers of our own uid ever map our segments (shm_cm.c), which could read our memory
+ * anyway.
+ */
+#define RSK_SHM_KEEP 4
+
+struct rsk_shm_kept {
+	int fd;
+	ino_t ino;
+	uint8_t *map;
+	size_t len;
+	uint32_t nbuf, buf_size;
+};
+
+static struct {
+	struct rsk_shm_kept e[RSK_SHM_KEEP];
+	int n;    /* pooled */
+	int live; /* live endpoints of this process holding a kept memfd */
+	/* Server: mappings of peers' segments whose connection ended here (no fd: the mapping
+	 * holds the file). A client that reuses its segment sends the same file again; its
+	 * mapping is then ours without mmap, page faults or munmap. Never touched while cached. */
+	struct {
+		uint8_t *map;
+		size_t len;
+		dev_t dev;
+		ino_t ino;
+	} m[RSK_SHM_KEEP];
+	int nm;
+} rsk_shm_pool;
+static pthread_mutex_t rsk_shm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void rsk_shm_kept_free(struct rsk_shm_kept *k)
+{
+	munmap(k->map, k->len);
+	if (k->fd >= 0)
+		rsk_fd_unhide_close(k->fd);
+}
+
+/* Zero what a peer could read of the last connection: all but the slots nobody wrote. */
+static void rsk_shm_scrub(uint8_t *map, const struct rsk_shm_layout *l, uint32_t nbuf,
+			  uint32_t buf_size)
+{
+	uint32_t used;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		used = __atomic_load_n(&((struct rsk_shm_ring *)(map + l->ring[d]))->filled,
+				       __ATOMIC_ACQUIRE);
+		used = used >= nbuf ? nbuf : used + 1; /* + the slot a side may have staged */
+		memset(map + l->slots[d], 0, (size_t)used * buf_size);
+	}
+	memset(map, 0, l->slots[0]);
+}
+
+/* Is pooled segment @k free of its old peer? (Its fd was checked when it came back.) */
+static int rsk_shm_kept_ready(const struct rsk_shm_kept *k, const struct rsk_shm_layout *l)
+{
+	struct rsk_shm_flags *peer = (struct rsk_shm_flags *)(k->map + l->flags[RSK_SHM_SERVER]);
+
+	return __atomic_load_n(&peer->released, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A pooled segment of this geometry whose old peer is done: 1 (*@k filled) or 0. */
+static int rsk_shm_pool_take(const struct rsk_shm_layout *l, uint32_t nbuf, uint32_t buf_size,
+			     struct rsk_shm_kept *k)
+{
+	int i, found = 0;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	for (i = 0; i < rsk_shm_pool.n && !found; i++) {
+		if (rsk_shm_pool.e[i].nbuf != nbuf || rsk_shm_pool.e[i].buf_size != buf_size ||
+		    !rsk_shm_kept_ready(&rsk_shm_pool.e[i], l))
+			continue;
+		*k = rsk_shm_pool.e[i];
+		rsk_shm_pool.e[i] = rsk_shm_pool.e[--rsk_shm_pool.n];
+		rsk_shm_pool.live++;
+		found = 1;
+	}
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return found;
+}
+
+/* May a new segment keep its memfd? (Counted as live if so.) */
+static int rsk_shm_may_keep(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	ok = rsk_shm_pool.live + rsk_shm_pool.n < RSK_SHM_KEEP;
+	if (!ok && rsk_shm_pool.n > 0) {
+		/* Make room: the oldest pooled segment (its peer may never let go) goes. */
+		rsk_shm_kept_free(&rsk_shm_pool.e[0]);
+		rsk_shm_pool.e[0] = rsk_shm_pool.e[--rsk_shm_pool.n];
+		ok = 1;
+	}
+	if (ok)
+		rsk_shm_pool.live++;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return ok;
+}
+
+/* A live endpoint's kept segment ends here: pooled if @pool and there is room, else freed. */
+static void rsk_shm_pool_put(struct rsk_shm_kept *k, int pool)
+{
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	if (rsk_shm_pool.live > 0)
+		rsk_shm_pool.live--;
+	if (pool && rsk_shm_pool.n < RSK_SHM_KEEP) {
+		rsk_shm_pool.e[rsk_shm_pool.n++] = *k;
+		pool = 2;
+	}
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	if (pool != 2)
+		rsk_shm_kept_free(k);
+}
+
+int rsk_shm_pool_count(void)
+{
+	int n;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	n = rsk_shm_pool.n;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return n;
+}
+
+int rsk_shm_keeps_memfd(struct rsk_ep *ep)
+{
+	return RSK_SHM_EP(ep)->keep_fd >= 0;
+}
+
+void rsk_shm_atfork_child(void)
+{
+	int i;
+
+	pthread_mutex_init(&rsk_shm_pool_lock, NULL);
+	for (i = 0; i < rsk_shm_pool.n; i++)
+		rsk_shm_kept_free(&rsk_shm_pool.e[i]);
+	rsk_shm_pool.n = 0;
+	for (i = 0; i < rsk_shm_pool.nm; i++)
+		munmap(rsk_shm_pool.m[i].map, rsk_shm_pool.m[i].len);
+	rsk_shm_pool.nm = 0;
+}
+
+int rsk_shm_mapcache_count(void)
+{
+	int n;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	n = rsk_shm_pool.nm;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return n;
+}
+
+/* Server: our cached mapping of the file @st, taken out of the cache, or MAP_FAILED. */
+static uint8_t *rsk_shm_mapcache_take(const struct stat *st)
+{
+	uint8_t *map = MAP_FAILED;
+	int i;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	for (i = 0; i < rsk_shm_pool.nm && map == MAP_FAILED; i++) {
+		if (rsk_shm_pool.m[i].dev != st->st_dev || rsk_shm_pool.m[i].ino != st->st_ino ||
+		    rsk_shm_pool.m[i].len != (size_t)st->st_size)
+			continue;
+		map = rsk_shm_pool.m[i].map;
+		rsk_shm_pool.m[i] = rsk_shm_pool.m[--rsk_shm_pool.nm];
+	}
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	return map;
+}
+
+/* Server: keep the mapping of an ended connection's segment; the oldest goes when full. */
+static void rsk_shm_mapcache_put(struct rsk_shm_ep *e)
+{
+	uint8_t *old = NULL;
+	size_t old_len = 0;
+
+	pthread_mutex_lock(&rsk_shm_pool_lock);
+	if (rsk_shm_pool.nm == RSK_SHM_KEEP) {
+		old = rsk_shm_pool.m[0].map;
+		old_len = rsk_shm_pool.m[0].len;
+		rsk_shm_pool.m[0] = rsk_shm_pool.m[--rsk_shm_pool.nm];
+	}
+	rsk_shm_pool.m[rsk_shm_pool.nm].map = e->map;
+	rsk_shm_pool.m[rsk_shm_pool.nm].len = e->map_len;
+	rsk_shm_pool.m[rsk_shm_pool.nm].dev = e->seg_dev;
+	rsk_shm_pool.m[rsk_shm_pool.nm++].ino = e->seg_ino;
+	pthread_mutex_unlock(&rsk_shm_pool_lock);
+	if (old != NULL)
+		munmap(old, old_len);
+}
+
+/* A segment for a new connection: a pooled one made clean, or a fresh one. Its fd, or
+ * -errno; *@keep the hidden copy we keep (-1: none). */
+static int rsk_shm_segment(const struct rsk_shm_layout *l, uint32_t nbuf, uint32_t buf_size,
+			   uint8_t **map, int *keep, ino_t *ino)
+{
+	struct rsk_shm_kept k;
+	struct stat st;
+	int fd;
+
+	*keep = -1;
+	if (rsk_shm_pool_take(l, nbuf, buf_size, &k)) {
+		rsk_shm_scrub(k.map, l, nbuf, buf_size);
+		fd = rsk_sys_fcntl(k.fd, F_DUPFD_CLOEXEC, 0); /* the caller's to send and close */
+		if (fd < 0) {
+			rsk_shm_pool_put(&k, 0);
+			return fd;
+		}
+		*map = k.map;
+		*keep = k.fd;
+		*ino = k.ino;
+		return fd;
+	}
+	fd = rsk_shm_new_file(l, map);
+	if (fd < 0 || !rsk_shm_may_keep())
+		return fd;
+	if ((*keep = rsk_fd_hide_dup(fd)) < 0 || fstat(fd, &st) < 0) {
+		if (*keep >= 0)
+			rsk_fd_unhide_close(*keep);
+		*keep = -1; /* the connection goes on without: its segment is unmapped at the end */
+		pthread_mutex_lock(&rsk_shm_pool_lock);
+		rsk_shm_pool.live--;
+		pthread_mutex_unlock(&rsk_shm_pool_lock);
+	} else {
+		*ino = st.st_ino;
+	}
+	return fd;
 }
 
 int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out)
 {
 	struct rsk_shm_layout l;
 	uint8_t *map;
-	int fd, rc = rsk_shm_layout(nbuf, buf_size, &l);
+	int fd, keep, rc = rsk_shm_layout(nbuf, buf_size, &l);
+	ino_t ino = 0;
 
 	if (rc < 0)
 		return rc;
-	fd = rsk_shm_new_file(&l, &map);
+	fd = rsk_shm_segment(&l, nbuf, buf_size, &map, &keep, &ino);
 	if (fd < 0)
 		return fd;
 	rsk_shm_init(map, &l, nbuf, buf_size);
 	rc = rsk_shm_build(map, l.total, &l, nbuf, buf_size, RSK_SHM_CLIENT, -1, mem, out);
 	if (rc < 0) {
-		munmap(map, l.total);
+		struct rsk_shm_kept k = {.fd = keep, .map = map, .len = l.total};
+
+		if (keep >= 0)
+			rsk_shm_pool_put(&k, 0);
+		else
+			munmap(map, l.total);
 		(void)rsk_sys_close(fd);
 		return rc;
 	}
+	RSK_SHM_EP(*out)->keep_fd = keep;
+	RSK_SHM_EP(*out)->keep_ino = ino;
 	return fd;
 }
 
@@ -258,7 +525,9 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 	if (st.st_size < (off_t)sizeof(hdr) ||
 	    (size_t)st.st_size > rsk_shm_size(RSK_SHM_MAX_NBUF, RSK_SHM_MAX_BUF))
 		return -EPROTO;
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = rsk_shm_mapcache_take(&st);
+	if (map == MAP_FAILED)
+		map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return -errno;
 	memcpy(&hdr, map, sizeof(hdr)); /* once: the peer may change the shared header later */
@@ -268,9 +537,13 @@ int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct
 		     ? -EPROTO
 		     : rsk_shm_build(map, (size_t)st.st_size, &l, hdr.nbuf, hdr.buf_size, side,
 				     peer_ctl, mem, out);
-	if (rc < 0)
+	if (rc < 0) {
 		munmap(map, (size_t)st.st_size);
-	return rc;
+		return rc;
+	}
+	RSK_SHM_EP(*out)->seg_dev = st.st_dev;
+	RSK_SHM_EP(*out)->seg_ino = st.st_ino;
+	return 0;
 }
 
 void rsk_shm_set_peer_ctl(struct rsk_ep *ep, int peer_ctl)
@@ -619,6 +892,16 @@ static int rsk_shm_peer_closed(struct rsk_ep *ep)
 	return __atomic_load_n(&RSK_SHM_EP(ep)->peer->closed, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* Our last holder is done with the segment (it unmaps it next): our peer, if it created
+ * the segment, may reuse it; if we did, we may (rsk_shm_destroy). */
+static void rsk_shm_retire(struct rsk_ep *ep)
+{
+	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
+
+	e->retired = 1;
+	__atomic_store_n(&e->mine->released, 1, __ATOMIC_RELEASE);
+}
+
 static void rsk_shm_destroy(struct rsk_ep *ep)
 {
 	struct rsk_shm_ep *e = RSK_SHM_EP(ep);
@@ -627,7 +910,21 @@ static void rsk_shm_destroy(struct rsk_ep *ep)
 		rsk_fd_unhide_close(e->peer_ctl);
 	if (e->answer_fd >= 0)
 		rsk_fd_unhide_close(e->answer_fd);
-	munmap(e->map, e->map_len);
+	if (e->keep_fd >= 0) {
+		struct rsk_shm_kept k = {.fd = e->keep_fd, .ino = e->keep_ino, .map = e->map,
+					 .len = e->map_len, .nbuf = e->base.nbuf,
+					 .buf_size = e->base.buf_size};
+		struct stat st;
+
+		if (fstat(k.fd, &st) < 0 || st.st_ino != k.ino)
+			k.fd = -1; /* no longer the file we kept: not ours to close */
+		/* pooled only by our last holder */
+		rsk_shm_pool_put(&k, e->retired && !e->broken && k.fd >= 0);
+	} else if (e->retired && e->seg_ino != 0 && !e->broken) {
+		rsk_shm_mapcache_put(e); /* our last holder's: no endpoint of ours uses it now */
+	} else {
+		munmap(e->map, e->map_len);
+	}
 	if (e->own_mem)
 		free(e);
 }
@@ -661,5 +958,6 @@ const struct rsk_transport_ops rsk_shm_ops = {
 	.settle = rsk_shm_settle,
 	.shutdown = rsk_shm_shutdown,
 	.peer_closed = rsk_shm_peer_closed,
+	.retire = rsk_shm_retire,
 	.destroy = rsk_shm_destroy,
 };

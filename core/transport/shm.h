@@ -37,6 +37,18 @@ int rsk_shm_create(uint32_t nbuf, uint32_t buf_size);
  */
 int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out);
 
+/*
+ * Segments kept for reuse after their connection ended (rsk_shm_create_open takes them once
+ * the old peer let go; at most 4 memfds kept per process). For tests and stats.
+ */
+int rsk_shm_pool_count(void);
+/* Server: mappings of ended connections' segments kept for their next use (at most 4). */
+int rsk_shm_mapcache_count(void);
+/* Does endpoint @ep keep a copy of its memfd for the pool (one hidden fd)? 1 or 0. */
+int rsk_shm_keeps_memfd(struct rsk_ep *ep);
+/* A forked child: drop the inherited pool (the parent hands those segments out). */
+void rsk_shm_atfork_child(void);
+
 /* Bytes an endpoint needs when the caller provides its memory (rsk_shm_open's @mem). */
 size_t rsk_shm_ep_size(void);
 

@@ -130,6 +130,12 @@ struct rsk_transport_ops {
 	void (*shutdown)(struct rsk_ep *ep);
 	/* Did the peer close the connection (not just shut down its sending side)? */
 	int (*peer_closed)(struct rsk_ep *ep);
+	/*
+	 * The last process holding the connection here destroys the endpoint next and touches
+	 * nothing it shares with the peer before that: shared memory may be reused (shm's
+	 * segment pool). NULL: nothing to do.
+	 */
+	void (*retire)(struct rsk_ep *ep);
 	void (*destroy)(struct rsk_ep *ep);
 };
 
@@ -178,6 +184,12 @@ static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
 static inline struct rsk_ready_state *rsk_ep_ready(struct rsk_ep *ep)
 {
 	return ep->ops->ready(ep);
+}
+
+static inline void rsk_ep_retire(struct rsk_ep *ep)
+{
+	if (ep->ops->retire != NULL)
+		ep->ops->retire(ep);
 }
 
 static inline void rsk_ep_destroy(struct rsk_ep *ep)

@@ -2,7 +2,9 @@
  * Unit tests for core/transport/shm at the ops-table level: geometry limits and sealing of the
  * memfd, rsk_shm_open's refusal of malformed files, RC-QP rules (no posted buffer, ring order,
  * oversized sends), a hostile peer lying through the shared counters and descriptors,
- * wrap-around of the 32-bit counters, and the arm/disarm/kick protocol on real readiness pairs.
+ * wrap-around of the 32-bit counters, the arm/disarm/kick protocol on real readiness pairs, and
+ * the pool of client segments (reused clean only once the old peer let go, bounded, none of it
+ * in a forked child) and the server's cache of its mappings of them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1184,10 +1187,256 @@ static void test_died_with_our_data_unread(void **state)
 	pair_close(&p);
 }
 
+/* ---- the pool of segments kept for reuse ---- */
+
+struct cs_pair {
+	struct rsk_ep *c, *s;
+	ino_t ino;
+};
+
+/* A client's segment (rsk_shm_create_open, pool first) and a server mapping it. */
+static void cs_open(struct cs_pair *p)
+{
+	struct stat st;
+	int fd = rsk_shm_create_open(NBUF, BSIZE, NULL, &p->c);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	p->ino = st.st_ino;
+	assert_int_equal(rsk_shm_open(fd, RSK_SHM_SERVER, -1, NULL, &p->s), 0);
+	close(fd); /* as after the offer: each side keeps its mapping */
+}
+
+/* The end of one side, as its last holder (retire, then destroy) or not (destroy only). */
+static void cs_end(struct rsk_ep *ep, int last)
+{
+	if (last)
+		rsk_ep_retire(ep);
+	rsk_ep_destroy(ep);
+}
+
+/* Empty the pool and the server's cache of mappings, as a forked child does. */
+static void pool_drain(void)
+{
+	rsk_shm_atfork_child();
+	assert_int_equal(rsk_shm_pool_count(), 0);
+	assert_int_equal(rsk_shm_mapcache_count(), 0);
+}
+
+/* Fill both directions' slot 0 with @b, and message them across. */
+static void cs_dirty(struct cs_pair *p, unsigned char b)
+{
+	struct rsk_wc wc[2];
+	void *buf;
+
+	buf = rsk_ep_send_buf(p->c);
+	memset(buf, b, BSIZE);
+	assert_int_equal(rsk_ep_post_send(p->c, buf, BSIZE, 1, 0), 0);
+	buf = rsk_ep_send_buf(p->s);
+	memset(buf, b, BSIZE);
+	assert_int_equal(rsk_ep_post_send(p->s, buf, BSIZE, 2, 0), 0);
+	assert_int_equal(rsk_ep_poll(p->s, wc, 2), 1);
+	assert_int_equal(rsk_ep_poll(p->c, wc, 2), 1);
+}
+
+static int all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != 0)
+			return 0;
+	return 1;
+}
+
+/*
+ * Once both last holders are done, the client's next connection gets the same memfd back
+ * (no memfd_create, mmap, faults or munmap), and it starts as a fresh one: counters at zero,
+ * every buffer posted, no byte of the last connection in either direction's slots. Fails on
+ * the code before the pool (a new inode every time), and without the scrub (stale bytes).
+ */
+static void test_pool_reuses_clean(void **state)
+{
+	struct cs_pair a, b;
+	struct rsk_shm_debug dc, ds;
+
+	(void)state;
+	pool_drain();
+	cs_open(&a);
+	assert_int_equal(rsk_shm_keeps_memfd(a.c), 1);
+	cs_dirty(&a, 0xee);
+	cs_end(a.s, 1);
+	cs_end(a.c, 1);
+	assert_int_equal(rsk_shm_pool_count(), 1);
+
+	cs_open(&b);
+	assert_true(b.ino == a.ino); /* the same file */
+	assert_int_equal(rsk_shm_pool_count(), 0);
+	rsk_shm_debug(b.c, &dc);
+	rsk_shm_debug(b.s, &ds);
+	assert_int_equal(*dc.rx_filled, 0);
+	assert_int_equal(*dc.tx_filled, 0);
+	assert_int_equal(*dc.rx_posted, NBUF);
+	assert_int_equal(*ds.rx_posted, NBUF);
+	assert_true(all_zero(rsk_ep_recv_buf(b.s, 0), BSIZE)); /* client -> server slot */
+	assert_true(all_zero(rsk_ep_recv_buf(b.c, 0), BSIZE)); /* server -> client slot */
+	assert_int_equal(b.c->ops->peer_closed(b.c), 0); /* the old client's "closed" is gone */
+	cs_dirty(&b, 0x11); /* and it works */
+	assert_true(((unsigned char *)rsk_ep_recv_buf(b.s, 0))[BSIZE - 1] == 0x11);
+	cs_end(b.s, 1);
+	cs_end(b.c, 1);
+	pool_drain();
+}
+
+/*
+ * A segment whose old peer still holds it (it has not released), or that one of our holders
+ * ended without being the last, is never handed out: the next connection gets a new file.
+ * Fails without the released check (the same inode while the old server still maps it).
+ */
+static void test_pool_waits_for_peer(void **state)
+{
+	struct cs_pair a, b, c;
+
+	(void)state;
+	pool_drain();
+	cs_open(&a);
+	cs_end(a.c, 1); /* the client closed first; the server still has it */
+	assert_int_equal(rsk_shm_pool_count(), 1);
+	cs_open(&b);
+	assert_true(b.ino != a.ino);
+	cs_end(a.s, 1); /* now the old server is done: the next one may reuse it */
+	cs_open(&c);
+	assert_true(c.ino == a.ino);
+	cs_end(c.s, 1);
+	cs_end(c.c, 0); /* not our last holder (another process still holds it): no reuse */
+	cs_end(b.s, 1);
+	cs_end(b.c, 1);
+	assert_int_equal(rsk_shm_pool_count(), 1); /* b's, not c's */
+	pool_drain();
+}
+
+/* At most 4 segments keep a memfd (live and pooled together): the pool's fd cost is bounded.
+ * Fails on code without the bound (6 kept, 6 pooled). */
+static void test_pool_bounded(void **state)
+{
+	struct cs_pair p[6];
+	int i, kept = 0;
+
+	(void)state;
+	pool_drain();
+	for (i = 0; i < 6; i++) {
+		cs_open(&p[i]);
+		kept += rsk_shm_keeps_memfd(p[i].c);
+	}
+	assert_int_equal(kept, 4);
+	for (i = 0; i < 6; i++) {
+		cs_end(p[i].s, 1);
+		cs_end(p[i].c, 1);
+	}
+	assert_int_equal(rsk_shm_pool_count(), 4);
+	pool_drain();
+}
+
+static ino_t pooled_ino;
+
+/* A forked child: the parent's pooled segment is not its to hand out. */
+static int child_pool(void *arg)
+{
+	struct cs_pair p;
+
+	(void)arg;
+	rsk_shm_atfork_child();
+	if (rsk_shm_pool_count() != 0)
+		return 1;
+	cs_open(&p);
+	if (p.ino == pooled_ino)
+		return 2;
+	cs_dirty(&p, 0x77);
+	cs_end(p.s, 1);
+	cs_end(p.c, 1);
+	return 0;
+}
+
+/*
+ * A child forked while a segment sits in its parent's pool starts with none: both handing out
+ * the one segment would be two connections on one memory. Fails without rsk_shm_atfork_child
+ * (exit 1, or 2 on the parent's segment).
+ */
+static void test_pool_fork_child(void **state)
+{
+	struct cs_pair a, b;
+	pid_t pid;
+	int status = -1;
+
+	(void)state;
+	pool_drain();
+	cs_open(&a);
+	cs_end(a.s, 1);
+	cs_end(a.c, 1);
+	pooled_ino = a.ino;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_pool(NULL));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	cs_open(&b); /* still the parent's */
+	assert_true(b.ino == a.ino);
+	cs_end(b.s, 1);
+	cs_end(b.c, 1);
+	pool_drain();
+}
+
+/* Is [@p, @p + 4096) mapped? msync says ENOMEM for an unmapped range. */
+static int mapped(const volatile void *p)
+{
+	return msync((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, MS_ASYNC) == 0;
+}
+
+/*
+ * The server keeps its mapping of an ended connection's segment (its last holder's) and
+ * uses it again when the client sends the same file for its next connection: no mmap, no
+ * page faults, no munmap. One not retired (another holder) is unmapped. Fails on the code
+ * before the cache (the mapping was gone after destroy).
+ */
+static void test_server_mapping_reused(void **state)
+{
+	struct cs_pair a, b;
+	struct rsk_shm_debug d1, d2;
+
+	(void)state;
+	pool_drain();
+	cs_open(&a);
+	rsk_shm_debug(a.s, &d1);
+	cs_end(a.s, 1);
+	assert_true(mapped(d1.rx_filled)); /* cached, not unmapped */
+	assert_int_equal(rsk_shm_mapcache_count(), 1);
+	cs_end(a.c, 1);
+	cs_open(&b); /* the client's pooled segment, so the same file */
+	assert_true(b.ino == a.ino);
+	assert_int_equal(rsk_shm_mapcache_count(), 0);
+	rsk_shm_debug(b.s, &d2);
+	assert_ptr_equal(d2.rx_filled, d1.rx_filled); /* our old mapping */
+	cs_dirty(&b, 0x42);
+	assert_true(((unsigned char *)rsk_ep_recv_buf(b.s, 0))[0] == 0x42);
+	cs_end(b.s, 0); /* not the last holder: unmapped */
+	assert_false(mapped(d2.rx_filled));
+	assert_int_equal(rsk_shm_mapcache_count(), 0);
+	cs_end(b.c, 1);
+	pool_drain();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_size_limits),
+		cmocka_unit_test(test_pool_reuses_clean),
+		cmocka_unit_test(test_pool_waits_for_peer),
+		cmocka_unit_test(test_pool_bounded),
+		cmocka_unit_test(test_pool_fork_child),
+		cmocka_unit_test(test_server_mapping_reused),
 		cmocka_unit_test(test_create_rejects_bad_geometry),
 		cmocka_unit_test(test_create_sealed),
 		cmocka_unit_test(test_open_rejects_malformed),

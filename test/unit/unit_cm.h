@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "transport/shm_rdv.h"
+#include "transport/shm.h"
 
 /* Open fds of this process, as the kernel sees them (hidden library fds included). */
 static inline int ucm_fd_count(void)
@@ -31,7 +32,9 @@ static inline int ucm_fd_count(void)
 		if (de->d_name[0] >= '0' && de->d_name[0] <= '9')
 			n++;
 	closedir(d);
-	return n - 1; /* the directory's own fd */
+	/* the directory's own fd, and the memfds of segments pooled for reuse (shm.c: at most 4,
+	 * kept on purpose, not leaked) */
+	return n - 1 - rsk_shm_pool_count();
 }
 
 static inline int64_t ucm_now_ms(void)
