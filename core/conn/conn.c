@@ -718,7 +718,6 @@ void rsk_conn_atexec_helper(int (*keep)(void *ext))
 {
 	struct rsk_conn_rec *r, *tmp;
 
-	rsk_conn_pool_drop(); /* the program's, which it hands out; the helper makes none */
 	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the old image's loop's watches */
