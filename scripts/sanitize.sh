@@ -10,8 +10,9 @@
 #         missed its limits. Two stay out: scale_backlog (its outcomes hang on windows of
 #         0.6-2.5 s from process start, which the sanitized processes' start-up on a busy
 #         machine missed: "nothing listens") and scale_redis (passes, but -c 1000 took 26
-#         of its 60 s at a load of 17, and its paths run in int_redis_*). The 9 scale tests
-#         took 93 s at -j2 at a load of 5 (116 CPU-seconds; 2026-12-02);
+#         of its 60 s at a load of 17, and its paths run in int_redis_*). Timed 2026-12-02
+#         on the 2 shared cores (loads 4-9): the whole pass 875 s, the 9 scale tests 102 of
+#         its 1,731 test-seconds (under a minute of the pass at -j2);
 #   tsan  TSan build (build-tsan): the unit tests and the threaded integration tests
 #         (threads, memcached, redis, the monitor thread's timers in nagle and move, and the
 #         fork/exec/socat paths where connections are shared and relayed).

@@ -7,7 +7,7 @@
 # (scripts/sanitize.sh: ASan+UBSan on every shm/auto test, the scale tests smaller and two of
 # them left out, TSan on the unit tests and the threaded ones; zero reports allowed). About
 # 43 min on 2 idle cores from a clean clone (2026-12-02): ctest 24 min, ASan+UBSan
-# integration 9 min (timed before the scale tests joined it; they add about 1.5), TSan 4 min; CI
+# integration 9 min (timed before the scale tests joined it; they add under 1), TSan 4 min; CI
 # allows 90.
 # Usage (as root on Debian 12): bash scripts/test.sh
 # RSK_SANITIZE=0 leaves out the sanitized suite (a quicker local run; CI always runs it).
