@@ -1060,8 +1060,10 @@ static int rsk_shm_listen_fd(void *lh, int i)
 
 /*
  * How many queued entries the loop may take to look for upgrade offers: each costs an fd,
- * and five once its offer is read. A process short of fds leaves them queued for its
- * accepts, which take them one at a time (rsk_listen_look).
+ * and five once its offer is read. Never from the application's reserve (rsk_fd_reserve):
+ * the loop runs beside the application's accepts, and an accept that finds the numbers it
+ * counted on gone fails a client that has committed (a reset). A process short of fds leaves
+ * the entries queued for its accepts, which take them one at a time (rsk_listen_look).
  */
 static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 {
@@ -1069,8 +1071,9 @@ static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 
 	if (l->nrdv == 0)
 		return 0;
-	/* Far from full (the lowest free number well below our hidden ones): take a batch;
-	 * near it, count what is free and take what that allows. */
+	/* What lies above the reserve (the lowest free number against our hidden ones): a
+	 * batch far from it; near it, what the free numbers counted now allow as well (the
+	 * application's fds may leave fewer than the bounds say). */
 	low = rsk_sys_fcntl(l->rdv[0], F_DUPFD_CLOEXEC, 0);
 	if (low < 0)
 		return 0;
@@ -1080,8 +1083,11 @@ static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 		return RSK_COLLECT_MAX;
 	if (room >= 5 * RSK_ANNOUNCE_MAX)
 		return room / 5;
+	if (room < 5)
+		return 0;
 	n = rsk_fd_room_now(l->rdv[0], 16);
-	return n >= 16 ? 2 : n > 5 ? 1 : 0;
+	n = n >= 16 ? 2 : n > 5 ? 1 : 0;
+	return n < room / 5 ? n : room / 5;
 }
 
 /* Take what is queued and read the offers; collect upgrade offers not announced yet. */

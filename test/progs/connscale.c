@@ -739,6 +739,9 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds, in
 			 aged),
 			bad = 1;
 	printf("churn: %s\n", bad ? "FAIL" : "ok");
+	close(ch.ep);
+	free(ch.slots);
+	free(ch.t_done);
 	return bad;
 }
 

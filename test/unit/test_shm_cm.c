@@ -30,6 +30,7 @@
 
 #include "base/addr.h"
 #include "base/config.h"
+#include "base/fdhide.h"
 #include "base/ready.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
@@ -992,6 +993,53 @@ static void test_dead_sibling_holds_nothing(void **state)
 	close(silent);
 }
 
+/* The lowest free fd number (what the next fd of the application would get). */
+static int lowest_free(int any_fd)
+{
+	int fd = fcntl(any_fd, F_DUPFD, 0);
+
+	assert_true(fd >= 0);
+	close(fd);
+	return fd;
+}
+
+/*
+ * The event loop's look for upgrade offers runs beside the application's accepts: it must
+ * never take the numbers kept for the application (rsk_fd_reserve): an accept that finds
+ * them gone cannot switch a client that has committed and drops it (ECONNABORTED, the
+ * client sees a reset). Here 8 clients are queued and the table
+ * is filled to 5-10 numbers above the reserve; the old loop took 2 entries (5 fds each) at
+ * every event while it counted 16 free numbers anywhere, and 8 events ate into it.
+ */
+static void test_collect_keeps_reserve(void **state)
+{
+	struct fix *f = *state;
+	struct cli c[8];
+	int i, n, *fill, nfill;
+
+	for (i = 0; i < 8; i++)
+		cli_full(&c[i], f);
+	nfill = rsk_fd_headroom(lowest_free(f->kfd)) - rsk_fd_reserve() - 10;
+	assert_true(nfill > 0);
+	fill = calloc((size_t)nfill, sizeof(int));
+	assert_non_null(fill);
+	for (n = 0; n < nfill; n++) {
+		fill[n] = fcntl(f->kfd, F_DUPFD, 0);
+		assert_true(fill[n] >= 0);
+	}
+	n = rsk_fd_headroom(lowest_free(f->kfd)) - rsk_fd_reserve(); /* (holes filled too) */
+	assert_true(n >= 5 && n <= 10);
+	n = nfill;
+	for (i = 0; i < 8; i++)
+		cm->listen_event(f->lh, 0);
+	assert_true(rsk_fd_headroom(lowest_free(f->kfd)) >= rsk_fd_reserve());
+	for (n = 0; n < nfill; n++)
+		close(fill[n]);
+	free(fill);
+	for (i = 0; i < 8; i++)
+		cli_close(&c[i]);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -1015,6 +1063,7 @@ int main(void)
 		T4(test_prefork_sibling_claims),
 		T4(test_shared_hands_back_unread),
 		T4(test_dead_sibling_holds_nothing),
+		T4(test_collect_keeps_reserve),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
