@@ -814,8 +814,10 @@ static void rsk_close_hidden(int fd)
 		rsk_fd_unhide_close(fd);
 }
 
-/* Forget this process's record of @c: no callback runs for it after this returns. */
-static void rsk_conn_unregister(struct rsk_conn *c)
+/* Take this process's record of @c out of the registry (NULL if there is none) and stop its
+ * watches: no callback runs for it after this returns. Before @c's lock: the loop's
+ * callbacks take the loop's, then ours. */
+static struct rsk_conn_rec *rsk_conn_rec_take(struct rsk_conn *c)
 {
 	struct rsk_conn_rec *r;
 
@@ -824,13 +826,27 @@ static void rsk_conn_unregister(struct rsk_conn *c)
 	if (r != NULL)
 		HASH_DEL(rsk_conn_reg, r);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
-	if (r == NULL)
-		return;
-	rsk_conn_unwatch(r); /* before our lock: the loop's callbacks take the loop's, then ours */
-	if (r->on_release != NULL)
-		r->on_release(c, r->ext);
+	if (r != NULL)
+		rsk_conn_unwatch(r);
+	return r;
+}
+
+static void rsk_conn_rec_free(struct rsk_conn_rec *r)
+{
 	free(r);
 	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+}
+
+/* Forget this process's record of @c, telling its owner (on_release). */
+static void rsk_conn_unregister(struct rsk_conn *c)
+{
+	struct rsk_conn_rec *r = rsk_conn_rec_take(c);
+
+	if (r == NULL)
+		return;
+	if (r->on_release != NULL)
+		r->on_release(c, r->ext);
+	rsk_conn_rec_free(r);
 }
 
 void rsk_conn_release(struct rsk_conn *c)
@@ -859,18 +875,10 @@ void rsk_conn_release(struct rsk_conn *c)
 
 void rsk_conn_forget(struct rsk_conn *c)
 {
-	struct rsk_conn_rec *r;
+	struct rsk_conn_rec *r = rsk_conn_rec_take(c);
 
-	pthread_mutex_lock(&rsk_conn_reg_lock);
-	r = rsk_conn_rec_find(c);
 	if (r != NULL)
-		HASH_DEL(rsk_conn_reg, r);
-	pthread_mutex_unlock(&rsk_conn_reg_lock);
-	if (r != NULL) {
-		rsk_conn_unwatch(r);
-		free(r);
-		__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
-	}
+		rsk_conn_rec_free(r);
 	/* Our copies only (the numbers are the same in the helper, inherited); the shared
 	 * fields stay as they are for it. */
 	rsk_close_hidden(c->tcp_fd);
