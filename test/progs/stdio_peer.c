@@ -259,13 +259,12 @@ static void late(int port)
 
 #define INT_BYTES (4L << 20)
 
-/* Accept one connection; a child puts it on stdin and stdout and execs @argv (in a process
- * group of its own if @own_group); the child's wait status. */
-static int inetd_run(int port, char *const argv[], int own_group)
+/* Listen on @port (announced by "listening"), accept one connection, and close the
+ * listener: the connection. */
+static int accept_one(int port)
 {
 	struct sockaddr_in a = loopback(port);
-	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd, st;
-	pid_t pid;
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd;
 
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0)
@@ -273,11 +272,21 @@ static int inetd_run(int port, char *const argv[], int own_group)
 	printf("listening\n");
 	if ((fd = accept(l, NULL, NULL)) < 0)
 		die("accept: %s", strerror(errno));
+	close(l);
+	return fd;
+}
+
+/* Accept one connection; a child puts it on stdin and stdout and execs @argv (in a process
+ * group of its own if @own_group); the child's wait status. */
+static int inetd_run(int port, char *const argv[], int own_group)
+{
+	int fd = accept_one(port), st;
+	pid_t pid;
+
 	pid = fork();
 	if (pid < 0)
 		die("fork: %s", strerror(errno));
 	if (pid == 0) {
-		close(l);
 		if ((own_group && setpgid(0, 0) < 0) || dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
 			_exit(126);
 		close(fd);
@@ -285,7 +294,6 @@ static int inetd_run(int port, char *const argv[], int own_group)
 		_exit(127);
 	}
 	close(fd);
-	close(l);
 	if (waitpid(pid, &st, 0) < 0)
 		die("waitpid: %s", strerror(errno));
 	return st;
@@ -315,17 +323,10 @@ static void inetd_int(int port)
  * sending the dead process's queue, then FIN: zeros_client must get all of it. */
 static void die_writer(int port, int kill_self)
 {
-	struct sockaddr_in a = loopback(port);
-	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, fd;
+	int fd = accept_one(port);
 	static char zeros[INT_BYTES];
 	FILE *f;
 
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 4) < 0)
-		die("listen: %s", strerror(errno));
-	printf("listening\n");
-	if ((fd = accept(l, NULL, NULL)) < 0)
-		die("accept: %s", strerror(errno));
 	if ((f = fdopen(fd, "w")) == NULL)
 		die("fdopen: %s", strerror(errno));
 	if (fwrite(zeros, 1, sizeof(zeros), f) != sizeof(zeros) || fflush(f) != 0)
