@@ -112,11 +112,19 @@ leftovers() {
 }
 
 # logdir NAME: a fresh directory anyone may write (the cross-uid test runs clients as nobody).
+# Under the build tree when nobody can reach it there; a checkout inside a private directory
+# (mktemp -d makes it 0700) would keep those clients' reports out, so then under /tmp.
 logdir() {
 	local d=$top/build-$1/sanitizer-logs
 	rm -rf "$d" "$d.sid"
 	mkdir -p "$d"
 	chmod 1777 "$d"
+	if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+		! setpriv --reuid=65534 --regid=65534 --clear-groups test -w "$d" 2>/dev/null; then
+		rm -rf "$d"
+		d=$(mktemp -d "/tmp/rsk-sanitize-$1.XXXXXX")
+		chmod 1777 "$d"
+	fi
 	echo "$d"
 }
 
