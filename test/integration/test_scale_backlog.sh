@@ -27,8 +27,9 @@ run() { # TAG [pre]
 	start_bg "a_$tag" $wrap "$RSK_PROGS/connserver" "$pa" --backlog 8 --hold-ms 2500 --seconds 10
 	start_bg "b_$tag" $wrap "$RSK_PROGS/connserver" "$pb" --backlog 8 --hold-ms 600 \
 		--close-listener --seconds 10
-	wait_port "$pa"
+	# b's listener closes 0.6 s after it listens: look for it first (a's holds 2.5 s)
 	wait_port "$pb"
+	wait_port "$pa"
 	run_limited 30 $wrap "$RSK_PROGS/connscale" backlog "$pa" "$N" 1500 2500 \
 		>"$RSK_TMP/a_$tag.out" 2>&1 &
 	local ja=$!
