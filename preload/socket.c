@@ -130,7 +130,7 @@ RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 
 	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return (int)rsk_ret(rsk_opt_get(fd, level, name, val, len));
-	rc = RSK_REAL(getsockopt)(fd, level, name, val, len);
+	rc = (int)rsk_ret(rsk_opt_plain_get(fd, level, name, val, len));
 	if (rc == 0 && level == SOL_SOCKET && name == SO_ERROR && val != NULL && len != NULL &&
 	    *len >= (socklen_t)sizeof(int) && rsk_tracked(fd)) {
 		int err;
@@ -144,20 +144,20 @@ RSK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 RSK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
-		return RSK_REAL(setsockopt)(fd, level, name, val, len);
+		return (int)rsk_ret(rsk_opt_plain_set(fd, level, name, val, len));
 	return (int)rsk_ret(rsk_opt_set(fd, level, name, val, len));
 }
 
 RSK_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
-		return RSK_REAL(getsockname)(fd, addr, len);
+		return (int)rsk_ret(rsk_opt_plain_name(fd, addr, len, 0));
 	return (int)rsk_ret(rsk_opt_sockname(fd, addr, len));
 }
 
 RSK_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
-		return RSK_REAL(getpeername)(fd, addr, len);
+		return (int)rsk_ret(rsk_opt_plain_name(fd, addr, len, 1));
 	return (int)rsk_ret(rsk_opt_peername(fd, addr, len));
 }

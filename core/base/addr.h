@@ -55,4 +55,24 @@ uint16_t rsk_addr_local_port(int fd);
 /* The peer's port of connected socket @fd, 0 if none or on error. */
 uint16_t rsk_addr_peer_port(int fd);
 
+/*
+ * Stand-in names. A relayed connection's app end is a unix socket standing in for a TCP
+ * socket (conn/relay.c). Its ends are bound to abstract unix names that carry the TCP
+ * addresses, so getsockname/getpeername can answer as the kernel would for the TCP socket:
+ * in this process, in a forked child, and in a program exec'd with it on stdin, which has no
+ * other way to know (calls/sockopt.c). A name is unique per process (@uniq) and goes away
+ * with the socket.
+ */
+#define RSK_ADDR_NAME_MAX 108 /* sizeof(sun_path) */
+
+/* Bind unix socket @fd to the stand-in name of @sa (@len bytes, AF_INET or AF_INET6).
+ * 0 or -errno (-EINVAL for another family or length, or a socket already bound). */
+int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len);
+
+/* The TCP address carried by unix address @un (@unlen bytes, as getsockname reported it):
+ * its length, copied into *@out, and the name's unique part in *@uniq (if not NULL); or 0
+ * when @un is not a stand-in name. */
+socklen_t rsk_addr_name_parse(const struct sockaddr *un, socklen_t unlen,
+			      struct sockaddr_storage *out, uint64_t *uniq);
+
 #endif

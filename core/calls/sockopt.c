@@ -3,10 +3,13 @@
  * connection is set up, so its answers are kept: addresses from the setup, options as the
  * application set them. A value is checked (and normalised, e.g. SO_RCVBUF doubled) the way
  * the kernel would, on a template TCP socket of the same family, and the verdict is cached,
- * so a server setting the same options on every connection costs no system call.
+ * so a server setting the same options on every connection costs no system call. A relayed
+ * connection's fd names a unix socket standing in for the TCP one (conn/relay.c): the plain
+ * calls below answer for TCP there, also in a program exec'd with it.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -14,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/un.h>
 #include <uthash.h>
 
+#include "base/addr.h"
 #include "base/fdhide.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
@@ -395,5 +400,175 @@ int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg)
 		pthread_mutex_unlock(&rsk_opt_lock);
 	}
 	rsk_sock_put(s);
+	return rc;
+}
+
+/* ---- fds that are not accelerated: a relay's stand-in answers for its TCP socket ---- */
+
+/* The TCP address stand-in unix socket @fd carries (its own name, or with @peer its
+ * partner's) in *@out and its name's unique part in *@uniq: its length, or 0 when @fd is no
+ * stand-in (base/addr.h). */
+static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out,
+				 uint64_t *uniq)
+{
+	struct sockaddr_storage un;
+	socklen_t n = sizeof(un);
+	int rc = peer ? rsk_sys_getpeername(fd, (struct sockaddr *)&un, &n)
+		      : rsk_sys_getsockname(fd, (struct sockaddr *)&un, &n);
+
+	return rc < 0 ? 0 : rsk_addr_name_parse((struct sockaddr *)&un, n, out, uniq);
+}
+
+/*
+ * TCP options set on stand-ins, so that they read back as set: a small table per process,
+ * keyed by the stand-in's unique name (which no other socket has while it lives), the
+ * oldest entry reused when it is full. An exec'd program starts with none.
+ */
+#define RSK_OPT_STANDIN_MAX 64
+
+struct rsk_opt_standin_set {
+	uint64_t uniq;
+	int level, name;
+	socklen_t len;
+	unsigned char val[32];
+};
+
+static struct rsk_opt_standin_set rsk_opt_sset[RSK_OPT_STANDIN_MAX];
+static unsigned int rsk_opt_nsset;
+
+/* Lock held. */
+static struct rsk_opt_standin_set *rsk_opt_sset_find(uint64_t uniq, int level, int name)
+{
+	unsigned int i, n = rsk_opt_nsset < RSK_OPT_STANDIN_MAX ? rsk_opt_nsset
+								 : RSK_OPT_STANDIN_MAX;
+
+	for (i = 0; i < n; i++)
+		if (rsk_opt_sset[i].uniq == uniq && rsk_opt_sset[i].level == level &&
+		    rsk_opt_sset[i].name == name)
+			return &rsk_opt_sset[i];
+	return NULL;
+}
+
+static void rsk_opt_sset_keep(uint64_t uniq, int level, int name, const void *val,
+			      socklen_t len)
+{
+	struct rsk_opt_standin_set *e;
+
+	if (len > sizeof(e->val))
+		return;
+	pthread_mutex_lock(&rsk_opt_lock);
+	e = rsk_opt_sset_find(uniq, level, name);
+	if (e == NULL)
+		e = &rsk_opt_sset[rsk_opt_nsset++ % RSK_OPT_STANDIN_MAX];
+	e->uniq = uniq;
+	e->level = level;
+	e->name = name;
+	e->len = len;
+	memcpy(e->val, val, len);
+	pthread_mutex_unlock(&rsk_opt_lock);
+}
+
+/* What was set on stand-in @uniq, answered into @val: 1, or 0 when nothing was. */
+static int rsk_opt_sset_get(uint64_t uniq, int level, int name, void *val, socklen_t *len,
+			    int *rc)
+{
+	struct rsk_opt_standin_set e, *k;
+
+	pthread_mutex_lock(&rsk_opt_lock);
+	k = rsk_opt_sset_find(uniq, level, name);
+	if (k != NULL)
+		e = *k;
+	pthread_mutex_unlock(&rsk_opt_lock);
+	if (k == NULL)
+		return 0;
+	*rc = rsk_opt_out(val, len, e.val, e.len);
+	return 1;
+}
+
+/* Only an abstract unix name can be a stand-in's: the kernel's answer @a (@room bytes of
+ * buffer, @n reported) tells, so other sockets cost no second call. */
+static int rsk_opt_maybe_standin(const struct sockaddr *a, socklen_t room, socklen_t n)
+{
+	const socklen_t first = offsetof(struct sockaddr_un, sun_path) + 1;
+
+	return room >= first && n > first && a->sa_family == AF_UNIX &&
+	       ((const struct sockaddr_un *)a)->sun_path[0] == 0;
+}
+
+int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
+{
+	struct sockaddr_storage tcp;
+	socklen_t room, n, shown;
+	int rc;
+
+	if (addr == NULL || len == NULL) /* the kernel's EFAULT */
+		return peer ? rsk_sys_getpeername(fd, addr, len) : rsk_sys_getsockname(fd, addr, len);
+	room = *len;
+	rc = peer ? rsk_sys_getpeername(fd, addr, len) : rsk_sys_getsockname(fd, addr, len);
+	if (rc < 0 || !rsk_opt_maybe_standin(addr, room, *len))
+		return rc;
+	n = rsk_opt_standin(fd, peer, &tcp, NULL);
+	if (n == 0)
+		return rc;
+	/* The unix name the kernel wrote is longer than any TCP address: clear its tail. */
+	shown = room < *len ? room : *len;
+	memcpy(addr, &tcp, room < n ? room : n);
+	if (shown > n)
+		memset((char *)addr + n, 0, shown - n);
+	*len = n;
+	return 0;
+}
+
+/* Levels a unix socket refuses (EOPNOTSUPP) and a TCP socket has. */
+static int rsk_opt_tcp_level(int level)
+{
+	return level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6;
+}
+
+/* The family stand-in @fd speaks for (and its unique name in *@uniq), 0 if it is none. */
+static int rsk_opt_standin_family(int fd, uint64_t *uniq)
+{
+	struct sockaddr_storage tcp;
+
+	return rsk_opt_standin(fd, 0, &tcp, uniq) > 0 ? tcp.ss_family : 0;
+}
+
+int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int rc = rsk_sys_getsockopt(fd, level, name, val, len), fam;
+	uint64_t uniq;
+
+	if (level == SOL_SOCKET && (name == SO_DOMAIN || name == SO_PROTOCOL)) {
+		if (rc < 0 || (fam = rsk_opt_standin_family(fd, NULL)) == 0)
+			return rc;
+		return rsk_opt_int(val, len, name == SO_DOMAIN ? fam : IPPROTO_TCP);
+	}
+	if (rc != -EOPNOTSUPP || !rsk_opt_tcp_level(level) ||
+	    (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
+		return rc;
+	if (rsk_opt_sset_get(uniq, level, name, val, len, &rc))
+		return rc;
+	/* Nothing set on it: what a TCP socket of the family says. */
+	return rsk_opt_default(fam, level, name, val, len);
+}
+
+int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct rsk_opt_verdict v;
+	int rc = rsk_sys_setsockopt(fd, level, name, val, len), fam;
+	uint64_t uniq;
+
+	if (rc != -EOPNOTSUPP || !rsk_opt_tcp_level(level) ||
+	    (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
+		return rc;
+	/* The relay's stream carries the bytes: a TCP option has nothing to act on, and is
+	 * accepted or refused as a TCP socket of the family would, and reads back so. */
+	if (val == NULL && len > 0)
+		return -EFAULT;
+	if (len > sizeof(v.key.val))
+		return -EINVAL;
+	rc = rsk_opt_verdict(fam, level, name, val, len, &v);
+	if (rc == 0 && v.elen > 0)
+		rsk_opt_sset_keep(uniq, level, name, v.eff, v.elen);
 	return rc;
 }

@@ -12,6 +12,13 @@ int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len);
 int rsk_opt_sockname(int fd, struct sockaddr *addr, socklen_t *len);
 int rsk_opt_peername(int fd, struct sockaddr *addr, socklen_t *len);
 
+/* The same calls on an fd that is not accelerated: the kernel's answer, except on a relay's
+ * stand-in unix socket (conn/relay.c), which answers as its TCP socket: names, SO_DOMAIN,
+ * SO_PROTOCOL, and TCP/IP options (accepted as TCP would, read as TCP's defaults). */
+int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer);
+int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len);
+int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len);
+
 /* FIONREAD/SIOCINQ, SIOCOUTQ(NSD), SIOCATMARK, FIONBIO here; generic socket requests as an
  * unconnected TCP socket of the family answers them. */
 int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg);

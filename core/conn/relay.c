@@ -23,6 +23,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "base/addr.h"
 #include "base/clock.h"
 #include "base/evloop.h"
 #include "base/fdhide.h"
@@ -250,6 +251,17 @@ static void rsk_relay_free(struct rsk_conn *c, void *ext)
 		free(r);
 }
 
+/* The pipe stands in for the TCP socket: its ends carry the connection's names (base/addr.h)
+ * so that getsockname/getpeername on the app end answer as for TCP, also after an exec
+ * (inetd). Best effort: an unnamed end reports AF_UNIX, as before. */
+static void rsk_relay_name(const struct rsk_conn *c, int app_side, int our_side)
+{
+	if (c->local_len > 0)
+		(void)rsk_addr_name_bind(app_side, (const struct sockaddr *)&c->local, c->local_len);
+	if (c->peer_len > 0)
+		(void)rsk_addr_name_bind(our_side, (const struct sockaddr *)&c->peer, c->peer_len);
+}
+
 /* The peer wakes the app end: a fresh pipe (*@pipe_app its application side, carrying
  * @app_fd's O_NONBLOCK), and our own copy of the app end. */
 static int rsk_relay_pipe(struct rsk_relay *r, int app_fd, int *pipe_app)
@@ -277,6 +289,7 @@ static int rsk_relay_pipe(struct rsk_relay *r, int app_fd, int *pipe_app)
 		(void)rsk_sys_close(sv[0]);
 		return rc;
 	}
+	rsk_relay_name(r->c, sv[0], r->pipe);
 	*pipe_app = sv[0];
 	return 0;
 }
@@ -290,6 +303,7 @@ static int rsk_relay_own(struct rsk_conn *c, struct rsk_relay *r, int app_fd)
 	r->pipe = c->ctl_fd;
 	r->app = -1;
 	rsk_relay_quiet(c, app_fd);
+	rsk_relay_name(c, app_fd, c->ctl_fd);
 	return 0;
 }
 

@@ -8,8 +8,8 @@
 # 1 MiB by fwrite/fread, 8 MiB written by a forked child while the parent reads (fork after
 # the relay started), stdio mixed with send()/write()/recv() from the first byte and from
 # mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
-# head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; and
-# exec of a job that writes 4 MiB and is interrupted with its process group at once), and a
+# head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; one
+# that asks the socket its names and options after the exec; and exec of a job that writes 4 MiB and is interrupted with its process group at once), and a
 # server that writes 4 MiB through stdio and dies at once without destructors (_exit,
 # SIGKILL): its relay runs in a helper process of its own and delivers all of it, then EOF.
 # test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
@@ -59,6 +59,17 @@ echo "$out"
 wait_bg inetd 2>/dev/null || true
 grep -q "inetd: ok" "$RSK_TMP/inetd.log" || fail "inetd server: $(cat "$RSK_TMP/inetd.log")"
 
+# An inetd child asks its socket what it is, after the dup2 and after the exec: TCP's names
+# (the client's own, swapped), AF_INET, IPPROTO_TCP, TCP_NODELAY set and read back, as over
+# the kernel; a relayed one is a unix socket underneath (its stand-in names, conn/relay.c).
+nport=$(free_port)
+start_bg names pre "$RSK_PROGS/stdio_peer" names "$nport"
+wait_listen "$nport"
+out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" names_client "$nport" 2>&1) || fail "names: $out"
+echo "$out"
+wait_bg names 2>/dev/null || true
+grep -q "names: ok" "$RSK_TMP/names.log" || fail "names server: $(cat "$RSK_TMP/names.log")"
+
 # The exec'd job writes 4 MiB and is interrupted with its whole process group (Ctrl-C): the
 # relay's helper is not in that group, so every byte still reaches the client, then EOF.
 kport=$(free_port)
@@ -104,8 +115,8 @@ conns = tot(("stdio_peer",), "connections")
 sent, rcvd = tot(("stdio_peer", "bash"), "bytes_sent"), tot(("stdio_peer", "bash"), "bytes_received")
 bconns = tot(("bash",), "connections")
 print("stdio_peer", conns, "bash", bconns, "sent", sent, "received", rcvd)
-# 7 clients + the inetd pair; bash: 2 connections. The big run's child reports no connection.
-ok = conns[want] >= 9 and bconns[want] >= 2
+# 7 clients + the inetd and names pairs; bash: 2. The big run's child reports no connection.
+ok = conns[want] >= 11 and bconns[want] >= 2
 ok = ok and all(conns[k] + bconns[k] == 0 for k in conns if k != want)
 # 1 MiB + 8 MiB + 1 MiB (bash) each way at least, all on shm (the relays count what they
 # move; the inetd server's line is written by the helper that ran its relay after the exec).

@@ -29,6 +29,12 @@
  *   stdio_peer exit_writer PORT   accept one connection, fdopen it, fwrite 4 MiB of zeros,
  *                             fflush, then _exit(0): no destructor runs (zeros_client reads)
  *   stdio_peer kill_writer PORT   the same, then SIGKILL to itself instead of _exit
+ *   stdio_peer names PORT     as inetd; the child checks that getpeername(0) names a TCP
+ *                             peer after its dup2, then execs `stdio_peer whoami`
+ *   stdio_peer whoami -       on stdin/stdout: prints by stdio one line of what the socket
+ *                             says it is (names, SO_DOMAIN, SO_PROTOCOL, TCP_NODELAY set
+ *                             and read back), as a TCP socket's would say
+ *   stdio_peer names_client PORT   reads that line and checks it against its own socket
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
 #include <signal.h>
@@ -276,6 +282,17 @@ static int accept_one(int port)
 	return fd;
 }
 
+/* The socket behind fd 0, seen after the dup2 in this process, must name a TCP peer. */
+static void names_child_check(void)
+{
+	struct sockaddr_storage b;
+	socklen_t bl = sizeof(b);
+
+	if (getpeername(0, (struct sockaddr *)&b, &bl) < 0 ||
+	    (b.ss_family != AF_INET && b.ss_family != AF_INET6))
+		_exit(125);
+}
+
 /* Accept one connection; a child puts it on stdin and stdout and execs @argv (in a process
  * group of its own if @own_group); the child's wait status. */
 static int inetd_run(int port, char *const argv[], int own_group)
@@ -290,6 +307,8 @@ static int inetd_run(int port, char *const argv[], int own_group)
 		if ((own_group && setpgid(0, 0) < 0) || dup2(fd, 0) < 0 || dup2(fd, 1) < 0)
 			_exit(126);
 		close(fd);
+		if (strcmp(argv[1], "whoami") == 0)
+			names_child_check();
 		execvp(argv[0], argv);
 		_exit(127);
 	}
@@ -297,6 +316,93 @@ static int inetd_run(int port, char *const argv[], int own_group)
 	if (waitpid(pid, &st, 0) < 0)
 		die("waitpid: %s", strerror(errno));
 	return st;
+}
+
+/* "IP:PORT" of @a. */
+static void name_text(const struct sockaddr_storage *a, char *out, size_t n)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (a->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, ip, sizeof(ip));
+		port = ntohs(((const struct sockaddr_in *)a)->sin_port);
+	} else if (a->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)a)->sin6_addr, ip, sizeof(ip));
+		port = ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	}
+	snprintf(out, n, "%d/%s:%d", a->ss_family, ip, port);
+}
+
+/* What socket @fd says it is: "sock=F/IP:PORT peer=F/IP:PORT domain=D proto=P nodelay=R/V". */
+static void whoami_line(int fd, char *out, size_t n)
+{
+	struct sockaddr_storage a, b;
+	socklen_t al = sizeof(a), bl = sizeof(b), il = sizeof(int);
+	char sa[96], sb[96];
+	int dom = -1, proto = -1, one = 1, v = -1, rc;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
+	    getpeername(fd, (struct sockaddr *)&b, &bl) < 0)
+		die("names: %s", strerror(errno));
+	(void)getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &il);
+	il = sizeof(int);
+	(void)getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &il);
+	rc = setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	il = sizeof(int);
+	if (getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &il) < 0)
+		v = -errno;
+	name_text(&a, sa, sizeof(sa));
+	name_text(&b, sb, sizeof(sb));
+	snprintf(out, n, "sock=%s peer=%s domain=%d proto=%d nodelay=%d/%d", sa, sb, dom, proto,
+		 rc < 0 ? -errno : rc, v != 0);
+}
+
+static void whoami(void)
+{
+	char line[400];
+
+	whoami_line(0, line, sizeof(line));
+	printf("%s\n", line);
+	fflush(stdout);
+}
+
+static void names(int port)
+{
+	char *const argv[] = {"/proc/self/exe", "whoami", "-", NULL};
+	int st = inetd_run(port, argv, 0);
+
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		die("the whoami child failed: status %d", st);
+}
+
+/* The server's line, against this end: its sock is our peer, its peer our sock. */
+static void names_client(int port)
+{
+	int fd = tcp_connect(port);
+	struct sockaddr_storage a, b;
+	socklen_t al = sizeof(a), bl = sizeof(b);
+	char got[400], want[400], sa[96], sb[96];
+	ssize_t k, n = 0;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	if (getsockname(fd, (struct sockaddr *)&a, &al) < 0 ||
+	    getpeername(fd, (struct sockaddr *)&b, &bl) < 0)
+		die("own names: %s", strerror(errno));
+	name_text(&b, sa, sizeof(sa));
+	name_text(&a, sb, sizeof(sb));
+	snprintf(want, sizeof(want), "sock=%s peer=%s domain=%d proto=%d nodelay=0/1", sa, sb,
+		 a.ss_family, IPPROTO_TCP);
+	while (n < (ssize_t)sizeof(got) - 1 && (k = read(fd, got + n, 1)) == 1 && got[n] != '\n')
+		n++;
+	got[n] = '\0';
+	if (strcmp(got, want) != 0)
+		die("the server's socket says \"%s\", want \"%s\"", got, want);
+	printf("names: %s\n", got);
+	close(fd);
 }
 
 static void inetd(int port)
@@ -396,6 +502,10 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
+	if (argc == 3 && strcmp(argv[1], "whoami") == 0) {
+		whoami(); /* stdout is the socket: nothing more on it */
+		return 0;
+	}
 	if (argc != 3 && !(argc == 4 && strcmp(argv[1], "big") == 0))
 		die("usage: stdio_peer MODE PORT (big: MODE PORT MIB)");
 	port = port_arg(argv[2]);
@@ -419,6 +529,10 @@ int main(int argc, char **argv)
 		inetd_client(port);
 	else if (strcmp(argv[1], "inetd_int") == 0)
 		inetd_int(port);
+	else if (strcmp(argv[1], "names") == 0)
+		names(port);
+	else if (strcmp(argv[1], "names_client") == 0)
+		names_client(port);
 	else if (strcmp(argv[1], "zeros_client") == 0)
 		zeros_client(port);
 	else if (strcmp(argv[1], "exit_writer") == 0)

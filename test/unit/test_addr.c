@@ -3,7 +3,8 @@
  * exact comparison against the v4-mapped-aware one (rdma_cm reports dual-stack peers either
  * way, and offers are claimed by address), "is this address one of this host's" (loopback,
  * v4-mapped loopback, interface addresses, a documentation address that is not ours), the
- * routing source address, and the ports of real loopback sockets.
+ * routing source address, the ports of real loopback sockets, and stand-in names (a relay's
+ * unix socket named after its TCP addresses: round trip, and every malformed name refused).
  */
 #include <errno.h>
 #include <ifaddrs.h>
@@ -346,6 +347,92 @@ static void test_local_and_peer_ports(void **state)
 	assert_int_equal(rsk_addr_local_port(c), 0); /* closed */
 }
 
+/* Stand-in names: bound to a unix socket, read back by getsockname and parsed to the same
+ * TCP address, for both families; two sockets of one address get distinct names. */
+static void test_name_roundtrip(void **state)
+{
+	const char *text[] = {"127.0.0.1", "::1", "fe80::1"};
+	struct sockaddr_storage a, got, un;
+	socklen_t n, len;
+	uint64_t u1 = 0, u2 = 0;
+	int i, sv[2];
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		a = sa(text[i], (uint16_t)(1000 + i));
+		if (a.ss_family == AF_INET6)
+			((struct sockaddr_in6 *)&a)->sin6_scope_id = 7;
+		len = rsk_sa_len((struct sockaddr *)&a);
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, len), 0);
+		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len), 0);
+		/* bound already: the kernel's EINVAL */
+		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len), -EINVAL);
+		n = sizeof(un);
+		assert_int_equal(getsockname(sv[0], (struct sockaddr *)&un, &n), 0);
+		assert_int_equal(rsk_addr_name_parse((struct sockaddr *)&un, n, &got, &u1), len);
+		assert_memory_equal(&got, &a, len);
+		n = sizeof(un);
+		assert_int_equal(getpeername(sv[0], (struct sockaddr *)&un, &n), 0);
+		assert_int_equal(rsk_addr_name_parse((struct sockaddr *)&un, n, &got, &u2), len);
+		assert_memory_equal(&got, &a, len);
+		assert_true(u1 != u2);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	/* only TCP addresses have stand-ins */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	n = sizeof(un);
+	assert_int_equal(getsockname(sv[0], (struct sockaddr *)&un, &n), 0);
+	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&un, n), -EINVAL);
+	a = sa("127.0.0.1", 1);
+	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, 8), -EINVAL);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Parse @name (abstract: @name[0] is the NUL) of @n bytes; what it returns. */
+static socklen_t parse_text(const char *name, size_t n)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	struct sockaddr_storage out;
+
+	assert_true(n <= sizeof(un.sun_path));
+	memcpy(un.sun_path, name, n);
+	return rsk_addr_name_parse((struct sockaddr *)&un,
+				   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n), &out,
+				   NULL);
+}
+
+#define V4HEX "02000064" "7f000001" "0000000000000000" /* 127.0.0.1:100, sin_zero */
+#define UNIQ "0000000100000002"
+
+/* A name that is not exactly ours is no stand-in (a hostile or foreign abstract name). */
+static void test_name_parse_rejects(void **state)
+{
+	static const char good[] = "\0rdmasock-tcp/1/" V4HEX "/" UNIQ;
+	struct sockaddr_storage out;
+	struct sockaddr_in in;
+
+	(void)state;
+	assert_int_equal(parse_text(good, sizeof(good) - 1), sizeof(struct sockaddr_in));
+	assert_int_equal(parse_text("\0rdmasock-tcp/2/" V4HEX "/" UNIQ, sizeof(good) - 1), 0);
+	assert_int_equal(parse_text("rdmasock-tcp/1/" V4HEX "/" UNIQ "x", sizeof(good) - 1), 0);
+	assert_int_equal(parse_text("\0rdmasock-tcp/1/" V4HEX "/" UNIQ, sizeof(good) - 2), 0);
+	assert_int_equal(parse_text("\0rdmasock-tcp/1/" V4HEX, sizeof(good) - 18), 0);
+	assert_int_equal(parse_text("\0rdmasock-tcp/1/0200006" "7f000001" "0000000000000000/" UNIQ,
+				    sizeof(good) - 2), 0); /* odd digits */
+	assert_int_equal(parse_text("\0rdmasock-tcp/1/02000064" "7f0000g1" "0000000000000000/" UNIQ,
+				    sizeof(good) - 1), 0); /* not hex */
+	assert_int_equal(parse_text("\0rdmasock-tcp/1/0a000064" "7f000001" "0000000000000000/" UNIQ,
+				    sizeof(good) - 1), 0); /* AF_INET6 with an AF_INET length */
+	assert_int_equal(parse_text("\0rdmasock-tcp/1//" UNIQ, 16 + 1 + 16), 0);
+	assert_int_equal(parse_text("\0rdmasock-tcp/1", 16), 0);
+	/* a non-unix address, and lengths beyond a sockaddr_un */
+	in = (struct sockaddr_in){.sin_family = AF_INET};
+	assert_int_equal(rsk_addr_name_parse((struct sockaddr *)&in, sizeof(in), &out, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -357,6 +444,8 @@ int main(void)
 		cmocka_unit_test(test_route_src_v4),
 		cmocka_unit_test(test_route_src_v6),
 		cmocka_unit_test(test_local_and_peer_ports),
+		cmocka_unit_test(test_name_roundtrip),
+		cmocka_unit_test(test_name_parse_rejects),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
  * getsockopt, applied where the engine honours them (timeouts, linger, NODELAY, CORK);
  * the connection's own answers (type, domain, protocol, error once, TCP_INFO with our
  * counts and states); names as set up, truncated as the kernel truncates; FIONREAD,
- * SIOCOUTQ, SIOCATMARK, FIONBIO, and the generic requests of any TCP socket.
+ * SIOCOUTQ, SIOCATMARK, FIONBIO, and the generic requests of any TCP socket. A relay's
+ * stand-in (a unix socket bound to stand-in names) answers for its TCP socket through the
+ * plain calls, and every other socket gets the kernel's answer from them.
  *
  * The accelerated socket is built by hand, as rsk_sock_become leaves it: a tracked fd
  * (one end of a socketpair standing for the app end) whose object names a connection on a
@@ -27,10 +29,12 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/addr.h"
 #include "base/config.h"
 #include "calls/sockopt.h"
 #include "conn/conn.h"
@@ -503,12 +507,128 @@ static void test_ioctls(void **state)
 			 ioctl(A.kfd, 0x89ff, &kv) < 0 ? -errno : 0);
 }
 
+/* ---- a relay's stand-in: a plain unix socket answering for its TCP socket ---- */
+
+/* A socketpair whose ends carry stand-in names (as conn/relay.c binds them): @st[0] has
+ * @local, @st[1] @peer. */
+static void standin_pair(int st[2], struct sockaddr_in *local, struct sockaddr_in *peer)
+{
+	*local = ucm_in4("127.0.0.1", 40001);
+	*peer = ucm_in4("127.0.0.2", 5000);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st), 0);
+	assert_int_equal(rsk_addr_name_bind(st[0], (struct sockaddr *)local, sizeof(*local)), 0);
+	assert_int_equal(rsk_addr_name_bind(st[1], (struct sockaddr *)peer, sizeof(*peer)), 0);
+}
+
+static void test_standin_names(void **state)
+{
+	struct sockaddr_in local, peer;
+	struct sockaddr_storage got;
+	socklen_t len;
+	int st[2];
+
+	(void)state;
+	standin_pair(st, &local, &peer);
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 0), 0);
+	assert_int_equal(len, sizeof(local));
+	assert_memory_equal(&got, &local, sizeof(local));
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(len, sizeof(peer));
+	assert_memory_equal(&got, &peer, sizeof(peer));
+	/* a buffer of 8 bytes: truncated, the full length reported, as the kernel does; and
+	 * the unix name the kernel wrote first is gone from the caller's buffer */
+	memset(&got, 0x5a, sizeof(got));
+	len = 8;
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 0), 0);
+	assert_int_equal(len, sizeof(local));
+	assert_memory_equal(&got, &local, 8);
+	assert_int_equal(((unsigned char *)&got)[8], 0x5a);
+	close(st[0]);
+	close(st[1]);
+}
+
+/* Any other socket gets the kernel's answer unchanged: an unnamed pair, a named one. */
+static void test_plain_names_unchanged(void **state)
+{
+	struct sockaddr_storage got;
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	socklen_t len = sizeof(got);
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(rsk_opt_plain_name(sv[0], (struct sockaddr *)&got, &len, 0), 0);
+	assert_int_equal(got.ss_family, AF_UNIX);
+	assert_int_equal(len, sizeof(sa_family_t));
+	memcpy(un.sun_path, "\0rdmasock-tcp/1/zz", 19); /* our tag, not our form */
+	assert_int_equal(bind(sv[1], (struct sockaddr *)&un,
+			      offsetof(struct sockaddr_un, sun_path) + 19), 0);
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_plain_name(sv[1], (struct sockaddr *)&got, &len, 0), 0);
+	assert_int_equal(got.ss_family, AF_UNIX);
+	assert_int_equal(len, offsetof(struct sockaddr_un, sun_path) + 19);
+	assert_int_equal(rsk_opt_plain_name(sv[1], NULL, &len, 0), -EFAULT);
+	assert_int_equal(rsk_opt_plain_name(-1, (struct sockaddr *)&got, &len, 1), -EBADF);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Options: SO_DOMAIN and SO_PROTOCOL as TCP's; TCP and IP options accepted or refused as
+ * a TCP socket refuses them, and read back as set (or as TCP's defaults); a plain unix
+ * socket keeps refusing them. */
+static void test_standin_options(void **state)
+{
+	struct sockaddr_in local, peer;
+	socklen_t len = sizeof(int);
+	int st[2], sv[2], v = -1, one = 1;
+
+	(void)state;
+	standin_pair(st, &local, &peer);
+	assert_int_equal(rsk_opt_plain_get(st[0], SOL_SOCKET, SO_DOMAIN, &v, &len), 0);
+	assert_int_equal(v, AF_INET);
+	len = sizeof(int);
+	assert_int_equal(rsk_opt_plain_get(st[0], SOL_SOCKET, SO_PROTOCOL, &v, &len), 0);
+	assert_int_equal(v, IPPROTO_TCP);
+	len = sizeof(int);
+	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	len = sizeof(int);
+	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 1);
+	/* the other end is a stand-in of its own: nothing set there */
+	len = sizeof(int);
+	assert_int_equal(rsk_opt_plain_get(st[1], IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 0);
+	/* what TCP refuses (a short value, an unknown option) */
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_MAXSEG, &one, 2), -EINVAL);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, 9999, &one, sizeof(one)),
+			 -ENOPROTOOPT);
+	/* SOL_SOCKET options are the unix socket's own, set for real */
+	assert_int_equal(rsk_opt_plain_set(st[0], SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(rsk_opt_plain_set(sv[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)),
+			 -EOPNOTSUPP);
+	len = sizeof(int);
+	assert_int_equal(rsk_opt_plain_get(sv[0], SOL_SOCKET, SO_DOMAIN, &v, &len), 0);
+	assert_int_equal(v, AF_UNIX);
+	close(sv[0]);
+	close(sv[1]);
+	close(st[0]);
+	close(st[1]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_not_accelerated),
+		cmocka_unit_test(test_standin_names),
+		cmocka_unit_test(test_plain_names_unchanged),
+		cmocka_unit_test(test_standin_options),
 		T(test_own_answers),
 		T(test_short_length),
 		T(test_so_error_once),
