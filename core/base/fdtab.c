@@ -9,6 +9,18 @@
 
 uintptr_t *rsk_fdtab_dir[RSK_FDTAB_DIR];
 static unsigned int rsk_fdtab_nchunks;
+/* One past the highest directory entry that has a chunk: a walk (fork, exit, a stats
+ * request) stops there instead of reading all 2^18 entries, 2 MiB of pointers. */
+static unsigned int rsk_fdtab_top;
+
+static void rsk_fdtab_raise_top(unsigned int d)
+{
+	unsigned int top = __atomic_load_n(&rsk_fdtab_top, __ATOMIC_ACQUIRE);
+
+	while (top < d + 1 && !__atomic_compare_exchange_n(&rsk_fdtab_top, &top, d + 1, 0,
+							  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
 
 static uintptr_t *rsk_fdtab_chunk(unsigned int fd, int create)
 {
@@ -28,6 +40,7 @@ static uintptr_t *rsk_fdtab_chunk(unsigned int fd, int create)
 		return expected;
 	}
 	rsk_counter_add(&rsk_fdtab_nchunks, 1);
+	rsk_fdtab_raise_top(fd >> RSK_FDTAB_CHUNK_SHIFT); /* after the chunk is there to see */
 	return chunk;
 }
 
@@ -73,13 +86,13 @@ int rsk_fdtab_replace(int fd, uintptr_t old, uintptr_t v)
 int rsk_fdtab_walk(unsigned int first, unsigned int last, int (*fn)(int fd, uintptr_t v, void *arg),
 		   void *arg)
 {
-	unsigned int d, i, fd;
+	unsigned int d, i, fd, top = __atomic_load_n(&rsk_fdtab_top, __ATOMIC_ACQUIRE);
 	uintptr_t *chunk, v;
 	int rc;
 
 	if (last >= RSK_FDTAB_MAX)
 		last = RSK_FDTAB_MAX - 1;
-	for (d = first >> RSK_FDTAB_CHUNK_SHIFT; d <= last >> RSK_FDTAB_CHUNK_SHIFT; d++) {
+	for (d = first >> RSK_FDTAB_CHUNK_SHIFT; d <= last >> RSK_FDTAB_CHUNK_SHIFT && d < top; d++) {
 		chunk = rsk_consume(&rsk_fdtab_dir[d]);
 		if (chunk == NULL)
 			continue;
@@ -109,4 +122,5 @@ void rsk_fdtab_clear(void)
 		rsk_fdtab_dir[d] = NULL;
 	}
 	rsk_fdtab_nchunks = 0;
+	rsk_fdtab_top = 0;
 }

@@ -464,6 +464,29 @@ static void test_sock_track_bad_fd(void **state)
 	assert_int_equal(rsk_fdtab_chunks(), 0);
 }
 
+/* A walk reads the directory only up to its highest chunk: a chunk made later, higher up
+ * (a hidden fd near the limit) or after a clear, is walked too. */
+static void test_walk_grows_with_chunks(void **state)
+{
+	struct walk_log log = {.n = 0};
+
+	(void)state;
+	assert_int_equal(rsk_fdtab_store(5, val_for(5)), 0);
+	assert_int_equal(rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, walk_record, &log), 0);
+	assert_int_equal(log.n, 1);
+	assert_int_equal(rsk_fdtab_store(1 << 20, val_for(1 << 20)), 0);
+	log.n = 0;
+	assert_int_equal(rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, walk_record, &log), 0);
+	assert_int_equal(log.n, 2);
+	assert_int_equal(log.fds[1], 1 << 20);
+	rsk_fdtab_clear();
+	assert_int_equal(rsk_fdtab_store(70000, val_for(70000)), 0);
+	log.n = 0;
+	assert_int_equal(rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, walk_record, &log), 0);
+	assert_int_equal(log.n, 1);
+	assert_int_equal(log.fds[0], 70000);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_clear, teardown_clear)
 
 int main(void)
@@ -476,6 +499,7 @@ int main(void)
 		T(test_sparse_chunks),
 		T(test_walk_order_and_range),
 		T(test_walk_early_stop),
+		T(test_walk_grows_with_chunks),
 		T(test_concurrent_stores),
 		T(test_sock_track_kernel_tag),
 		T(test_sock_get_untracked),
