@@ -38,6 +38,9 @@ extern "C" {
 #define RDMASOCK_ENV_UPGRADE_MS "RDMASOCK_UPGRADE_MS"       /* or at its first call this old */
 /* 1: epoll_wait answers lazy shm connections from user space (docs/design.md, Readiness) */
 #define RDMASOCK_ENV_FASTWAIT "RDMASOCK_FASTWAIT"
+/* How long a relay whose program is gone (every holder of its fd closed) waits without a byte
+ * moving before it ends, as the kernel ends an orphaned TCP socket (tcp_fin_timeout) */
+#define RDMASOCK_ENV_ORPHAN_MS "RDMASOCK_ORPHAN_MS"
 #define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
 #define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 

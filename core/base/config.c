@@ -37,6 +37,7 @@ void rsk_config_defaults(struct rsk_config *c)
 	c->tcp_first = RSK_TCP_FIRST_AUTO;
 	c->upgrade_bytes = RSK_DEFAULT_UPGRADE_BYTES;
 	c->upgrade_ms = RSK_DEFAULT_UPGRADE_MS;
+	c->orphan_ms = RSK_DEFAULT_ORPHAN_MS;
 }
 
 enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)
@@ -229,6 +230,7 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_BYTES, 0, 1u << 30, 0, &c->upgrade_bytes);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_MS, 0, 3600000, 0, &c->upgrade_ms);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_FASTWAIT, 0, 1, 0, &c->fastwait);
+	rsk_config_uint(&ctx, RDMASOCK_ENV_ORPHAN_MS, 1, 3600000, 0, &c->orphan_ms);
 	return ctx.bad;
 }
 

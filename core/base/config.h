@@ -55,6 +55,7 @@ struct rsk_config {
 	unsigned int upgrade_bytes;
 	unsigned int upgrade_ms;
 	unsigned int fastwait; /* the user-space epoll fast path (calls/fastwait.c) */
+	unsigned int orphan_ms; /* an orphaned relay's patience (conn/relay.c) */
 };
 
 /* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */
@@ -71,6 +72,9 @@ struct rsk_config {
  * bulk flows still move by age within milliseconds). */
 #define RSK_DEFAULT_UPGRADE_BYTES 1048576
 #define RSK_DEFAULT_UPGRADE_MS 5
+/* The kernel's default net.ipv4.tcp_fin_timeout: how long an orphaned socket waits for its
+ * peer's FIN (a zero-window orphan is given up after about as long). */
+#define RSK_DEFAULT_ORPHAN_MS 60000
 
 extern struct rsk_config rsk_config;
 

@@ -22,9 +22,11 @@
 #include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 
 #include "base/addr.h"
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/evloop.h"
 #include "base/fdhide.h"
 #include "base/log.h"
@@ -57,6 +59,14 @@ struct rsk_relay {
 	char out[RSK_RELAY_BUF]; /* stream -> app, not written yet */
 	uint32_t in_off, in_len, out_off, out_len;
 	int app_eof;  /* every holder closed or shut its writing side */
+	/* An orphan: every holder of the app end is gone (closed, or the program died). It
+	 * ends after rsk_config.orphan_ms without a byte moving, as the kernel ends an
+	 * orphaned TCP socket. On the loop thread only (and adopt, before the loop runs). */
+	int orphan;
+	int expired;  /* its time ran out: the relay is over (connection lock) */
+	int tfd;      /* its timer (a timerfd), or -1 */
+	rsk_watch_t tw;
+	int64_t moved_us; /* when a byte last moved, once an orphan (connection lock) */
 	int peer_eof; /* the peer's FIN reached the app */
 	int dead;     /* error: nothing more moves */
 	int unread;   /* the app went leaving data of the peer unread: TCP resets */
@@ -212,11 +222,79 @@ static void rsk_relay_again(void *arg)
 		rsk_relay_step(r->c, r);
 }
 
+/* ---- an orphan: the program closed its last fd for the connection, or died ---- */
+
+/* Arm the orphan's timer @ms from now (a timerfd: the loop has no timers of its own). */
+static void rsk_relay_orphan_arm(struct rsk_relay *r, int64_t ms)
+{
+	struct itimerspec its = {.it_value = {ms / 1000, (ms % 1000) * 1000000}};
+
+	if (r->tfd >= 0)
+		(void)timerfd_settime(r->tfd, 0, &its, NULL);
+}
+
+/* Is anything still on its way to the peer (the kernel's orphan would abort over it)? */
+static int rsk_relay_pipe_has(struct rsk_relay *r);
+
+static void rsk_relay_on_timer(void *arg, uint32_t events)
+{
+	struct rsk_relay *r = arg;
+	struct rsk_conn *c = r->c;
+	int64_t left, now = rsk_now_us();
+	uint64_t n;
+
+	(void)events;
+	(void)rsk_sys_read(r->tfd, &n, sizeof(n));
+	rsk_conn_lock(c);
+	left = (int64_t)rsk_config.orphan_ms * 1000 - (now - r->moved_us);
+	if (r->paused) /* a hand-off is under way: look again a whole period later */
+		left = (int64_t)rsk_config.orphan_ms * 1000;
+	if (left > 0 || r->over || r->expired) {
+		rsk_conn_unlock(c);
+		if (left > 0)
+			rsk_relay_orphan_arm(r, left / 1000 + 1);
+		return;
+	}
+	/* Bytes the peer never took: the kernel's orphan gives up and resets (ECONNRESET
+	 * after what the peer's buffer holds); all delivered, our FIN too: it waited for the
+	 * peer's FIN (FIN_WAIT2) and goes quietly. */
+	if (r->in_len > 0 || rsk_relay_pipe_has(r) || !c->st.fin_sent)
+		rsk_stream_reset(&c->st);
+	r->expired = 1;
+	rsk_conn_unlock(c);
+	rsk_warn("relay of %p: the program is gone and its peer took nothing for %u ms: ended",
+		 (void *)c, rsk_config.orphan_ms);
+	rsk_relay_step(c, r);
+}
+
+static void rsk_relay_orphaned(struct rsk_relay *r)
+{
+	int fd;
+
+	r->orphan = 1;
+	rsk_conn_lock(r->c);
+	r->moved_us = rsk_now_us();
+	rsk_conn_unlock(r->c);
+	fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (fd >= 0 && (r->tfd = rsk_fd_hide(fd)) >= 0 &&
+	    rsk_evloop_watch(r->tfd, EPOLLIN, rsk_relay_on_timer, r, &r->tw) == 0) {
+		rsk_relay_orphan_arm(r, rsk_config.orphan_ms);
+		return;
+	}
+	rsk_warn("relay of %p: no orphan timer; it waits for its peer however long", (void *)r->c);
+	if (r->tfd >= 0)
+		rsk_fd_unhide_close(r->tfd);
+	r->tfd = -1;
+}
+
+/* The pipe: data, room, or a hang-up, which means every holder of the app end is gone (a
+ * half close makes none; both halves closed make the relay over anyway). */
 static void rsk_relay_on_pipe(void *arg, uint32_t events)
 {
 	struct rsk_relay *r = arg;
 
-	(void)events;
+	if ((events & EPOLLHUP) && !r->orphan)
+		rsk_relay_orphaned(r);
 	rsk_relay_step(r->c, r);
 }
 
@@ -246,6 +324,9 @@ static void rsk_relay_free(struct rsk_conn *c, void *ext)
 	(void)c;
 	rsk_evloop_unwatch(r->w);
 	rsk_evloop_unwatch(r->aw);
+	rsk_evloop_unwatch(r->tw);
+	if (r->tfd >= 0)
+		rsk_fd_unhide_close(r->tfd);
 	rsk_relay_close_fds(r);
 	if (rsk_relay_unlist(r))
 		free(r);
@@ -327,7 +408,7 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 	if (r == NULL)
 		return -ENOMEM;
 	r->c = c;
-	r->app = r->pipe = -1;
+	r->app = r->pipe = r->tfd = -1;
 	if (c->ctl_fd < 0) {
 		rc = rsk_relay_pipe(r, app_fd, pipe_app);
 	} else {
@@ -448,6 +529,8 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 	for (rounds = 0; rounds < 256 && !r->dead && !c->st.err; rounds++)
 		if (!(rsk_relay_down(c, r) | rsk_relay_up(c, r)))
 			break;
+	if (rounds > 0 && r->moved_us != 0)
+		r->moved_us = rsk_now_us(); /* an orphan's clock starts again */
 	if (c->st.err || r->dead) { /* the app end learns it: EOF, then EPIPE on writes */
 		rsk_dbg("relay of %p ends: %s (err %d rst %d fin %d)", (void *)c,
 			c->st.err ? "stream reset" : "app end gone", c->st.err, c->st.rst_rcvd,
@@ -457,9 +540,10 @@ static int rsk_relay_pump(struct rsk_conn *c, struct rsk_relay *r)
 		(void)rsk_sys_shutdown(r->pipe, SHUT_RDWR);
 		return 1;
 	}
-	if (r->app_eof && r->in_len == 0 && r->peer_eof && r->out_len == 0) {
-		rsk_dbg("relay of %p is over: %llu bytes up, %llu down", (void *)c,
-			(unsigned long long)r->up, (unsigned long long)r->down);
+	if ((r->app_eof && r->in_len == 0 && r->peer_eof && r->out_len == 0) || r->expired) {
+		rsk_dbg("relay of %p is over%s: %llu bytes up, %llu down", (void *)c,
+			r->expired ? " (an orphan out of time)" : "", (unsigned long long)r->up,
+			(unsigned long long)r->down);
 		return 1;
 	}
 	return 0;
@@ -648,7 +732,11 @@ int rsk_relay_adopt_all(void)
 		}
 		r->again = r->gone = r->paused = 0; /* deferred steps stayed behind */
 		r->take = r->handed = r->over = 0;
-		r->w = r->aw = 0;
+		r->w = r->aw = r->tw = 0;
+		/* an orphan's timer stayed behind (its fd closed): the pipe's hang-up, reported
+		 * when it is watched again, starts a new one */
+		r->orphan = 0;
+		r->tfd = -1;
 		if (rsk_relay_watch(r) < 0)
 			rsk_warn("relay of %p not watched after exec", (void *)r->c);
 		pp = &r->next;

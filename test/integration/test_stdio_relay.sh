@@ -11,7 +11,8 @@
 # head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; one
 # that asks the socket its names and options after the exec; and exec of a job that writes 4 MiB and is interrupted with its process group at once), and a
 # server that writes 4 MiB through stdio and dies at once without destructors (_exit,
-# SIGKILL): its relay runs in a helper process of its own and delivers all of it, then EOF.
+# SIGKILL): its relay runs in a helper process of its own and delivers all of it, then EOF;
+# and such an orphaned relay ends when its peer takes nothing for RDMASOCK_ORPHAN_MS.
 # test_stdio.sh covers the same with TCP first, where the connection stays on TCP.
 . "$(dirname "$0")/lib.sh"
 need sed bash head
@@ -94,6 +95,36 @@ for w in exit_writer kill_writer; do
 	grep -q "^written$" "$RSK_TMP/$w.log" || fail "$w: $(cat "$RSK_TMP/$w.log")"
 	echo "4 MiB by stdio, then $w died: all of it, then EOF: ok"
 done
+
+# The writer's relay is an orphan once the writer is gone. As the kernel ends an orphaned TCP
+# socket (tcp_fin_timeout; RDMASOCK_ORPHAN_MS here 1.5 s), it ends when its peer takes nothing
+# for that long: a peer that read everything but keeps the connection open no longer keeps
+# the relay's helper (it writes its stats line as it ends, in a file of its own here); a
+# peer that reads nothing gets what it buffered, then ECONNRESET. Relayed connections only.
+if [ "$RSK_TEST_TRANSPORT" != kernel ]; then
+	ostats=$RSK_TMP/orphan.stats
+	oport=$(free_port)
+	start_bg orphan_fin pre env RDMASOCK_STATS="$ostats" RDMASOCK_ORPHAN_MS=1500 \
+		"$RSK_PROGS/stdio_peer" exit_writer "$oport"
+	wait_listen "$oport"
+	start_bg hold pre "$RSK_PROGS/stdio_peer" hold_client "$oport" # holds for 20 s
+	end=$((SECONDS + 7))
+	while [ $SECONDS -lt $end ] && ! grep -q '"program":"stdio_peer"' "$ostats" 2>/dev/null; do
+		sleep 0.1
+	done
+	grep -q "then EOF; holding" "$RSK_TMP/hold.log" || fail "holding client: $(cat "$RSK_TMP/hold.log")"
+	kill -0 "$PID_hold" 2>/dev/null || fail "the holding client ended early: $(cat "$RSK_TMP/hold.log")"
+	grep -q '"program":"stdio_peer"' "$ostats" 2>/dev/null ||
+		fail "the orphaned relay still runs 6 s after its peer took the last byte"
+	stop_bg hold
+	echo "an orphan whose peer keeps the connection open: ended: ok"
+	sport=$(free_port)
+	start_bg orphan_rst pre env RDMASOCK_ORPHAN_MS=1500 "$RSK_PROGS/stdio_peer" exit_writer "$sport"
+	wait_listen "$sport"
+	out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" stall_client "$sport" 2>&1) ||
+		fail "an orphan's peer that reads nothing: $out"
+	echo "$out"
+fi
 
 # Every connection of stdio_peer and bash on shm (none on the kernel), carrying the bytes.
 # A relay runs in a helper process of its own, which writes its line (the bytes it moved,

@@ -29,6 +29,11 @@
  *   stdio_peer exit_writer PORT   accept one connection, fdopen it, fwrite 4 MiB of zeros,
  *                             fflush, then _exit(0): no destructor runs (zeros_client reads)
  *   stdio_peer kill_writer PORT   the same, then SIGKILL to itself instead of _exit
+ *   stdio_peer hold_client PORT   reads all 4 MiB and EOF, then holds the connection 20 s
+ *                             (run against exit_writer with a short RDMASOCK_ORPHAN_MS: the
+ *                             writer's relay must end while it holds)
+ *   stdio_peer stall_client PORT  reads nothing for 6 s, then: fewer than 4 MiB and
+ *                             ECONNRESET (the orphaned relay gave up on it)
  *   stdio_peer names PORT     as inetd; the child checks that getpeername(0) names a TCP
  *                             peer after its dup2, then execs `stdio_peer whoami`
  *   stdio_peer whoami -       on stdin/stdout: prints by stdio one line of what the socket
@@ -469,6 +474,49 @@ static void zeros_client(int port)
 	close(fd);
 }
 
+/* An exit_writer's peer that reads everything, then neither writes nor closes for @hold
+ * seconds: the writer's relay, an orphan waiting for our FIN, must not wait that long. */
+static void hold_client(int port, unsigned int hold)
+{
+	int fd = tcp_connect(port);
+	char b[65536];
+	long total = 0;
+	ssize_t k;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	while ((k = read(fd, b, sizeof(b))) > 0)
+		total += k;
+	if (k < 0 || total != INT_BYTES)
+		die("%ld bytes, then %s", total, k < 0 ? strerror(errno) : "EOF");
+	printf("all %ld bytes, then EOF; holding %u s\n", total, hold);
+	sleep(hold);
+	close(fd);
+}
+
+/* An exit_writer's peer that reads nothing for @stall seconds: the orphan gives up on it.
+ * Then: what it buffered for us, and ECONNRESET, as from the kernel's aborted orphan. */
+static void stall_client(int port, unsigned int stall)
+{
+	int fd = tcp_connect(port);
+	char b[65536];
+	long total = 0;
+	ssize_t k;
+
+	if (fd < 0)
+		die("connect: %s", strerror(errno));
+	sleep(stall);
+	while ((k = read(fd, b, sizeof(b))) > 0)
+		total += k;
+	if (k == 0)
+		die("all %ld bytes, then EOF: the orphan waited %u s for a peer that read nothing",
+		    total, stall);
+	if (errno != ECONNRESET || total >= INT_BYTES)
+		die("%ld bytes, then %s", total, strerror(errno));
+	printf("%ld of %ld bytes, then ECONNRESET\n", total, INT_BYTES);
+	close(fd);
+}
+
 /* The client of the inetd server reads with read(): only the server side uses stdio. */
 static void inetd_client(int port)
 {
@@ -533,6 +581,10 @@ int main(int argc, char **argv)
 		names(port);
 	else if (strcmp(argv[1], "names_client") == 0)
 		names_client(port);
+	else if (strcmp(argv[1], "hold_client") == 0)
+		hold_client(port, 20);
+	else if (strcmp(argv[1], "stall_client") == 0)
+		stall_client(port, 6);
 	else if (strcmp(argv[1], "zeros_client") == 0)
 		zeros_client(port);
 	else if (strcmp(argv[1], "exit_writer") == 0)
