@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/un.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "base/addr.h"
@@ -411,12 +412,30 @@ int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg)
 static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out,
 				 uint64_t *uniq)
 {
-	struct sockaddr_storage un;
-	socklen_t n = sizeof(un);
-	int rc = peer ? rsk_sys_getpeername(fd, (struct sockaddr *)&un, &n)
-		      : rsk_sys_getsockname(fd, (struct sockaddr *)&un, &n);
+	struct sockaddr_storage name[2], tcp[2];
+	socklen_t len[2] = {sizeof(name[0]), sizeof(name[1])}, tl[2], cl = sizeof(struct ucred);
+	uint64_t u[2];
+	struct ucred cr;
+	int i;
 
-	return rc < 0 ? 0 : rsk_addr_name_parse((struct sockaddr *)&un, n, out, uniq);
+	/* Anyone may bind a unix socket to a name of our form and connect to a program's unix
+	 * listener, whose getpeername would then claim any TCP address. Ours are pairs: both
+	 * ends carry such names, and their creator is this user or root (an exec'd inetd job
+	 * may have dropped root's privileges). */
+	if (rsk_sys_getsockname(fd, (struct sockaddr *)&name[0], &len[0]) < 0 ||
+	    rsk_sys_getpeername(fd, (struct sockaddr *)&name[1], &len[1]) < 0)
+		return 0;
+	for (i = 0; i < 2; i++)
+		if ((tl[i] = rsk_addr_name_parse((struct sockaddr *)&name[i], len[i], &tcp[i],
+						 &u[i])) == 0)
+			return 0;
+	if (rsk_sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+	    (cr.uid != 0 && cr.uid != geteuid()))
+		return 0;
+	*out = tcp[peer != 0];
+	if (uniq != NULL)
+		*uniq = u[peer != 0];
+	return tl[peer != 0];
 }
 
 /*

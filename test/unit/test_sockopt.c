@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -575,6 +576,82 @@ static void test_plain_names_unchanged(void **state)
 	close(sv[1]);
 }
 
+/* A client that binds a name of our form and connects to a program's unix listener claims
+ * nothing: the accepted socket's own name is the listener's, no stand-in. */
+static void test_standin_forged_peer(void **state)
+{
+	struct sockaddr_un ln = {.sun_family = AF_UNIX};
+	struct sockaddr_in fake = ucm_in4("10.1.2.3", 22);
+	struct sockaddr_storage got;
+	socklen_t len = sizeof(got), ll = offsetof(struct sockaddr_un, sun_path) + 12;
+	int l, cl, a;
+
+	(void)state;
+	memcpy(ln.sun_path, "\0rsk-test-ln", 12);
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cl = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0 && cl >= 0);
+	assert_int_equal(bind(l, (struct sockaddr *)&ln, ll), 0);
+	assert_int_equal(listen(l, 1), 0);
+	assert_int_equal(rsk_addr_name_bind(cl, (struct sockaddr *)&fake, sizeof(fake)), 0);
+	assert_int_equal(connect(cl, (struct sockaddr *)&ln, ll), 0);
+	a = accept(l, NULL, NULL);
+	assert_true(a >= 0);
+	assert_int_equal(rsk_opt_plain_name(a, (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(got.ss_family, AF_UNIX);
+	close(a);
+	close(cl);
+	close(l);
+}
+
+/* A pair of ours made by another user (not root) is no stand-in here: it could be forged. */
+static void test_standin_other_user(void **state)
+{
+	struct sockaddr_in local, peer;
+	struct sockaddr_storage got;
+	socklen_t len = sizeof(got);
+	int ch[2], st[2], fd = -1, status;
+	char b = 0;
+	struct iovec iov = {&b, 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cb;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.buf,
+			    .msg_controllen = sizeof(cb.buf)};
+	struct cmsghdr *cm;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* needs another user to switch to */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* the other user makes a pair of our form and sends one end */
+		if (setuid(65534) < 0)
+			_exit(2);
+		standin_pair(st, &local, &peer);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &st[0], sizeof(int));
+		_exit(sendmsg(ch[1], &mh, 0) == 1 ? 0 : 3);
+	}
+	assert_int_equal(recvmsg(ch[0], &mh, 0), 1);
+	cm = CMSG_FIRSTHDR(&mh);
+	assert_non_null(cm);
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	assert_int_equal(rsk_opt_plain_name(fd, (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(got.ss_family, AF_UNIX);
+	close(fd);
+	close(ch[0]);
+	close(ch[1]);
+}
+
 /* Options: SO_DOMAIN and SO_PROTOCOL as TCP's; TCP and IP options accepted or refused as
  * a TCP socket refuses them, and read back as set (or as TCP's defaults); a plain unix
  * socket keeps refusing them. */
@@ -629,6 +706,8 @@ int main(void)
 		cmocka_unit_test(test_standin_names),
 		cmocka_unit_test(test_plain_names_unchanged),
 		cmocka_unit_test(test_standin_options),
+		cmocka_unit_test(test_standin_forged_peer),
+		cmocka_unit_test(test_standin_other_user),
 		T(test_own_answers),
 		T(test_short_length),
 		T(test_so_error_once),
