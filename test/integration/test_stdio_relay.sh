@@ -52,24 +52,24 @@ want=$(for i in $(seq 1024); do printf "%01023d\n" 0; done | sha256sum)
 echo "bash /dev/tcp 1 MiB: ok"
 stop_bg echo
 
-iport=$(free_port)
-start_bg inetd pre "$RSK_PROGS/stdio_peer" inetd "$iport"
-wait_listen "$iport"
-out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" inetd_client "$iport" 2>&1) || fail "inetd client: $out"
-echo "$out"
-wait_bg inetd 2>/dev/null || true
-grep -q "inetd: ok" "$RSK_TMP/inetd.log" || fail "inetd server: $(cat "$RSK_TMP/inetd.log")"
+# served SERVER_MODE CLIENT_MODE: a stdio_peer server and its client; both must say ok.
+served() {
+	local port out
+	port=$(free_port)
+	start_bg "$1" pre "$RSK_PROGS/stdio_peer" "$1" "$port"
+	wait_listen "$port"
+	out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" "$2" "$port" 2>&1) || fail "$2: $out"
+	echo "$out"
+	wait_bg "$1" 2>/dev/null || true
+	grep -q "$1: ok" "$RSK_TMP/$1.log" || fail "$1 server: $(cat "$RSK_TMP/$1.log")"
+}
+
+served inetd inetd_client
 
 # An inetd child asks its socket what it is, after the dup2 and after the exec: TCP's names
 # (the client's own, swapped), AF_INET, IPPROTO_TCP, TCP_NODELAY set and read back, as over
 # the kernel; a relayed one is a unix socket underneath (its stand-in names, conn/relay.c).
-nport=$(free_port)
-start_bg names pre "$RSK_PROGS/stdio_peer" names "$nport"
-wait_listen "$nport"
-out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" names_client "$nport" 2>&1) || fail "names: $out"
-echo "$out"
-wait_bg names 2>/dev/null || true
-grep -q "names: ok" "$RSK_TMP/names.log" || fail "names server: $(cat "$RSK_TMP/names.log")"
+served names names_client
 
 # The exec'd job writes 4 MiB and is interrupted with its whole process group (Ctrl-C): the
 # relay's helper is not in that group, so every byte still reaches the client, then EOF.

@@ -374,13 +374,20 @@ static void whoami(void)
 	fflush(stdout);
 }
 
-static void names(int port)
+/* inetd_run, whose child must exit 0. */
+static void inetd_ok(int port, char *const argv[])
 {
-	char *const argv[] = {"/proc/self/exe", "whoami", "-", NULL};
 	int st = inetd_run(port, argv, 0);
 
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		die("the whoami child failed: status %d", st);
+		die("the inetd child (%s) failed: status %d", argv[0], st);
+}
+
+static void names(int port)
+{
+	char *const argv[] = {"/proc/self/exe", "whoami", "-", NULL};
+
+	inetd_ok(port, argv);
 }
 
 /* The server's line, against this end: its sock is our peer, its peer our sock. */
@@ -413,10 +420,8 @@ static void names_client(int port)
 static void inetd(int port)
 {
 	char *const argv[] = {"sed", "-u", "s/^/re:/", NULL};
-	int st = inetd_run(port, argv, 0);
 
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		die("the inetd child (sed) failed: status %d", st);
+	inetd_ok(port, argv);
 }
 
 static void inetd_int(int port)
@@ -474,19 +479,30 @@ static void zeros_client(int port)
 	close(fd);
 }
 
+/* Connect, wait @secs, then read until EOF or an error: how many bytes, and the last
+ * read's result (0 at EOF, -1 with errno). */
+static ssize_t late_drain(int port, unsigned int secs, int *fdp, long *total)
+{
+	char b[65536];
+	ssize_t k;
+
+	if ((*fdp = tcp_connect(port)) < 0)
+		die("connect: %s", strerror(errno));
+	sleep(secs);
+	*total = 0;
+	while ((k = read(*fdp, b, sizeof(b))) > 0)
+		*total += k;
+	return k;
+}
+
 /* An exit_writer's peer that reads everything, then neither writes nor closes for @hold
  * seconds: the writer's relay, an orphan waiting for our FIN, must not wait that long. */
 static void hold_client(int port, unsigned int hold)
 {
-	int fd = tcp_connect(port);
-	char b[65536];
-	long total = 0;
-	ssize_t k;
+	long total;
+	int fd;
+	ssize_t k = late_drain(port, 0, &fd, &total);
 
-	if (fd < 0)
-		die("connect: %s", strerror(errno));
-	while ((k = read(fd, b, sizeof(b))) > 0)
-		total += k;
 	if (k < 0 || total != INT_BYTES)
 		die("%ld bytes, then %s", total, k < 0 ? strerror(errno) : "EOF");
 	printf("all %ld bytes, then EOF; holding %u s\n", total, hold);
@@ -498,16 +514,10 @@ static void hold_client(int port, unsigned int hold)
  * Then: what it buffered for us, and ECONNRESET, as from the kernel's aborted orphan. */
 static void stall_client(int port, unsigned int stall)
 {
-	int fd = tcp_connect(port);
-	char b[65536];
-	long total = 0;
-	ssize_t k;
+	long total;
+	int fd;
+	ssize_t k = late_drain(port, stall, &fd, &total);
 
-	if (fd < 0)
-		die("connect: %s", strerror(errno));
-	sleep(stall);
-	while ((k = read(fd, b, sizeof(b))) > 0)
-		total += k;
 	if (k == 0)
 		die("all %ld bytes, then EOF: the orphan waited %u s for a peer that read nothing",
 		    total, stall);
