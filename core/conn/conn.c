@@ -873,6 +873,62 @@ void rsk_conn_release(struct rsk_conn *c)
 	munmap(c, c->map_len);
 }
 
+/*
+ * Holds of a connection that no record of this process names yet (a move under way at a
+ * fork, calls/upgrade.c). As in rsk_conn_release, `holders` only goes down under the lock,
+ * and a holder that is not the last drops its copy of the endpoint inside the same hold of
+ * it: the last holder's retire (in the shared region, which an endpoint's teardown reads to
+ * decide whether its segment may be reused) always comes after every other copy is gone.
+ */
+static void rsk_conn_drop_copies(struct rsk_conn *c, int app, int ctl)
+{
+	if (app >= 0)
+		(void)rsk_sys_close(app);
+	if (ctl >= 0)
+		(void)rsk_sys_close(ctl);
+	if (c->ep != NULL)
+		rsk_ep_destroy(c->ep);
+}
+
+int rsk_conn_unshare(struct rsk_conn *c, int app, int ctl)
+{
+	int last;
+
+	rsk_conn_lock(c);
+	last = __atomic_load_n(&c->holders, __ATOMIC_ACQUIRE) == 1;
+	if (!last) {
+		__atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
+		rsk_conn_drop_copies(c, app, ctl);
+	}
+	rsk_conn_unlock(c);
+	if (!last)
+		munmap(c, c->map_len); /* another process still uses it: ours to unmap only */
+	rsk_dbg("connection %p let go here, %s", (void *)c, last ? "the last holder" : "still held");
+	return last;
+}
+
+void rsk_conn_let_go(struct rsk_conn *c, int app, int ctl)
+{
+	int last;
+
+	rsk_conn_lock(c);
+	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	/* A stream we ended (our FIN in it: a close while moved, calls/upgrade.c) ends as a
+	 * close ends it: the peer's sends fail from now on, and our FIN, if posted, means
+	 * "closed", not "died". One only offered is left as it is: a server taking the offer
+	 * right now reads our end on TCP. Either way nothing here touches the region again. */
+	if (last && c->st.ep != NULL && (c->st.fin_sent || c->st.fin_pending)) {
+		if (c->st.err == 0 && c->st.fin_sent && rsk_transport_cm(c->ep)->fin_sent != NULL)
+			rsk_transport_cm(c->ep)->fin_sent(c->ep);
+		c->ep->ops->shutdown(c->ep);
+	}
+	if (last && c->st.ep != NULL)
+		rsk_ep_retire(c->ep);
+	rsk_conn_drop_copies(c, app, ctl);
+	rsk_conn_unlock(c);
+	munmap(c, c->map_len);
+}
+
 void rsk_conn_forget(struct rsk_conn *c)
 {
 	struct rsk_conn_rec *r = rsk_conn_rec_take(c);
