@@ -67,6 +67,12 @@ extern int rsk_conn_live;
  */
 struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size);
 
+/*
+ * Regions kept mapped for reuse after their connection ended here (at most 16; a forked
+ * child starts with none). For tests and stats.
+ */
+int rsk_conn_pool_count(void);
+
 /* Memory for the transport endpoint inside the region, and for the stream's rx queue. */
 void *rsk_conn_ep_mem(struct rsk_conn *c);
 struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
