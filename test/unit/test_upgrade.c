@@ -6,8 +6,11 @@
  * as shm; a socket that must stay TCP (used where the library cannot see, shared by two fds,
  * shut for writing before its threshold) gives its data path back to the kernel; the
  * server's address map, whose key folds an IPv4-mapped IPv6 address to IPv4, so an offer
- * announced in either spelling finds the socket, and nothing once the socket closed. The
- * verbs move needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
+ * announced in either spelling finds the socket, and nothing once the socket closed; a
+ * server forked while its side moves (parent or child closing first): the client gets the
+ * child's whole answer and EOF, the parent's region is never another connection's while the
+ * child holds it, and the last holder's close fails the client's later sends. The verbs move
+ * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
 #include <fcntl.h>
