@@ -739,6 +739,7 @@ void rsk_upg_prefork(struct rsk_sock *s, int fd)
 	if (u != NULL && u->c != NULL && u->held_fork != rsk_proc_forks()) {
 		rsk_conn_prefork(u->c, u->app >= 0 ? u->app : fd);
 		u->held_fork = rsk_proc_forks();
+		s->held_fork = u->held_fork; /* counted, if the move ends before the walk is done */
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -9,7 +9,8 @@
  * announced in either spelling finds the socket, and nothing once the socket closed; a
  * server forked while its side moves (parent or child closing first): the client gets the
  * child's whole answer and EOF, the parent's region is never another connection's while the
- * child holds it, and the last holder's close fails the client's later sends. The verbs move
+ * child holds it, and the last holder's close fails the client's later sends; a move that
+ * ends while the fork is being prepared is counted once for the child. The verbs move
  * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
@@ -545,6 +546,89 @@ static void test_fork_during_move_child_first(void **state)
 	fork_during_move(0);
 }
 
+/*
+ * The move of @moving's server side ends while the fork is being prepared, in the middle of
+ * the library's walk over this process's connections: here from inside the prepare step of
+ * an accelerated connection with a higher fd (its shm endpoint asks for its server's answer,
+ * which this stands in for), as another thread of the application would.
+ */
+static struct pair *walk_moving;
+static int walk_moved;
+
+static int finish_move_now(int fd, int wait_ms)
+{
+	char b[64];
+
+	(void)fd;
+	(void)wait_ms;
+	if (walk_moving != NULL && ucl_sock(walk_moving->sv)->conn == NULL) {
+		(void)ucl_recv(walk_moving->sv, b, sizeof(b), MSG_DONTWAIT); /* the client's FIN */
+		walk_moved = ucl_sock(walk_moving->sv)->conn != NULL;
+	}
+	return -EAGAIN; /* no answer yet: the endpoint stays as it was */
+}
+
+/*
+ * A child is counted as a holder of every connection it inherits, whatever form the
+ * connection has at that moment: a move that ends between the walk over accelerated sockets
+ * and the one over moving ones was counted by neither (before: 1 holder after the prepare,
+ * the child's close would then be the "last" and end the parent's stream). Undone exactly by
+ * a failed fork.
+ */
+static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
+{
+	struct pair mv, acc;
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct rsk_conn *c;
+	int i, hook_fd;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0;
+	pair_open(&mv); /* moving: the lower fds */
+	send_pat(mv.cl, &c2s, 16);
+	recv_until(mv.sv, &got_s, 16);
+	for (i = 0; i < 2000 && ucl_sock(mv.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(mv.sv, &got_s), -EAGAIN);
+		(void)recv_pat(mv.cl, &got_c);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(mv.cl)->conn);
+	assert_null(ucl_sock(mv.sv)->conn);
+
+	rsk_config.tcp_first = RSK_TCP_FIRST_OFF; /* accelerated at connect */
+	{
+		struct sockaddr_in a;
+
+		acc.l = ucl_listen(&a);
+		acc.cl = ucl_socket(0);
+		assert_int_equal(ucl_connect(acc.cl, &a, NULL), 0);
+		acc.sv = ucl_accept(acc.l, 0);
+	}
+	assert_non_null(ucl_sock(acc.cl)->conn);
+	assert_true(acc.cl > mv.sv); /* walked after the moving socket */
+	hook_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(hook_fd >= 0);
+	rsk_shm_set_answer(ucl_sock(acc.cl)->conn->ep, hook_fd, finish_move_now);
+	walk_moving = &mv;
+	walk_moved = 0;
+
+	rsk_life_fork_prepare();
+	walk_moving = NULL;
+	rsk_shm_set_answer(ucl_sock(acc.cl)->conn->ep, -1, NULL);
+	close(hook_fd);
+	assert_true(walk_moved); /* the move ended inside the prepare */
+	c = ucl_sock(mv.sv)->conn;
+	assert_non_null(c);
+	assert_int_equal(c->holders, 2); /* ours and the child's */
+	rsk_life_fork_failed();
+	assert_int_equal(c->holders, 1);
+	assert_int_equal(ucl_sock(acc.cl)->conn->holders, 1);
+	assert_int_equal(ucl_sock(mv.cl)->conn->holders, 1);
+	pair_close(&acc);
+	pair_close(&mv);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -560,6 +644,7 @@ int main(void)
 		T(test_map_key_folding),
 		T(test_fork_during_move_parent_first),
 		T(test_fork_during_move_child_first),
+		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
