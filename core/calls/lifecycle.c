@@ -202,7 +202,8 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
 
 	if (cm->fork_share) {
-		rsk_conn_prefork(c, fd);
+		if (s->held_fork != rsk_proc_forks()) /* not counted while it was moving */
+			rsk_conn_prefork(c, fd);
 		return;
 	}
 	if ((cm->foreign == NULL || !cm->foreign(c->ep)) && c->st.bytes_sent == 0 &&
@@ -284,8 +285,16 @@ void rsk_life_fork_prepare(void)
 {
 	rsk_fw_all_eager(); /* the child may wait on any fd or epoll set we share */
 	rsk_proc_forking();
-	rsk_sock_walk_accel(rsk_life_prefork_one);
+	/*
+	 * Moving sockets first, then accelerated ones. A move can still end meanwhile (in
+	 * another thread: a side that switched only reads up to the peer's FIN), but none can
+	 * start (rsk_upg_movable: the fork is counted already). The other order missed one
+	 * that ended between the walks: not accelerated yet in the first, no longer moving in
+	 * the second, so the child held its stream uncounted and one "last" close came early.
+	 * Now one counted while moving is marked (s->held_fork) and not counted again.
+	 */
 	rsk_sock_walk(rsk_life_prefork_fd);
+	rsk_sock_walk_accel(rsk_life_prefork_one);
 }
 
 static void rsk_life_unhold_one(struct rsk_sock *s, int fd)

@@ -217,10 +217,11 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 
 /* ---- building and ending the stream ---- */
 
+/* Our share of the stream goes (a child forked during the move may hold it too). */
 static void rsk_upg_drop_conn(struct rsk_upg *u)
 {
 	if (u->c != NULL)
-		rsk_conn_discard(u->c, u->app, u->ctl, -1);
+		rsk_conn_let_go(u->c, u->app, u->ctl);
 	u->c = NULL;
 	u->app = u->ctl = -1;
 }
@@ -738,6 +739,7 @@ void rsk_upg_prefork(struct rsk_sock *s, int fd)
 	if (u != NULL && u->c != NULL && u->held_fork != rsk_proc_forks()) {
 		rsk_conn_prefork(u->c, u->app >= 0 ? u->app : fd);
 		u->held_fork = rsk_proc_forks();
+		s->held_fork = u->held_fork; /* counted, if the move ends before the walk is done */
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -765,9 +767,14 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 	s->upg = NULL;
 	/* A child forked while the move was under way holds the stream too (rsk_upg_prefork):
 	 * only the last holder's close ends it. Otherwise the parent of a fork-per-connection
-	 * server, closing its copy, put a FIN in the stream before its child's response. */
-	if (u != NULL && u->c != NULL)
-		last = __atomic_sub_fetch(&u->c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	 * server, closing its copy, put a FIN in the stream before its child's response. A
+	 * holder that is not the last lets go of its share here, and of nothing else: the
+	 * region is the child's from now on (no pool of ours may hand it out). */
+	if (u != NULL && u->c != NULL && !rsk_conn_unshare(u->c, u->app, u->ctl)) {
+		u->c = NULL;
+		u->app = u->ctl = -1;
+		last = 0;
+	}
 	/* A client that never reached its threshold was short: the next ones to there start on
 	 * TCP too (history.h). */
 	if (u != NULL && !u->server)

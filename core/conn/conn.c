@@ -27,6 +27,85 @@
 
 int rsk_conn_live;
 
+/*
+ * Regions of connections that ended in this process, kept mapped for the next connection of
+ * the same size. A fresh region cost an mmap, a page fault per page and, at the end, an
+ * munmap whose TLB shootdown interrupts every core that ran one of our threads: together the
+ * largest part of a short shm connection's setup and teardown (docs/design.md, What a short
+ * connection costs). Only a region no other process holds comes here: the last holder's
+ * release or let-go (`holders` goes down under the region's lock only, rsk_conn_unshare),
+ * or the discard of a setup never shared. A forked child drops the list it inherited
+ * (rsk_conn_atfork_child): the regions are MAP_SHARED, so parent and child must never both
+ * hand one out.
+ */
+#define RSK_CONN_POOL_MAX 16
+
+static struct {
+	void *p[RSK_CONN_POOL_MAX];
+	size_t len[RSK_CONN_POOL_MAX];
+	int n;
+} rsk_conn_pool;
+static pthread_mutex_t rsk_conn_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A pooled region of @len bytes, zeroed, or NULL. */
+static void *rsk_conn_pool_take(size_t len)
+{
+	void *p = NULL;
+	int i;
+
+	pthread_mutex_lock(&rsk_conn_pool_lock);
+	for (i = rsk_conn_pool.n - 1; i >= 0 && p == NULL; i--) {
+		if (rsk_conn_pool.len[i] != len)
+			continue;
+		p = rsk_conn_pool.p[i];
+		rsk_conn_pool.n--;
+		rsk_conn_pool.p[i] = rsk_conn_pool.p[rsk_conn_pool.n];
+		rsk_conn_pool.len[i] = rsk_conn_pool.len[rsk_conn_pool.n];
+	}
+	pthread_mutex_unlock(&rsk_conn_pool_lock);
+	if (p != NULL)
+		memset(p, 0, len); /* nothing of the last connection's state survives */
+	return p;
+}
+
+/* The end of region @c, which no other process holds: into the pool, or unmapped. */
+static void rsk_conn_free(struct rsk_conn *c)
+{
+	size_t len = c->map_len;
+	int kept = 0;
+
+	pthread_mutex_lock(&rsk_conn_pool_lock);
+	if (rsk_conn_pool.n < RSK_CONN_POOL_MAX) {
+		rsk_conn_pool.p[rsk_conn_pool.n] = c;
+		rsk_conn_pool.len[rsk_conn_pool.n++] = len;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&rsk_conn_pool_lock);
+	if (!kept)
+		munmap(c, len);
+}
+
+int rsk_conn_pool_count(void)
+{
+	int n;
+
+	pthread_mutex_lock(&rsk_conn_pool_lock);
+	n = rsk_conn_pool.n;
+	pthread_mutex_unlock(&rsk_conn_pool_lock);
+	return n;
+}
+
+/* Forked child: the pooled regions are shared with the parent, which may hand them out. */
+static void rsk_conn_pool_drop(void)
+{
+	int i;
+
+	pthread_mutex_init(&rsk_conn_pool_lock, NULL);
+	for (i = 0; i < rsk_conn_pool.n; i++)
+		munmap(rsk_conn_pool.p[i], rsk_conn_pool.len[i]);
+	rsk_conn_pool.n = 0;
+}
+
 /* Layout of mem[]: the endpoint (its size rounded to a cache line), then the rx queue. */
 struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 {
@@ -36,7 +115,9 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 	struct rsk_conn *c;
 
 	len = (len + 4095) & ~(size_t)4095;
-	c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	c = rsk_conn_pool_take(len);
+	if (c == NULL)
+		c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (c == MAP_FAILED)
 		return NULL;
 	c->map_len = len;
@@ -84,7 +165,7 @@ void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
 		rsk_fd_unhide_close(tcp);
 	if (c->ep != NULL)
 		rsk_ep_destroy(c->ep);
-	munmap(c, c->map_len);
+	rsk_conn_free(c); /* never shared yet */
 }
 
 void rsk_conn_lock(struct rsk_conn *c)
@@ -697,6 +778,7 @@ void rsk_conn_atfork_child(void)
 
 	/* The lock may have been held by another thread at fork: start from a fresh one. */
 	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
+	rsk_conn_pool_drop();
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the parent's watches; the loop forgot them (evloop.c) */
 		memset(r->ev_w, 0, sizeof(r->ev_w));
@@ -870,7 +952,69 @@ void rsk_conn_release(struct rsk_conn *c)
 	if (last)
 		rsk_stream_fini(&c->st);
 	rsk_conn_unlock(c);
-	munmap(c, c->map_len);
+	if (last)
+		rsk_conn_free(c); /* no other process holds it */
+	else
+		munmap(c, c->map_len);
+}
+
+/*
+ * Holds of a connection that no record of this process names yet (a move under way at a
+ * fork, calls/upgrade.c). As in rsk_conn_release, `holders` only goes down under the lock,
+ * and a holder that is not the last drops its copy of the endpoint inside the same hold of
+ * it: the last holder's retire (in the shared region, which an endpoint's teardown reads to
+ * decide whether its segment may be reused) always comes after every other copy is gone.
+ */
+static void rsk_conn_drop_copies(struct rsk_conn *c, int app, int ctl)
+{
+	if (app >= 0)
+		(void)rsk_sys_close(app);
+	if (ctl >= 0)
+		(void)rsk_sys_close(ctl);
+	if (c->ep != NULL)
+		rsk_ep_destroy(c->ep);
+}
+
+int rsk_conn_unshare(struct rsk_conn *c, int app, int ctl)
+{
+	int last;
+
+	rsk_conn_lock(c);
+	last = __atomic_load_n(&c->holders, __ATOMIC_ACQUIRE) == 1;
+	if (!last) {
+		__atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL);
+		rsk_conn_drop_copies(c, app, ctl);
+	}
+	rsk_conn_unlock(c);
+	if (!last)
+		munmap(c, c->map_len); /* another process still uses it: ours to unmap only */
+	rsk_dbg("connection %p let go here, %s", (void *)c, last ? "the last holder" : "still held");
+	return last;
+}
+
+void rsk_conn_let_go(struct rsk_conn *c, int app, int ctl)
+{
+	int last;
+
+	rsk_conn_lock(c);
+	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	/* A stream we ended (our FIN in it: a close while moved, calls/upgrade.c) ends as a
+	 * close ends it: the peer's sends fail from now on, and our FIN, if posted, means
+	 * "closed", not "died". One only offered is left as it is: a server taking the offer
+	 * right now reads our end on TCP. Either way nothing here touches the region again. */
+	if (last && c->st.ep != NULL && (c->st.fin_sent || c->st.fin_pending)) {
+		if (c->st.err == 0 && c->st.fin_sent && rsk_transport_cm(c->ep)->fin_sent != NULL)
+			rsk_transport_cm(c->ep)->fin_sent(c->ep);
+		c->ep->ops->shutdown(c->ep);
+	}
+	if (last && c->st.ep != NULL)
+		rsk_ep_retire(c->ep);
+	rsk_conn_drop_copies(c, app, ctl);
+	rsk_conn_unlock(c);
+	if (last)
+		rsk_conn_free(c); /* no other process holds it */
+	else
+		munmap(c, c->map_len);
 }
 
 void rsk_conn_forget(struct rsk_conn *c)

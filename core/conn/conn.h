@@ -67,6 +67,12 @@ extern int rsk_conn_live;
  */
 struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size);
 
+/*
+ * Regions kept mapped for reuse after their connection ended here (at most 16; a forked
+ * child starts with none). For tests and stats.
+ */
+int rsk_conn_pool_count(void);
+
 /* Memory for the transport endpoint inside the region, and for the stream's rx queue. */
 void *rsk_conn_ep_mem(struct rsk_conn *c);
 struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
@@ -165,6 +171,18 @@ int rsk_conn_hello(struct rsk_conn *c, int app_fd);
 
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
+
+/*
+ * A holder of @c that no record of this process names (a move under way, calls/upgrade.c)
+ * lets go, @app and @ctl being its app end and ctl end (or -1). rsk_conn_unshare: if another
+ * process still holds @c, this one's share goes now (its copies closed, @c unmapped here and
+ * never reused: it is still the other's) and 0; if this is the last holder, nothing changes
+ * and 1 (the caller ends the stream, then rsk_conn_let_go). rsk_conn_let_go: this share
+ * goes; the last holder's stream ends as after a close (the peer's sends fail) and its
+ * endpoint retires.
+ */
+int rsk_conn_unshare(struct rsk_conn *c, int app, int ctl);
+void rsk_conn_let_go(struct rsk_conn *c, int app, int ctl);
 
 /* fork(): a child will hold @c too; count it before the child exists (and undo). @app_fd
  * is an fd of its app end. */

@@ -63,6 +63,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->own_exact = 0;
 	s->port = 0;
 	s->upg = NULL;
+	s->held_fork = 0; /* (forks count from 1: never one of ours) */
 	return s;
 }
 

@@ -67,6 +67,7 @@ struct rsk_sock {
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
 	int nepregs;
 	unsigned int walk_gen;
+	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
 	int64_t hup_checked_us; /* when a call that found nothing last asked (calls/io.c) */
 	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
 	/* Bytes the application moved on the kernel socket through our calls (a TCP-first one,

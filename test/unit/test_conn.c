@@ -8,7 +8,8 @@
  * data is left, or SO_LINGER {1, 0}), a peer that went with or without its FIN, holders
  * across prefork/undo and a forked child, take_tcp, discard and release closing every fd,
  * hello/flush/await_first on shm, the registry (visit, hook, on_release, rsk_conn_live), the
- * tick that posts staged writes, and the robust lock after a holder died inside it.
+ * tick that posts staged writes, the robust lock after a holder died inside it, and the pool
+ * of regions kept for the next connection (reused zeroed, bounded, none of it in a child).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -614,6 +615,22 @@ static int mapped(void *p, size_t len)
 	return msync(p, len, MS_ASYNC) == 0;
 }
 
+/* Is @c among the regions kept for reuse? Taking every pooled region of its size finds it. */
+static int region_pooled(struct rsk_conn *c)
+{
+	struct rsk_conn *got[17];
+	int n = 0, found = 0, i;
+
+	while (n < 17 && rsk_conn_pool_count() > 0) { /* past 16: fresh mappings */
+		got[n] = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+		assert_non_null(got[n]);
+		found |= got[n++] == c;
+	}
+	for (i = 0; i < n; i++)
+		rsk_conn_discard(got[i], -1, -1, -1);
+	return found;
+}
+
 /* A setup that fails after prepare (discard) and a full life (release) leave no fd behind. */
 static void test_discard_and_release_close_everything(void **state)
 {
@@ -638,13 +655,110 @@ static void test_discard_and_release_close_everything(void **state)
 	rsk_conn_discard(c, app, ctl, tcp);
 	close(memfd);
 	assert_int_equal(ucm_fd_count(), before);
-	assert_false(mapped(c, len));
+	assert_true(mapped(c, len) == region_pooled(c)); /* kept for the next one, or gone */
 
 	pair_open(&p);
 	assert_true(ucm_fd_count() > before);
 	end_send(&p.cl, "z", 1);
 	pair_close(&p);
 	assert_int_equal(ucm_fd_count(), before);
+}
+
+/*
+ * The region of a connection that ended here is kept mapped and is the next connection's
+ * (no mmap, no page faults, no munmap and its TLB shootdown), and it starts zeroed. Fails on
+ * the code before the pool: the region was unmapped at discard and release.
+ */
+static void test_region_reused_clean(void **state)
+{
+	struct rsk_conn *c, *d;
+	struct pair p;
+	size_t len;
+
+	(void)state;
+	c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(c);
+	len = c->map_len;
+	memset(c->mem, 0xa5, len - offsetof(struct rsk_conn, mem)); /* the last one's bytes */
+	c->transport = RDMASOCK_TRANSPORT_SHM;
+	rsk_conn_discard(c, -1, -1, -1);
+	assert_true(mapped(c, len));
+	d = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_ptr_equal(d, c);
+	assert_int_equal(d->map_len, len);
+	assert_int_equal(d->holders, 1);
+	assert_int_equal(d->ctl_fd, -1);
+	assert_int_equal(d->transport, 0);
+	assert_true(d->mem[0] == 0 && d->mem[len - offsetof(struct rsk_conn, mem) - 1] == 0);
+	rsk_conn_discard(d, -1, -1, -1);
+
+	/* a full life too: the last holder's release keeps the region */
+	pair_open(&p);
+	c = p.cl.c;
+	end_send(&p.cl, "z", 1);
+	pair_close(&p);
+	assert_true(mapped(c, c->map_len));
+	assert_true(region_pooled(c));
+}
+
+/* At most 16 regions are kept; the rest are unmapped. Fails on code without the bound. */
+static void test_region_pool_bounded(void **state)
+{
+	struct rsk_conn *c[24];
+	size_t len;
+	int i, kept = 0;
+
+	(void)state;
+	for (i = 0; i < 24; i++)
+		assert_non_null(c[i] = rsk_conn_alloc(NBUF, rsk_shm_ep_size()));
+	len = c[0]->map_len;
+	for (i = 0; i < 24; i++)
+		rsk_conn_discard(c[i], -1, -1, -1);
+	assert_int_equal(rsk_conn_pool_count(), 16);
+	for (i = 0; i < 24; i++)
+		kept += mapped(c[i], len);
+	assert_int_equal(kept, 16);
+}
+
+static struct rsk_conn *pooled_in_parent;
+
+/* In a forked child: the parent's pooled regions are not the child's to hand out. */
+static int child_pool(void *arg)
+{
+	struct rsk_conn *c;
+
+	(void)arg;
+	rsk_conn_atfork_child();
+	if (rsk_conn_pool_count() != 0 || mapped(pooled_in_parent, 4096))
+		return 1;
+	c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	if (c == NULL || c == pooled_in_parent)
+		return 2;
+	memset(c->mem, 0x5a, 64); /* would be the parent's next connection's state if shared */
+	rsk_conn_discard(c, -1, -1, -1);
+	return 0;
+}
+
+/*
+ * A forked child starts with an empty pool and its inherited copies unmapped: the regions
+ * are MAP_SHARED, and a region handed out by both would be two connections at once. Fails
+ * without rsk_conn_pool_drop in rsk_conn_atfork_child (exit 1).
+ */
+static void test_region_pool_fork(void **state)
+{
+	struct rsk_conn *c;
+
+	(void)state;
+	c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_non_null(c);
+	rsk_conn_discard(c, -1, -1, -1);
+	assert_true(rsk_conn_pool_count() > 0);
+	pooled_in_parent = c;
+	assert_int_equal(unit_in_child(child_pool, NULL, 5000), 0);
+	c = rsk_conn_alloc(NBUF, rsk_shm_ep_size());
+	assert_ptr_equal(c, pooled_in_parent); /* still the parent's, and untouched */
+	assert_int_equal(c->mem[0], 0);
+	rsk_conn_discard(c, -1, -1, -1);
 }
 
 /* ---- setup handshakes on shm ---- */
@@ -936,6 +1050,9 @@ int main(void)
 		cmocka_unit_test(test_holders_prefork),
 		cmocka_unit_test(test_take_tcp),
 		cmocka_unit_test(test_discard_and_release_close_everything),
+		cmocka_unit_test(test_region_reused_clean),
+		cmocka_unit_test(test_region_pool_bounded),
+		cmocka_unit_test(test_region_pool_fork),
 		cmocka_unit_test(test_hello_flush_await),
 		cmocka_unit_test(test_registry),
 		cmocka_unit_test(test_tick_posts_stage),

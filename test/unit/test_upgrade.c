@@ -6,8 +6,12 @@
  * as shm; a socket that must stay TCP (used where the library cannot see, shared by two fds,
  * shut for writing before its threshold) gives its data path back to the kernel; the
  * server's address map, whose key folds an IPv4-mapped IPv6 address to IPv4, so an offer
- * announced in either spelling finds the socket, and nothing once the socket closed. The
- * verbs move needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
+ * announced in either spelling finds the socket, and nothing once the socket closed; a
+ * server forked while its side moves (parent or child closing first): the client gets the
+ * child's whole answer and EOF, the parent's region is never another connection's while the
+ * child holds it, and the last holder's close fails the client's later sends; a move that
+ * ends while the fork is being prepared is counted once for the child. The verbs move
+ * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +30,7 @@
 #include "calls/history.h"
 #include "calls/upgrade.h"
 #include "conn/conn.h"
+#include "transport/shm.h"
 #include "transport/announce.h"
 #include "unit.h"
 #include "unit_cm.h"
@@ -406,6 +411,224 @@ static void test_map_key_folding(void **state)
 	ucl_close(l);
 }
 
+/* ---- a fork while the server's side is moving (a fork-per-connection server) ---- */
+
+#define FORK_RSP 3000 /* the child's response: more than one stream message */
+
+struct fork_case {
+	struct pair *p;
+	int parent_first; /* the parent closes its copy before the child answers */
+	int go[2];        /* parent -> child: "answer now" */
+};
+
+/* The forked server child: the others' sockets closed, the response, its close. */
+static int fork_child(void *arg)
+{
+	struct fork_case *fc = arg;
+	uint64_t off = 0;
+	char b;
+
+	rsk_life_fork_child();
+	close(fc->go[1]);
+	ucl_close(fc->p->cl); /* the client is the parent's (its holder count goes down) */
+	ucl_close(fc->p->l);
+	if (fc->parent_first && read(fc->go[0], &b, 1) != 1)
+		return 10;
+	while (off < FORK_RSP) {
+		unsigned char r[1000];
+		size_t i;
+
+		for (i = 0; i < sizeof(r); i++)
+			r[i] = pat(off + i);
+		if (ucl_send(fc->p->sv, r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return 11;
+		off += sizeof(r);
+	}
+	ucl_close(fc->p->sv);
+	return 0;
+}
+
+/* Read the client's side to its EOF (bounded); the bytes must be the pattern. */
+static void client_to_eof(int fd, uint64_t *off)
+{
+	int64_t end = rsk_now_ms() + 5000;
+	ssize_t n = -EAGAIN;
+
+	while (n != 0 && rsk_now_ms() < end) {
+		n = recv_pat(fd, off);
+		if (n == -EAGAIN)
+			unit_sleep_ms(1);
+	}
+	assert_int_equal(n, 0);
+}
+
+/*
+ * A server whose side is moving (its first stream message out, the client's TCP FIN not yet
+ * read) forks; the child answers and closes, the parent closes its copy, in either order
+ * (mode 2 of test/progs/stale.c, int_scale_stale_move_auto). The client gets the whole
+ * answer, then EOF; and the parent's own close, which is not the last, leaves the region
+ * alone: new connections of the parent never get it (they would while the child still
+ * writes into it, the pool of 8471b87 did through rsk_conn_discard), and the last holder
+ * ends the stream as any close does (a send of the client after it fails, as after TCP's
+ * close, where before it went into a ring nobody would read again).
+ */
+static void fork_during_move(int parent_first)
+{
+	struct fork_case fc = {.parent_first = parent_first};
+	struct rsk_conn *news[20];
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct pair p;
+	pid_t pid;
+	int i, st;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	pair_open(&p);
+	fc.p = &p;
+	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
+	recv_until(p.sv, &got_s, 16);
+	/* The offer reaches the server through its listener's loop: its next call takes it and
+	 * its side moves (its TCP FIN); then the client follows. Never a server call after
+	 * that: it would read the client's TCP FIN and finish the server's move too. */
+	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		(void)recv_pat(p.cl, &got_c);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	assert_null(ucl_sock(p.sv)->conn); /* the server: still reading TCP up to that FIN */
+	assert_non_null(ucl_sock(p.sv)->upg);
+	assert_int_equal(pipe(fc.go), 0);
+
+	rsk_life_fork_prepare();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(fork_child(&fc));
+	close(fc.go[0]);
+	if (!parent_first)
+		assert_int_equal(unit_reap(pid, 10000), 0); /* the child answered and closed */
+	ucl_close(p.sv);
+	/* Connections of the parent's that follow: none may take the child's region. */
+	for (i = 0; i < 20; i++) {
+		news[i] = rsk_conn_alloc(rsk_config.buf_count, rsk_shm_ep_size());
+		assert_non_null(news[i]);
+		memset(news[i]->mem, 0x5a, 256); /* what a new connection writes there */
+	}
+	if (parent_first) {
+		assert_int_equal(write(fc.go[1], "g", 1), 1);
+		st = unit_reap(pid, 10000);
+		assert_int_equal(st, 0);
+	}
+	close(fc.go[1]);
+	for (i = 0; i < 20; i++)
+		rsk_conn_discard(news[i], -1, -1, -1);
+	got_c = 0;
+	client_to_eof(p.cl, &got_c);
+	assert_int_equal(got_c, FORK_RSP);
+	/* Every holder of the server's side closed: the client's sends fail (EPIPE). */
+	for (i = 0; i < 3 && (st = (int)ucl_send(p.cl, "x", 1, MSG_DONTWAIT)) == 1; i++)
+		;
+	assert_int_equal(st, -EPIPE);
+	ucl_close(p.cl);
+	ucl_close(p.l);
+}
+
+static void test_fork_during_move_parent_first(void **state)
+{
+	(void)state;
+	fork_during_move(1);
+}
+
+static void test_fork_during_move_child_first(void **state)
+{
+	(void)state;
+	fork_during_move(0);
+}
+
+/*
+ * The move of @moving's server side ends while the fork is being prepared, in the middle of
+ * the library's walk over this process's connections: here from inside the prepare step of
+ * an accelerated connection with a higher fd (its shm endpoint asks for its server's answer,
+ * which this stands in for), as another thread of the application would.
+ */
+static struct pair *walk_moving;
+static int walk_moved;
+
+static int finish_move_now(int fd, int wait_ms)
+{
+	char b[64];
+
+	(void)fd;
+	(void)wait_ms;
+	if (walk_moving != NULL && ucl_sock(walk_moving->sv)->conn == NULL) {
+		(void)ucl_recv(walk_moving->sv, b, sizeof(b), MSG_DONTWAIT); /* the client's FIN */
+		walk_moved = ucl_sock(walk_moving->sv)->conn != NULL;
+	}
+	return -EAGAIN; /* no answer yet: the endpoint stays as it was */
+}
+
+/*
+ * A child is counted as a holder of every connection it inherits, whatever form the
+ * connection has at that moment: a move that ends between the walk over accelerated sockets
+ * and the one over moving ones was counted by neither (before: 1 holder after the prepare,
+ * the child's close would then be the "last" and end the parent's stream). Undone exactly by
+ * a failed fork.
+ */
+static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
+{
+	struct pair mv, acc;
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct rsk_conn *c;
+	int i, hook_fd;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0;
+	pair_open(&mv); /* moving: the lower fds */
+	send_pat(mv.cl, &c2s, 16);
+	recv_until(mv.sv, &got_s, 16);
+	for (i = 0; i < 2000 && ucl_sock(mv.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(mv.sv, &got_s), -EAGAIN);
+		(void)recv_pat(mv.cl, &got_c);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(mv.cl)->conn);
+	assert_null(ucl_sock(mv.sv)->conn);
+
+	rsk_config.tcp_first = RSK_TCP_FIRST_OFF; /* accelerated at connect */
+	{
+		struct sockaddr_in a;
+
+		acc.l = ucl_listen(&a);
+		acc.cl = ucl_socket(0);
+		assert_int_equal(ucl_connect(acc.cl, &a, NULL), 0);
+		acc.sv = ucl_accept(acc.l, 0);
+	}
+	assert_non_null(ucl_sock(acc.cl)->conn);
+	assert_true(acc.cl > mv.sv); /* walked after the moving socket */
+	hook_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(hook_fd >= 0);
+	rsk_shm_set_answer(ucl_sock(acc.cl)->conn->ep, hook_fd, finish_move_now);
+	walk_moving = &mv;
+	walk_moved = 0;
+
+	rsk_life_fork_prepare();
+	walk_moving = NULL;
+	rsk_shm_set_answer(ucl_sock(acc.cl)->conn->ep, -1, NULL);
+	close(hook_fd);
+	assert_true(walk_moved); /* the move ended inside the prepare */
+	c = ucl_sock(mv.sv)->conn;
+	assert_non_null(c);
+	assert_int_equal(c->holders, 2); /* ours and the child's */
+	rsk_life_fork_failed();
+	assert_int_equal(c->holders, 1);
+	assert_int_equal(ucl_sock(acc.cl)->conn->holders, 1);
+	assert_int_equal(ucl_sock(mv.cl)->conn->holders, 1);
+	pair_close(&acc);
+	pair_close(&mv);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -419,6 +642,9 @@ int main(void)
 		T(test_never),
 		T(test_unmovable_gives_up),
 		T(test_map_key_folding),
+		T(test_fork_during_move_parent_first),
+		T(test_fork_during_move_child_first),
+		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
