@@ -129,6 +129,20 @@ void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on);
 int rsk_conn_exact(struct rsk_conn *c, int app_fd);
 
 /*
+ * A thread is about to sleep in the kernel on an edge-triggered registration of a lazy
+ * connection's app end (@on 1, before it rechecks the stream), or is done (@on 0): the peer
+ * then writes one token, an edge, for data that comes meanwhile (base/ready.h, `sleep`). No
+ * lock needed.
+ */
+void rsk_conn_sleep(struct rsk_conn *c, int on);
+/* The kernel reported the app end: before the stream is looked at (no lock needed). */
+void rsk_conn_edge_seen(struct rsk_conn *c);
+/* Stale tokens piled up in a lazy app end (one per such edge): take all but one back, in one
+ * read, once there are RSK_CONN_TRIM_AT of them. Lock held. */
+#define RSK_CONN_TRIM_AT 16u
+void rsk_conn_trim(struct rsk_conn *c, int app_fd);
+
+/*
  * The readiness a lazy connection's app end would show if it were exact, as EPOLL* bits
  * (IN/RDNORM, OUT/WRNORM/WRBAND), from user-space state after harvesting; lock held. -1 when
  * the connection is past its plain state (EOF, hang-up, error, shut down, relayed): only the
