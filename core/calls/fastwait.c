@@ -287,6 +287,7 @@ static int rsk_fw_cand_et(struct rsk_fw *m, struct rsk_fw_ent *e)
 		return 1;
 	}
 	rsk_fw_uncand(m, e, 1, 0);
+	(void)rsk_fw_rereg(m, e, 0);
 	return 0;
 }
 
@@ -295,22 +296,25 @@ static int rsk_fw_cand_et(struct rsk_fw *m, struct rsk_fw_ent *e)
  * one goes eager for good: this set's waits would take its stale token for readiness. The
  * application's real epoll_ctl just set its registration (level-triggered). m locked.
  */
-static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
+static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et)
 {
 	struct rsk_sock *s;
 	struct rsk_conn *c;
 	int ok, was = 0;
 
-	e->et = 0; /* the real call replaced our EPOLLET */
+	e->et = kernel_et; /* what the real call registered */
 	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
 		was = e->s != NULL;
 		rsk_fw_uncand(m, e, 1, 0);
+		(void)rsk_fw_rereg(m, e, 0); /* a guess of rsk_fw_ctl_et that was wrong */
 		return rsk_fw_taint_fd(e->fd) || was;
 	}
 	if (e->s != NULL)
 		return !rsk_fw_cand_et(m, e); /* new events of a candidate */
-	if (!rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) || (s = rsk_sock_get(e->fd)) == NULL)
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) || (s = rsk_sock_get(e->fd)) == NULL) {
+		(void)rsk_fw_rereg(m, e, 0);
 		return 0;
+	}
 	c = s->conn;
 	ok = c != NULL && s->nfds == 1 && m->ncand < RSK_FW_MAX_CANDIDATES;
 	if (c != NULL) {
@@ -324,6 +328,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
 	}
 	if (!ok) {
 		rsk_sock_put(s);
+		(void)rsk_fw_rereg(m, e, 0);
 		return was;
 	}
 	e->s = s;
@@ -331,9 +336,21 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
 	return !rsk_fw_cand_et(m, e);
 }
 
+/* rsk_fw_ctl_et guessed a candidate and no mirror took it: the application's events back. */
+static void rsk_fw_unguess(int epfd, int fd, const struct epoll_event *ev, int kernel_et)
+{
+	struct epoll_event kev;
+
+	if (!kernel_et || ev == NULL)
+		return;
+	kev = *ev;
+	(void)rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
+}
+
 /* Follow one epoll_ctl. Returns 1 when @fd's connection went eager and other mirrors may
  * hold it (rsk_fw_walk_fd, once m is unlocked). m locked. */
-static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev)
+static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev,
+			     int kernel_et)
 {
 	struct rsk_fw_ent *e = rsk_fw_find(m, fd), *t;
 
@@ -350,6 +367,7 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 
 			if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
 				m->dead = 1; /* cannot follow: the set ends eager (rsk_fw_wait) */
+				rsk_fw_unguess(m->epfd, fd, ev, kernel_et);
 				return 0;
 			}
 			m->ent = t;
@@ -361,7 +379,7 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 	}
 	e->events = ev->events;
 	e->data = ev->data.u64;
-	return rsk_fw_try_cand(m, e);
+	return rsk_fw_try_cand(m, e, kernel_et);
 }
 
 /*
@@ -396,13 +414,35 @@ static void rsk_fw_taint_all(int fd)
 		rsk_fw_walk_fd(fd);
 }
 
-void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct rsk_fw *m;
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+	int et;
+
+	if (op == EPOLL_CTL_DEL || ev == NULL || (ev->events & RSK_FW_NOT_LT))
+		return 0;
+	if ((m = rsk_fw_get(epfd)) == NULL)
+		return 0;
+	et = !m->dead && m->ncand < RSK_FW_MAX_CANDIDATES; /* a hint: no lock */
+	rsk_fw_put(m);
+	if (!et || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	c = s->conn;
+	et = c != NULL && s->nfds == 1 && !c->lazy_never && rsk_conn_can_lazy(c);
+	rsk_sock_put(s);
+	return et;
+}
+
+void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et)
 {
 	struct rsk_fw *m;
 	int walk;
 
 	rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
 	if ((m = rsk_fw_get(epfd)) == NULL) {
+		rsk_fw_unguess(epfd, fd, ev, kernel_et);
 		if (op != EPOLL_CTL_DEL)
 			rsk_fw_taint_all(fd); /* a set we do not mirror sees the app end */
 		return;
@@ -413,11 +453,12 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 	if (m->dead) {
 		pthread_mutex_unlock(&m->lock);
 		rsk_fw_put(m);
+		rsk_fw_unguess(epfd, fd, ev, kernel_et);
 		rsk_fw_kill(epfd, 1);
 		rsk_fw_taint_all(fd);
 		return;
 	}
-	walk = rsk_fw_ctl_locked(m, op, fd, ev);
+	walk = rsk_fw_ctl_locked(m, op, fd, ev, kernel_et);
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m);
 	if (walk)

@@ -44,7 +44,9 @@ struct rsk_conn {
 	/* Lazy readiness (calls/fastwait.c): every wait on the app end is one of ours that looks
 	 * at the stream first, so a drained app end keeps its token ("stale SHOWN") and the
 	 * peer, finding it SHOWN, writes none. Data still always means a token; only "token
-	 * means data" is given up, and made true again before anyone sleeps in the kernel. */
+	 * means data" is given up: the kernel holds the app end edge-triggered in the mirrored
+	 * sets, and a thread about to sleep there counts itself (rsk_conn_sleep) so the peer
+	 * writes it one token, an edge; a blocking recv makes it exact before it sleeps. */
 	int lazy;
 	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
 	/* what getsockname/getpeername report, and the options set since */

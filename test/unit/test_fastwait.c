@@ -144,13 +144,22 @@ static long kernel_events(int fd)
 	return found;
 }
 
-/* epoll_ctl as preload/epoll.c: the real call, then the mirror follows it. */
+/* epoll_ctl as preload/epoll.c: EPOLLET for a likely candidate, the real call, then the
+ * mirror follows it. @guess 0: without the guess (the mirror sets EPOLLET itself). */
+static void ctl_guess(int op, int fd, uint32_t events, uint64_t data, int guess)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = data}, kev = ev;
+	int et = guess && rsk_fw_ctl_et(F.ep, op, fd, &ev);
+
+	if (et)
+		kev.events |= EPOLLET;
+	assert_int_equal(epoll_ctl(F.ep, op, fd, &kev), 0);
+	rsk_fw_ctl(F.ep, op, fd, &ev, et);
+}
+
 static void ctl(int op, int fd, uint32_t events, uint64_t data)
 {
-	struct epoll_event ev = {.events = events, .data.u64 = data};
-
-	assert_int_equal(epoll_ctl(F.ep, op, fd, &ev), 0);
-	rsk_fw_ctl(F.ep, op, fd, &ev);
+	ctl_guess(op, fd, events, data, 1);
 }
 
 /* epoll_wait as preload/epoll.c, which must be served by the mirror. */
@@ -373,9 +382,15 @@ static void test_taint_restores_registration(void **state)
 	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN | EPOLLRDHUP, 1);
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
 	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLRDHUP | EPOLLET);
+	ctl_guess(EPOLL_CTL_MOD, F.sv, EPOLLIN, 1, 0); /* registered LT: the mirror MODs it */
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN | EPOLLRDHUP, 1);
 	rsk_fw_fd_shared(F.sv); /* as dup() */
 	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLRDHUP);
 	assert_eager_exact();
+	/* eager for good: a new registration is not guessed edge-triggered */
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN, 1);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
 }
 
 /* A kernel fd in the same set is reported within the fairness bound while the lazy
