@@ -33,14 +33,23 @@ RSK_EXPORT int epoll_create1(int flags)
 RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	uintptr_t v = rsk_fdtab_load(fd);
-	int rc = RSK_REAL(epoll_ctl)(epfd, op, fd, ev);
+	struct epoll_event kev;
+	int rc, et = 0;
+
+	/* A lazy candidate is held edge-triggered by the kernel (calls/fastwait.c). */
+	if (rsk_unlikely(rsk_fw_active) && rsk_fdtab_is_accel(v) &&
+	    (et = rsk_fw_ctl_et(epfd, op, fd, ev)) != 0) {
+		kev = *ev;
+		kev.events |= EPOLLET;
+	}
+	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, et ? &kev : ev);
 
 	/* A socket not yet connected may still get a new file behind its number (see sock.h):
 	 * remember where it was registered so the registration can follow it. */
 	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
 		rsk_life_epoll_note(epfd, op, fd, ev);
 	if (rsk_unlikely(rsk_fw_active) && rc == 0)
-		rsk_fw_ctl(epfd, op, fd, ev);
+		rsk_fw_ctl(epfd, op, fd, ev, et);
 	return rc;
 }
 

@@ -81,17 +81,44 @@ uint32_t rsk_ready_unread(const struct rsk_ready_state *st)
 	return rsk_ready_unread_w(st, __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST));
 }
 
+/* A sleeping owner that no edge was written for since its last report: claim that edge. */
+static int rsk_ready_claim_kick(struct rsk_ready_state *st)
+{
+	uint32_t s = __atomic_load_n(&st->sleep, __ATOMIC_SEQ_CST);
+
+	while (s >= 2 && !(s & RSK_SLEEP_KICKED))
+		if (__atomic_compare_exchange_n(&st->sleep, &s, s | RSK_SLEEP_KICKED, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return 1;
+	return 0;
+}
+
+/* A kick claimed for a state that went EMPTY meanwhile: its SHOW token is the edge, and a
+ * SHOW may be unclaimed, so KICKED must not stay (clearing it only risks one more token). */
+static void rsk_ready_unkick(struct rsk_ready_state *st)
+{
+	__atomic_and_fetch(&st->sleep, ~RSK_SLEEP_KICKED, __ATOMIC_SEQ_CST);
+}
+
 int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word)
 {
 	uint32_t w = __atomic_load_n(&st->rx, __ATOMIC_SEQ_CST), was;
+	int kick = 0;
 
 	for (;;) {
 		if (w & RSK_RW_STATE) {
-			/* SHOWN: the owner will see the message when it looks; an edge-triggered
-			 * one that has not drained wants a new edge, but a bounded number. */
-			if (!edge || rsk_ready_unread_w(st, w) >= RSK_READY_EDGE_MAX ||
-			    __atomic_load_n(&st->lazy, __ATOMIC_RELAXED))
+			/* SHOWN: the owner will see the message when it looks, unless it sleeps on
+			 * an edge-triggered registration (lazy: its token is stale); an
+			 * edge-triggered one that has not drained wants a new edge, but a bounded
+			 * number. */
+			if (!kick)
+				kick = rsk_ready_claim_kick(st);
+			if (!kick && (!edge || rsk_ready_unread_w(st, w) >= RSK_READY_EDGE_MAX ||
+				      __atomic_load_n(&st->lazy, __ATOMIC_RELAXED)))
 				return 0;
+		} else if (kick) {
+			rsk_ready_unkick(st);
+			kick = 0;
 		}
 		/* EMPTY -> SHOWN, one more token; or the extra edge while SHOWN */
 		was = w;
@@ -99,7 +126,9 @@ int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word)
 						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
 			if (word != NULL)
 				*word = (was + 2) | RSK_RX_SHOWN;
-			return (was & RSK_RW_STATE) ? RSK_CLAIM_EDGE : RSK_CLAIM_SHOW;
+			if (!(was & RSK_RW_STATE))
+				return RSK_CLAIM_SHOW;
+			return kick ? RSK_CLAIM_WAKE : RSK_CLAIM_EDGE;
 		}
 	}
 }
@@ -133,6 +162,39 @@ void rsk_ready_token(struct rsk_ready_state *st, int ctl)
 
 	if (rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
 		__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST); /* full (or gone) */
+}
+
+void rsk_ready_sleep(struct rsk_ready_state *st, int on)
+{
+	/* seq_cst both ways: the owner's ring recheck comes after, the waker's read after its
+	 * post; one of them sees the other. */
+	if (on)
+		(void)__atomic_add_fetch(&st->sleep, 2, __ATOMIC_SEQ_CST);
+	else
+		(void)__atomic_sub_fetch(&st->sleep, 2, __ATOMIC_SEQ_CST);
+}
+
+void rsk_ready_edge_seen(struct rsk_ready_state *st)
+{
+	if (__atomic_load_n(&st->sleep, __ATOMIC_SEQ_CST) & RSK_SLEEP_KICKED)
+		rsk_ready_unkick(st);
+}
+
+uint32_t rsk_ready_trim(struct rsk_ready_state *st, int app, uint32_t keep)
+{
+	char buf[256];
+	uint32_t due = rsk_ready_unread(st);
+	ssize_t r;
+
+	if (due <= keep || due >= 1u << 30) /* nothing to take, or a peer writing nonsense */
+		return 0;
+	due -= keep;
+	/* Only counted tokens are ever written, so what is there is at most @due of them. */
+	r = rsk_sys_recv(app, buf, due < sizeof(buf) ? due : sizeof(buf), MSG_DONTWAIT);
+	if (r <= 0)
+		return 0;
+	__atomic_add_fetch(&st->taken, (uint32_t)r, __ATOMIC_SEQ_CST);
+	return (uint32_t)r;
 }
 
 int rsk_ready_claim_tx(struct rsk_ready_state *st)

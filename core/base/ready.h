@@ -36,6 +36,12 @@ struct rsk_ready_state {
 	/* The owner answers its waits from user space, level-triggered only (lazy readiness,
 	 * conn.h): no extra arrival edge is wanted. Written by the owner. */
 	uint32_t lazy;
+	/* Owner's sleeps on an edge-triggered registration of a SHOWN app end (its stale token
+	 * stays through them): sleeps << 1 | RSK_SLEEP_KICKED. The owner counts a sleep before
+	 * it rechecks the ring; a waker that finds SHOWN reads it after its post, and one of them
+	 * writes one token (an edge) and sets KICKED; whoever takes that edge's report from the
+	 * kernel clears KICKED before it looks at the ring. */
+	uint32_t sleep;
 };
 
 /* Invariant: raised - dropped - taken = tokens in the app end, or on their way. */
@@ -46,6 +52,8 @@ uint32_t rsk_ready_unread(const struct rsk_ready_state *st);
  * the app end's queue (a flood of arrivals would fill it, and the owner's lower would then
  * take more than one read). */
 #define RSK_READY_EDGE_MAX 64u
+
+#define RSK_SLEEP_KICKED 1u
 
 #define RSK_RX_EMPTY 0u
 #define RSK_RX_SHOWN 1u
@@ -71,6 +79,10 @@ int rsk_ready_pair(int *app, int *ctl);
  * word the claim left. */
 #define RSK_CLAIM_SHOW 2
 #define RSK_CLAIM_EDGE 1
+/* RSK_CLAIM_WAKE: SHOWN, but the owner sleeps on an edge-triggered registration and no edge
+ * was written for it since its report was last taken: this token is that edge, and must be
+ * written (never unclaimed: the KICKED it set stops the other wakers). */
+#define RSK_CLAIM_WAKE 3
 int rsk_ready_claim_rx(struct rsk_ready_state *st, int edge, uint32_t *word);
 /* A claimed token that is not needed after all (the owner consumed everything since): count
  * it dropped, and undo the SHOWN it made, so the owner shows nothing and no token is
@@ -109,6 +121,20 @@ void rsk_ready_block(struct rsk_ready_state *st, struct rsk_ready_owner *o, int 
 
 /* Credits are back and the waker has not said so (yet): take BLOCKED back ourselves. */
 void rsk_ready_open(struct rsk_ready_state *st, struct rsk_ready_owner *o, int app);
+
+/*
+ * A thread of the owner is about to sleep in the kernel on an edge-triggered registration of
+ * @st's app end (@on 1; before it rechecks the ring: the Dekker pair with the waker's post),
+ * or is done sleeping (@on 0).
+ */
+void rsk_ready_sleep(struct rsk_ready_state *st, int on);
+/* The kernel reported the app end (an edge was taken): before the ring is looked at, so that a
+ * waker that came after the edge was written kicks again. */
+void rsk_ready_edge_seen(struct rsk_ready_state *st);
+/* Take back stale tokens (those present, without waiting) until @keep are left unread, in one
+ * read. Only while SHOWN on a lazy app end, whose tokens mean nothing but the edges they made.
+ * Returns how many were taken. */
+uint32_t rsk_ready_trim(struct rsk_ready_state *st, int app, uint32_t keep);
 
 /* The owner shows EOF (@how SHUT_RD) or hang-up (SHUT_RDWR) on its own app end, for good. */
 void rsk_ready_shut(int app, int how);

@@ -4,7 +4,10 @@
  * registered level-triggered, with data no other registration uses, is a lazy candidate:
  * its app end may keep a stale token (conn.h, `lazy`), so the set's waits must answer it
  * from user space, and a real wait's report of it is replaced by the user-space answer.
- * Everything else in the set is the kernel's, asked by the fairness rule below.
+ * The kernel holds a candidate edge-triggered (the application's events | EPOLLET), so its
+ * stale token stays through a sleep; the sleeper is counted in the connection's readiness
+ * state and the peer writes one token, an edge, for it (base/ready.h, `sleep`). Everything
+ * else in the set is the kernel's, asked by the fairness rule below.
  */
 #include <errno.h>
 #include <poll.h>
@@ -39,15 +42,6 @@ static int rsk_fw_mirrors;
 #define RSK_FW_SPIN_POLL_US 10
 #define RSK_FW_SPIN_YIELD_US 20
 #define RSK_FW_CLOCK_EVERY 8
-/*
- * Sleeping costs a system call for each stale token (taken back before the sleep) and, later,
- * one by the peer for each new token. So a wait spins longer before it sleeps the more stale
- * tokens its set holds (about what that sleep would cost: the ski-rental rule, never more than
- * twice the better choice), bounded by RSK_FW_SPIN_MAX_US; a set made exact by a sleep spins
- * RDMASOCK_SPIN_US again, so an idle process sleeps after one bounded spin.
- */
-#define RSK_FW_STALE_US 2
-#define RSK_FW_SPIN_MAX_US 1000
 /* Past this many candidates a user-space scan costs more than the system call it saves. */
 #define RSK_FW_MAX_CANDIDATES 256
 
@@ -61,6 +55,8 @@ struct rsk_fw_ent {
 	uint64_t data;
 	struct rsk_sock *s; /* a lazy candidate (reference held), else NULL */
 	unsigned int gen;   /* the look that reported it last */
+	int et;             /* the kernel holds it as events | EPOLLET (we set that) */
+	int joined;         /* its connection counts this set's sleepers (rsk_conn_sleep) */
 };
 
 struct rsk_fw {
@@ -68,6 +64,7 @@ struct rsk_fw {
 	int epfd, dead, users; /* users: under the table lock */
 	struct rsk_fw_ent *ent;
 	int n, cap, ncand;
+	int sleeping; /* threads between the count of their sleep and its end */
 	unsigned int rot, gen, fast_returns;
 	int64_t real_us; /* the last real look */
 };
@@ -78,36 +75,79 @@ static int rsk_fw_tab_cap;
 
 /* ---- connections going eager ---- */
 
-/* The connection of @s goes eager for good (its app end exact at once). */
-static void rsk_fw_taint_sock(struct rsk_sock *s, int fd)
+/*
+ * The connection of @s goes eager for good (its app end exact at once). Returns 1 if it was
+ * lazy: a mirror may hold it as a candidate, registered edge-triggered (rsk_fw_walk_fd gives
+ * the kernel its own events back; without it, that mirror's next look does).
+ */
+static int rsk_fw_taint_sock(struct rsk_sock *s, int fd)
 {
 	struct rsk_conn *c = s->conn;
+	int was;
 
 	if (c == NULL)
-		return;
+		return 0;
 	rsk_conn_lock(c);
+	was = c->lazy;
 	c->lazy_never = 1;
 	rsk_conn_set_lazy(c, fd, 0);
 	rsk_conn_unlock(c);
+	return was;
 }
 
-static void rsk_fw_taint_fd(int fd)
+static int rsk_fw_taint_fd(int fd)
 {
 	struct rsk_sock *s;
+	int was;
 
 	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) || (s = rsk_sock_get(fd)) == NULL)
-		return;
-	rsk_fw_taint_sock(s, fd);
+		return 0;
+	was = rsk_fw_taint_sock(s, fd);
 	rsk_sock_put(s);
+	return was;
 }
 
-/* Entry @e stops being a candidate (@taint: and its connection goes eager). m locked. */
-static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint)
+/*
+ * The kernel registration of @e: the application's events, | EPOLLET when @et (a candidate:
+ * its stale token must not report level-triggered). 0 or -errno. m locked.
+ */
+static int rsk_fw_rereg(struct rsk_fw *m, struct rsk_fw_ent *e, int et)
+{
+	struct epoll_event ev = {.events = e->events | (et ? EPOLLET : 0), .data.u64 = e->data};
+	int rc;
+
+	if (e->et == et)
+		return 0;
+	rc = rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, e->fd, &ev);
+	if (rc == 0 || !et)
+		e->et = et; /* a MOD back that fails: the registration is gone (a raw DEL/close) */
+	return rc;
+}
+
+/* This set's sleepers count on @e's connection (@on), or no more. m locked. */
+static void rsk_fw_join(struct rsk_fw_ent *e, int on)
+{
+	if (e->s == NULL || e->s->conn == NULL || e->joined == on)
+		return;
+	rsk_conn_sleep(e->s->conn, on);
+	e->joined = on;
+}
+
+/*
+ * Entry @e stops being a candidate (@taint: and its connection goes eager); @rereg: it stays
+ * registered, so the kernel gets the application's own events back (level-triggered), as it
+ * answers the fd from now on. m locked.
+ */
+static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int rereg)
 {
 	if (e->s == NULL)
 		return;
+	rsk_fw_join(e, 0);
 	if (taint)
-		rsk_fw_taint_sock(e->s, e->fd);
+		rsk_fw_taint_sock(e->s, e->fd); /* first: no stale token when the kernel is LT */
+	if (rereg)
+		(void)rsk_fw_rereg(m, e, 0);
+	e->et = 0;
 	rsk_sock_put(e->s);
 	e->s = NULL;
 	m->ncand--;
@@ -133,7 +173,7 @@ static void rsk_fw_free(struct rsk_fw *m)
 	int i;
 
 	for (i = 0; i < m->n; i++)
-		rsk_fw_uncand(m, &m->ent[i], 0);
+		rsk_fw_uncand(m, &m->ent[i], 0, 0); /* the set is gone */
 	free(m->ent);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -150,7 +190,8 @@ static void rsk_fw_put(struct rsk_fw *m)
 		rsk_fw_free(m);
 }
 
-/* Take @epfd's mirror out of the table (@taint: its candidates go eager for good). */
+/* Take @epfd's mirror out of the table (@taint: its candidates go eager for good, and the set
+ * lives on, so the kernel gets their own events back; else the set is being closed). */
 static void rsk_fw_kill(int epfd, int taint)
 {
 	struct rsk_fw *m = NULL;
@@ -167,7 +208,7 @@ static void rsk_fw_kill(int epfd, int taint)
 	pthread_mutex_lock(&m->lock);
 	m->dead = 1;
 	for (i = 0; i < m->n; i++)
-		rsk_fw_uncand(m, &m->ent[i], taint);
+		rsk_fw_uncand(m, &m->ent[i], taint, taint);
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m); /* the table's reference */
@@ -225,7 +266,7 @@ static int rsk_fw_data_clash(struct rsk_fw *m, struct rsk_fw_ent *self, uint64_t
 	for (i = 0; i < m->n; i++) {
 		if (&m->ent[i] == self || m->ent[i].data != data)
 			continue;
-		rsk_fw_uncand(m, &m->ent[i], 1);
+		rsk_fw_uncand(m, &m->ent[i], 1, 1);
 		clash = 1;
 	}
 	return clash;
@@ -233,29 +274,47 @@ static int rsk_fw_data_clash(struct rsk_fw *m, struct rsk_fw_ent *self, uint64_t
 
 static void rsk_fw_remove(struct rsk_fw *m, struct rsk_fw_ent *e)
 {
-	rsk_fw_uncand(m, e, 0); /* it stays lazy: every wait left on it is still ours */
+	rsk_fw_uncand(m, e, 0, 0); /* it stays lazy: every wait left on it is still ours */
 	*e = m->ent[--m->n];
+}
+
+/* A new candidate's kernel registration goes edge-triggered; one that cannot goes eager. */
+static int rsk_fw_cand_et(struct rsk_fw *m, struct rsk_fw_ent *e)
+{
+	if (rsk_fw_rereg(m, e, 1) == 0) {
+		if (m->sleeping)
+			rsk_fw_join(e, 1); /* a thread of this set sleeps already */
+		return 1;
+	}
+	rsk_fw_uncand(m, e, 1, 0);
+	(void)rsk_fw_rereg(m, e, 0);
+	return 0;
 }
 
 /*
  * Make @e a lazy candidate if its fd, events and data allow. An accelerated fd that cannot be
- * one goes eager for good: this set's waits would take its stale token for readiness. m
- * locked.
+ * one goes eager for good: this set's waits would take its stale token for readiness. The
+ * application's real epoll_ctl just set its registration (level-triggered). m locked.
  */
-static void rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
+static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et)
 {
 	struct rsk_sock *s;
 	struct rsk_conn *c;
-	int ok;
+	int ok, was = 0;
 
+	e->et = kernel_et; /* what the real call registered */
 	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
-		rsk_fw_uncand(m, e, 1);
-		rsk_fw_taint_fd(e->fd);
-		return;
+		was = e->s != NULL;
+		rsk_fw_uncand(m, e, 1, 0);
+		(void)rsk_fw_rereg(m, e, 0); /* a guess of rsk_fw_ctl_et that was wrong */
+		return rsk_fw_taint_fd(e->fd) || was;
 	}
-	if (e->s != NULL || !rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) ||
-	    (s = rsk_sock_get(e->fd)) == NULL)
-		return;
+	if (e->s != NULL)
+		return !rsk_fw_cand_et(m, e); /* new events of a candidate */
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) || (s = rsk_sock_get(e->fd)) == NULL) {
+		(void)rsk_fw_rereg(m, e, 0);
+		return 0;
+	}
 	c = s->conn;
 	ok = c != NULL && s->nfds == 1 && m->ncand < RSK_FW_MAX_CANDIDATES;
 	if (c != NULL) {
@@ -263,25 +322,42 @@ static void rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e)
 		ok = ok && !c->lazy_never && rsk_conn_can_lazy(c);
 		if (!ok)
 			c->lazy_never = 1;
+		was = c->lazy && !ok;
 		rsk_conn_set_lazy(c, e->fd, ok);
 		rsk_conn_unlock(c);
 	}
 	if (!ok) {
 		rsk_sock_put(s);
-		return;
+		(void)rsk_fw_rereg(m, e, 0);
+		return was;
 	}
 	e->s = s;
 	m->ncand++;
+	return !rsk_fw_cand_et(m, e);
 }
 
-static void rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev)
+/* rsk_fw_ctl_et guessed a candidate and no mirror took it: the application's events back. */
+static void rsk_fw_unguess(int epfd, int fd, const struct epoll_event *ev, int kernel_et)
+{
+	struct epoll_event kev;
+
+	if (!kernel_et || ev == NULL)
+		return;
+	kev = *ev;
+	(void)rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &kev);
+}
+
+/* Follow one epoll_ctl. Returns 1 when @fd's connection went eager and other mirrors may
+ * hold it (rsk_fw_walk_fd, once m is unlocked). m locked. */
+static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev,
+			     int kernel_et)
 {
 	struct rsk_fw_ent *e = rsk_fw_find(m, fd), *t;
 
 	if (op == EPOLL_CTL_DEL) {
 		if (e != NULL)
 			rsk_fw_remove(m, e);
-		return;
+		return 0;
 	}
 	if (op == EPOLL_CTL_ADD && e != NULL)
 		rsk_fw_remove(m, e); /* the number's earlier file was closed without a DEL */
@@ -291,7 +367,8 @@ static void rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epo
 
 			if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
 				m->dead = 1; /* cannot follow: the set ends eager (rsk_fw_wait) */
-				return;
+				rsk_fw_unguess(m->epfd, fd, ev, kernel_et);
+				return 0;
 			}
 			m->ent = t;
 			m->cap = cap;
@@ -302,17 +379,72 @@ static void rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epo
 	}
 	e->events = ev->events;
 	e->data = ev->data.u64;
-	rsk_fw_try_cand(m, e);
+	return rsk_fw_try_cand(m, e, kernel_et);
 }
 
-void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+/*
+ * Every mirror that holds @fd as a candidate lets it go, its connection eager, and gives the
+ * kernel the application's own events back (no EPOLLET), now rather than at that set's next
+ * look. No mirror lock held.
+ */
+static void rsk_fw_walk_fd(int fd)
 {
 	struct rsk_fw *m;
+	int epfd, cap, i;
+
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	cap = rsk_fw_tab_cap;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	for (epfd = 0; epfd < cap; epfd++) {
+		if ((m = rsk_fw_get(epfd)) == NULL)
+			continue;
+		pthread_mutex_lock(&m->lock);
+		for (i = 0; i < m->n; i++)
+			if (m->ent[i].fd == fd)
+				rsk_fw_uncand(m, &m->ent[i], 1, 1);
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+	}
+}
+
+/* @fd's connection goes eager for good, and no mirror keeps it edge-triggered. */
+static void rsk_fw_taint_all(int fd)
+{
+	if (rsk_fw_taint_fd(fd))
+		rsk_fw_walk_fd(fd);
+}
+
+int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct rsk_fw *m;
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+	int et;
+
+	if (op == EPOLL_CTL_DEL || ev == NULL || (ev->events & RSK_FW_NOT_LT))
+		return 0;
+	if ((m = rsk_fw_get(epfd)) == NULL)
+		return 0;
+	et = !m->dead && m->ncand < RSK_FW_MAX_CANDIDATES; /* a hint: no lock */
+	rsk_fw_put(m);
+	if (!et || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	c = s->conn;
+	et = c != NULL && s->nfds == 1 && !c->lazy_never && rsk_conn_can_lazy(c);
+	rsk_sock_put(s);
+	return et;
+}
+
+void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et)
+{
+	struct rsk_fw *m;
+	int walk;
 
 	rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
 	if ((m = rsk_fw_get(epfd)) == NULL) {
+		rsk_fw_unguess(epfd, fd, ev, kernel_et);
 		if (op != EPOLL_CTL_DEL)
-			rsk_fw_taint_fd(fd); /* a set we do not mirror sees the app end */
+			rsk_fw_taint_all(fd); /* a set we do not mirror sees the app end */
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
@@ -321,13 +453,16 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 	if (m->dead) {
 		pthread_mutex_unlock(&m->lock);
 		rsk_fw_put(m);
+		rsk_fw_unguess(epfd, fd, ev, kernel_et);
 		rsk_fw_kill(epfd, 1);
-		rsk_fw_taint_fd(fd);
+		rsk_fw_taint_all(fd);
 		return;
 	}
-	rsk_fw_ctl_locked(m, op, fd, ev);
+	walk = rsk_fw_ctl_locked(m, op, fd, ev, kernel_et);
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m);
+	if (walk)
+		rsk_fw_walk_fd(fd);
 }
 
 /* ---- looking ---- */
@@ -348,7 +483,7 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 	int ev = -1;
 
 	if (c == NULL) { /* the socket left its connection (a relay's pipe): the kernel's now */
-		rsk_fw_uncand(m, e, 0);
+		rsk_fw_uncand(m, e, 0, 1);
 		return -1;
 	}
 	rsk_conn_lock(c);
@@ -360,7 +495,7 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 	}
 	rsk_conn_unlock(c);
 	if (ev < 0) {
-		rsk_fw_uncand(m, e, 0);
+		rsk_fw_uncand(m, e, 0, 1);
 		return -1;
 	}
 	return ev & (int)(e->events | EPOLLERR | EPOLLHUP);
@@ -420,6 +555,8 @@ static int rsk_fw_filter(struct rsk_fw *m, struct epoll_event *ev, int n, int *n
 	*nk = 0;
 	for (i = 0; i < n; i++) {
 		e = rsk_fw_by_data(m, ev[i].data.u64);
+		if (e != NULL && e->s->conn != NULL)
+			rsk_conn_edge_seen(e->s->conn); /* before its stream is looked at */
 		if (e != NULL && !(ev[i].events & RSK_FW_KERNEL_BITS)) {
 			got = rsk_fw_ent_events(m, e);
 			if (got <= 0)
@@ -502,36 +639,41 @@ static int rsk_fw_look_locked(struct rsk_fw *m, struct epoll_event *ev, int max,
 /* ---- waiting ---- */
 
 /*
- * Before sleeping in the kernel: every lazy candidate's app end made exact (a stale token
- * taken back), then one more look, so nothing that came meanwhile is slept through. After
- * this a token is in the app end for any data, as on the eager path. m locked.
+ * Before sleeping in the kernel: this thread counts as a sleeper of every candidate's
+ * connection (the set's first sleeper makes the count), then one more look, so nothing
+ * that came before the count is slept through; whatever comes after it, the peer writes a
+ * token for, an edge the kernel reports. Stale tokens stay (a few are trimmed in one read once
+ * they pile up). No system call per connection. m locked; the caller ends the sleep with
+ * rsk_fw_sleep_end.
  */
 static int rsk_fw_prepare(struct rsk_fw *m, struct epoll_event *ev, int max)
 {
 	struct rsk_conn *c;
 	int i;
 
+	m->sleeping++;
 	for (i = 0; i < m->n; i++) {
-		if (m->ent[i].s == NULL)
+		if (m->ent[i].s == NULL || (c = m->ent[i].s->conn) == NULL)
 			continue;
-		c = m->ent[i].s->conn;
-		rsk_conn_lock(c);
-		(void)rsk_conn_exact(c, m->ent[i].fd);
-		rsk_conn_unlock(c);
+		rsk_fw_join(&m->ent[i], 1);
+		if (rsk_conn_tokens(c) >= RSK_CONN_TRIM_AT) {
+			rsk_conn_lock(c);
+			rsk_conn_trim(c, m->ent[i].fd);
+			rsk_conn_unlock(c);
+		}
 	}
 	return rsk_fw_look(m, ev, max, 1, 0, rsk_now_us());
 }
 
-/* How long to spin before sleeping (see RSK_FW_STALE_US). m locked. */
-static int64_t rsk_fw_spin_budget(struct rsk_fw *m)
+/* A sleep (or its prepare) is over; the set's last sleeper ends the counts. m locked. */
+static void rsk_fw_sleep_end(struct rsk_fw *m)
 {
-	int64_t us = (int64_t)rsk_config.spin_us;
 	int i;
 
-	for (i = 0; i < m->n && us < RSK_FW_SPIN_MAX_US; i++)
-		if (m->ent[i].s != NULL && rsk_conn_tokens(m->ent[i].s->conn) != 0)
-			us += RSK_FW_STALE_US;
-	return us < RSK_FW_SPIN_MAX_US ? us : RSK_FW_SPIN_MAX_US;
+	if (--m->sleeping > 0)
+		return;
+	for (i = 0; i < m->n; i++)
+		rsk_fw_join(&m->ent[i], 0);
 }
 
 /*
@@ -545,9 +687,7 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_
 	unsigned int rounds = 0;
 	int n;
 
-	pthread_mutex_lock(&m->lock);
-	budget = rsk_fw_spin_budget(m);
-	pthread_mutex_unlock(&m->lock);
+	budget = (int64_t)rsk_config.spin_us;
 	*spent_us = 0;
 	while (now - start < budget) {
 		rsk_cpu_relax();
@@ -577,24 +717,25 @@ static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 			const sigset_t *mask)
 {
 	int64_t end = timeout > 0 ? rsk_now_us() + (int64_t)timeout * 1000 : 0;
-	int n, ms = timeout;
+	int n, got, ms = timeout;
 
 	for (;;) {
 		pthread_mutex_lock(&m->lock);
 		n = rsk_fw_prepare(m, ev, max);
+		if (n != 0)
+			rsk_fw_sleep_end(m);
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
-		n = mask != NULL ? (int)rsk_sys_ret(RSK_REAL(epoll_pwait)(m->epfd, ev, max, ms, mask))
-				 : rsk_sys_epoll_wait(m->epfd, ev, max, ms);
-		if (n <= 0)
-			return n; /* the timeout, or an error (EINTR) the application must see */
+		got = mask != NULL ? (int)rsk_sys_ret(RSK_REAL(epoll_pwait)(m->epfd, ev, max, ms, mask))
+				   : rsk_sys_epoll_wait(m->epfd, ev, max, ms);
 		pthread_mutex_lock(&m->lock);
+		rsk_fw_sleep_end(m);
 		m->gen++;
-		n = rsk_fw_filter(m, ev, n, &(int){0});
+		n = got > 0 ? rsk_fw_filter(m, ev, got, &(int){0}) : got;
 		pthread_mutex_unlock(&m->lock);
-		if (n > 0)
-			return n;
+		if (got <= 0 || n > 0)
+			return n; /* events; the timeout; an error (EINTR) the application must see */
 		if (timeout > 0) { /* only stale tokens woke us: sleep on for what is left */
 			int64_t left = end - rsk_now_us();
 
@@ -673,27 +814,12 @@ void rsk_fw_range_gone(unsigned int first, unsigned int last)
 void rsk_fw_fd_shared(int fd)
 {
 	rsk_fw_kill(fd, 1);
-	rsk_fw_taint_fd(fd);
+	rsk_fw_taint_all(fd);
 }
 
 void rsk_fw_fd_relayed(int fd)
 {
-	struct rsk_fw *m;
-	int epfd, cap, i;
-
-	pthread_mutex_lock(&rsk_fw_tab_lock);
-	cap = rsk_fw_tab_cap;
-	pthread_mutex_unlock(&rsk_fw_tab_lock);
-	for (epfd = 0; epfd < cap; epfd++) {
-		if ((m = rsk_fw_get(epfd)) == NULL)
-			continue;
-		pthread_mutex_lock(&m->lock);
-		for (i = 0; i < m->n; i++)
-			if (m->ent[i].fd == fd)
-				rsk_fw_uncand(m, &m->ent[i], 1);
-		pthread_mutex_unlock(&m->lock);
-		rsk_fw_put(m);
-	}
+	rsk_fw_walk_fd(fd);
 }
 
 void rsk_fw_poll_shared(void *pollfds, unsigned long n)

@@ -1,7 +1,8 @@
 /*
  * The user-space epoll fast path (RDMASOCK_FASTWAIT): a mirror of each epoll set this process
  * created, so that epoll_wait answers from the rings of its lazy connections without a
- * system call, and their app ends are made exact only before the thread sleeps in the kernel.
+ * system call; the kernel holds those edge-triggered, so a sleep leaves their stale tokens in
+ * place and their peers write one token, an edge, for a sleeping thread.
  * See docs/design.md "Readiness: the fast path" for the rules and why each case keeps the
  * eager tokens. All entry points are cheap no-ops while no mirror exists.
  */
@@ -19,8 +20,16 @@ extern int rsk_fw_active;
 /* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
 void rsk_fw_created(int epfd);
 
-/* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded: follow it. */
-void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+/*
+ * Before the real epoll_ctl(@epfd, @op, @fd, @ev): 1 if the kernel should get @ev's events |
+ * EPOLLET, because @fd will likely be a lazy candidate of the set (its mirror decides after
+ * the call, and gives the application's events back if not): saves a MOD per ADD/MOD.
+ */
+int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
+ * follow it. */
+void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);
 
 /*
  * epoll_wait/epoll_pwait on @epfd through its mirror. Returns 1 with the wait's result (a

@@ -290,6 +290,28 @@ int rsk_conn_exact(struct rsk_conn *c, int app_fd)
 	return 0;
 }
 
+void rsk_conn_sleep(struct rsk_conn *c, int on)
+{
+	rsk_ready_sleep(rsk_ep_ready(c->ep), on);
+}
+
+void rsk_conn_edge_seen(struct rsk_conn *c)
+{
+	rsk_ready_edge_seen(rsk_ep_ready(c->ep));
+}
+
+void rsk_conn_trim(struct rsk_conn *c, int app_fd)
+{
+	struct rsk_ready_state *rs = rsk_ep_ready(c->ep);
+
+	/* One token stays: should the connection go eager, a readable stream must still have
+	 * one (rsk_conn_sync_rx leaves a readable SHOWN as it is). */
+	if (c->lazy && !c->eof_shown && !c->hup_shown && !c->relayed &&
+	    (__atomic_load_n(&rs->rx, __ATOMIC_SEQ_CST) & RSK_RX_SHOWN) &&
+	    rsk_ready_unread(rs) >= RSK_CONN_TRIM_AT)
+		(void)rsk_ready_trim(rs, app_fd, 1);
+}
+
 /* Plain: open both ways, nothing the app end must show by its own shutdown. */
 static int rsk_conn_plain(const struct rsk_conn *c)
 {

@@ -44,7 +44,9 @@ struct rsk_conn {
 	/* Lazy readiness (calls/fastwait.c): every wait on the app end is one of ours that looks
 	 * at the stream first, so a drained app end keeps its token ("stale SHOWN") and the
 	 * peer, finding it SHOWN, writes none. Data still always means a token; only "token
-	 * means data" is given up, and made true again before anyone sleeps in the kernel. */
+	 * means data" is given up: the kernel holds the app end edge-triggered in the mirrored
+	 * sets, and a thread about to sleep there counts itself (rsk_conn_sleep) so the peer
+	 * writes it one token, an edge; a blocking recv makes it exact before it sleeps. */
 	int lazy;
 	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
 	/* what getsockname/getpeername report, and the options set since */
@@ -133,6 +135,20 @@ void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on);
  * (then nothing was taken: the caller need not sleep).
  */
 int rsk_conn_exact(struct rsk_conn *c, int app_fd);
+
+/*
+ * A thread is about to sleep in the kernel on an edge-triggered registration of a lazy
+ * connection's app end (@on 1, before it rechecks the stream), or is done (@on 0): the peer
+ * then writes one token, an edge, for data that comes meanwhile (base/ready.h, `sleep`). No
+ * lock needed.
+ */
+void rsk_conn_sleep(struct rsk_conn *c, int on);
+/* The kernel reported the app end: before the stream is looked at (no lock needed). */
+void rsk_conn_edge_seen(struct rsk_conn *c);
+/* Stale tokens piled up in a lazy app end (one per such edge): take all but one back, in one
+ * read, once there are RSK_CONN_TRIM_AT of them. Lock held. */
+#define RSK_CONN_TRIM_AT 16u
+void rsk_conn_trim(struct rsk_conn *c, int app_fd);
 
 /*
  * The readiness a lazy connection's app end would show if it were exact, as EPOLL* bits

@@ -853,8 +853,9 @@ static void rsk_shm_kick(struct rsk_ep *ep, unsigned int what)
 		kind = rsk_ready_claim_rx(rs, edge, &word);
 		/* The reader may have taken every message of ours since it looked (it lowered,
 		 * then our claim raised): a token now would show readable with nothing to
-		 * read, and a select()-then-read() program would block in read. */
-		if (kind && rsk_shm_tx_room(e) == (int)e->base.nbuf)
+		 * read, and a select()-then-read() program would block in read. (A sleeping
+		 * lazy owner's edge is always written: its token shows nothing new.) */
+		if (kind && kind != RSK_CLAIM_WAKE && rsk_shm_tx_room(e) == (int)e->base.nbuf)
 			rsk_ready_unclaim_rx(rs, word, kind);
 		else if (kind)
 			e->owe_tokens++;

@@ -13,7 +13,7 @@
 #include "transport.h"
 
 #define RSK_SHM_MAGIC 0x4b53524du /* "MRSK" */
-#define RSK_SHM_VERSION 3u
+#define RSK_SHM_VERSION 4u
 #define RSK_SHM_MAX_NBUF 1024u
 #define RSK_SHM_MAX_BUF (4u << 20)
 

@@ -1,10 +1,13 @@
 /*
- * Unit tests for core/calls/fastwait.c over a real in-process shm connection: a mirrored
+ * Unit tests for core/calls/fastwait.c over real in-process shm connections: a mirrored
  * epoll set answers a lazy connection from user space (and the kernel's view of it may be
- * stale); a real report of a stale token is filtered out; a wait that sleeps makes the app
- * end exact first and wakes for the next message; a kernel fd in the same set is reported
- * within the fairness bound while the connection stays ready; edge-triggered registrations,
- * dup, poll and fork-like events leave the connection eager and exact; close takes it out.
+ * stale); a real report of a stale token is filtered out; a lazy connection is registered
+ * edge-triggered in the kernel, so a wait that sleeps leaves every stale token in place (no
+ * read per connection) and is woken by one token its peer writes for it; tokens that pile
+ * up are trimmed in one read; a kernel fd in the same set is reported within the fairness
+ * bound while the connection stays ready; edge-triggered registrations, dup, poll and
+ * fork-like events leave the connection eager and exact, with the application's own events
+ * given back to the kernel; close takes it out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -21,7 +25,9 @@
 #include <cmocka.h>
 
 #include "base/ready.h"
+#include "base/clock.h"
 #include "conn/conn.h"
+#include "transport/shm.h"
 #include "transport/transport.h"
 #include "unit.h"
 #include "unit_cm.h"
@@ -30,23 +36,31 @@
 /* The fairness bound of fastwait.c (user-space answers between two real looks). */
 #define FAIR_RETURNS 16
 
+/* More connections for the tests that drain several (client and server ends). */
+#define MORE 3
+
 struct fx {
 	int l, cl, sv, ep;
+	struct sockaddr_in a;
+	int mcl[MORE], msv[MORE];
 };
 static struct fx F;
 
 static int setup(void **state)
 {
-	struct sockaddr_in a;
+	struct sockaddr_in *a = &F.a;
+	int i;
 
 	(void)state;
+	for (i = 0; i < MORE; i++)
+		F.mcl[i] = F.msv[i] = -1;
 	ucl_config_shm();
 	rsk_config.fastwait = 1;
 	rsk_config.buf_count = 8;
 	rsk_config.buf_size = 4096;
-	F.l = ucl_listen(&a);
+	F.l = ucl_listen(a);
 	F.cl = ucl_socket(0);
-	assert_int_equal(ucl_connect(F.cl, &a, NULL), 0);
+	assert_int_equal(ucl_connect(F.cl, a, NULL), 0);
 	F.sv = ucl_accept(F.l, SOCK_NONBLOCK);
 	assert_true(F.sv >= 0);
 	assert_non_null(ucl_sock(F.sv)->conn);
@@ -59,9 +73,17 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	int i;
+
 	(void)state;
 	rsk_fw_fd_gone(F.ep);
 	close(F.ep);
+	for (i = 0; i < MORE; i++) {
+		if (F.msv[i] >= 0)
+			ucl_close(F.msv[i]);
+		if (F.mcl[i] >= 0)
+			ucl_close(F.mcl[i]);
+	}
 	ucl_close(F.cl);
 	if (F.sv >= 0)
 		ucl_close(F.sv);
@@ -74,13 +96,70 @@ static struct rsk_conn *conn_of(int fd)
 	return ucl_sock(fd)->conn;
 }
 
-/* epoll_ctl as preload/epoll.c: the real call, then the mirror follows it. */
+static struct rsk_ready_state *rs_of(int fd)
+{
+	return rsk_ep_ready(conn_of(fd)->ep);
+}
+
+static uint32_t raised_of(int fd)
+{
+	return __atomic_load_n(&rs_of(fd)->rx, __ATOMIC_SEQ_CST) >> 1;
+}
+
+static uint32_t taken_of(int fd)
+{
+	return __atomic_load_n(&rs_of(fd)->taken, __ATOMIC_SEQ_CST);
+}
+
+static void more_conns(void)
+{
+	int i;
+
+	for (i = 0; i < MORE; i++) {
+		F.mcl[i] = ucl_socket(0);
+		assert_int_equal(ucl_connect(F.mcl[i], &F.a, NULL), 0);
+		F.msv[i] = ucl_accept(F.l, SOCK_NONBLOCK);
+		assert_true(F.msv[i] >= 0);
+		assert_non_null(conn_of(F.msv[i]));
+	}
+}
+
+/* The events the kernel holds for @fd's registration in the set (/proc fdinfo; without the
+ * ERR and HUP it always adds), or -1. */
+static long kernel_events(int fd)
+{
+	char path[64], line[256];
+	int tfd;
+	unsigned int events;
+	long found = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", F.ep);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "tfd: %d events: %x", &tfd, &events) == 2 && tfd == fd)
+			found = (long)(events & ~(unsigned int)(EPOLLERR | EPOLLHUP));
+	fclose(f);
+	return found;
+}
+
+/* epoll_ctl as preload/epoll.c: EPOLLET for a likely candidate, the real call, then the
+ * mirror follows it. @guess 0: without the guess (the mirror sets EPOLLET itself). */
+static void ctl_guess(int op, int fd, uint32_t events, uint64_t data, int guess)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = data}, kev = ev;
+	int et = guess && rsk_fw_ctl_et(F.ep, op, fd, &ev);
+
+	if (et)
+		kev.events |= EPOLLET;
+	assert_int_equal(epoll_ctl(F.ep, op, fd, &kev), 0);
+	rsk_fw_ctl(F.ep, op, fd, &ev, et);
+}
+
 static void ctl(int op, int fd, uint32_t events, uint64_t data)
 {
-	struct epoll_event ev = {.events = events, .data.u64 = data};
-
-	assert_int_equal(epoll_ctl(F.ep, op, fd, &ev), 0);
-	rsk_fw_ctl(F.ep, op, fd, &ev);
+	ctl_guess(op, fd, events, data, 1);
 }
 
 /* epoll_wait as preload/epoll.c, which must be served by the mirror. */
@@ -100,17 +179,27 @@ static int kernel_readable(int fd)
 	return (p.revents & POLLIN) != 0;
 }
 
+static void send_on(int fd, const char *s)
+{
+	assert_int_equal(ucl_send(fd, s, strlen(s), 0), (ssize_t)strlen(s));
+}
+
 static void send1(const char *s)
 {
-	assert_int_equal(ucl_send(F.cl, s, strlen(s), 0), (ssize_t)strlen(s));
+	send_on(F.cl, s);
+}
+
+static void drain_fd(int fd)
+{
+	char b[256];
+
+	assert_true(ucl_recv(fd, b, sizeof(b), 0) > 0);
+	assert_int_equal(ucl_recv(fd, b, sizeof(b), 0), -EAGAIN);
 }
 
 static void drain(void)
 {
-	char b[256];
-
-	assert_true(ucl_recv(F.sv, b, sizeof(b), 0) > 0);
-	assert_int_equal(ucl_recv(F.sv, b, sizeof(b), 0), -EAGAIN);
+	drain_fd(F.sv);
 }
 
 /* Answered from user space; the kernel's (stale) view is filtered; no token per message. */
@@ -151,41 +240,157 @@ static void test_user_space_answers(void **state)
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
 }
 
+/* Registered lazy, one message answered and drained: the app end keeps its stale token. */
+static void make_stale_on(int fd)
+{
+	struct epoll_event ev[4];
+
+	ctl(EPOLL_CTL_ADD, fd, EPOLLIN, 1);
+	assert_int_equal(conn_of(fd)->lazy, 1);
+	send1("s");
+	assert_int_equal(fw_wait(ev, 4, 0), 1);
+	drain();
+	assert_true(kernel_readable(fd));
+}
+
+static void make_stale(void)
+{
+	make_stale_on(F.sv);
+}
+
+static void assert_eager_exact(void);
+
+/* A sender that posts once the server's connection counts a sleeper (bounded: 10 s). */
 struct later {
 	pthread_t t;
-	int ms;
+	int cl, sv;
+	int saw_sleeper;
 };
 
 static void *later_send(void *arg)
 {
 	struct later *w = arg;
+	int64_t end = rsk_now_us() + 10 * 1000 * 1000;
 
-	unit_sleep_ms(w->ms);
-	send1("wake");
+	while (!(w->saw_sleeper = (__atomic_load_n(&rs_of(w->sv)->sleep, __ATOMIC_SEQ_CST) >>
+				   1) != 0) &&
+	       rsk_now_us() < end)
+		unit_sleep_ms(1);
+	unit_sleep_ms(5); /* into the kernel's wait, most likely (either way it must wake) */
+	send_on(w->cl, "wake");
 	return NULL;
 }
 
-/* A wait that sleeps takes the stale token back first, so it sleeps, and the next message
- * (its token written because the app end is EMPTY now) wakes it. */
-static void test_sleep_is_exact(void **state)
+/*
+ * Sleeps in O(1) system calls: a set with several drained lazy connections sleeps and no
+ * stale token is taken back (the old path read one per connection before every sleep);
+ * their registrations are edge-triggered so the stale tokens do not end the sleep. A post to
+ * one of them while the thread sleeps wakes it with exactly one token, the edge its peer
+ * wrote because the connection counted a sleeper; the others get none, and the count ends
+ * with the sleep.
+ */
+static void test_sleep_keeps_stale_tokens(void **state)
 {
-	struct epoll_event ev[4];
-	struct later w = {.ms = 30};
+	struct epoll_event ev[8];
+	struct later w = {0};
+	int sv[MORE + 1], cl[MORE + 1], i, k = 2;
+	uint32_t taken[MORE + 1], raised[MORE + 1];
 
 	(void)state;
 	rsk_config.spin_us = 0;
-	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
-	send1("x");
+	more_conns();
+	sv[0] = F.sv;
+	cl[0] = F.cl;
+	for (i = 0; i < MORE; i++) {
+		sv[i + 1] = F.msv[i];
+		cl[i + 1] = F.mcl[i];
+	}
+	for (i = 0; i <= MORE; i++) {
+		ctl(EPOLL_CTL_ADD, sv[i], EPOLLIN, (uint64_t)i + 100);
+		assert_int_equal(conn_of(sv[i])->lazy, 1);
+		assert_int_equal(kernel_events(sv[i]), EPOLLIN | EPOLLET);
+		send_on(cl[i], "x");
+	}
+	assert_int_equal(fw_wait(ev, 8, 0), MORE + 1);
+	for (i = 0; i <= MORE; i++) {
+		drain_fd(sv[i]);
+		assert_true(kernel_readable(sv[i])); /* stale */
+		taken[i] = taken_of(sv[i]);
+		raised[i] = raised_of(sv[i]);
+	}
+	assert_int_equal(fw_wait(ev, 8, 20), 0); /* slept the timeout: nothing was ready */
+	for (i = 0; i <= MORE; i++) {
+		assert_int_equal(taken_of(sv[i]), taken[i]); /* no read of a stale token */
+		assert_true(kernel_readable(sv[i]));        /* it stayed */
+		assert_int_equal(rs_of(sv[i])->sleep, 0);   /* the sleep is over */
+	}
+	w.cl = cl[k];
+	w.sv = sv[k];
+	assert_int_equal(pthread_create(&w.t, NULL, later_send, &w), 0);
+	assert_int_equal(fw_wait(ev, 8, 10000), 1);
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	assert_true(w.saw_sleeper);
+	assert_int_equal(ev[0].events, EPOLLIN);
+	assert_true(ev[0].data.u64 == (uint64_t)k + 100);
+	for (i = 0; i <= MORE; i++) {
+		assert_int_equal(raised_of(sv[i]), raised[i] + (i == k)); /* the one edge */
+		assert_int_equal(taken_of(sv[i]), taken[i]);
+		assert_int_equal(rs_of(sv[i])->sleep >> 1, 0);
+	}
+	drain_fd(sv[k]);
+	/* awake again: further messages need no token */
+	send_on(cl[k], "y");
+	assert_int_equal(fw_wait(ev, 8, 0), 1);
+	drain_fd(sv[k]);
+	assert_int_equal(raised_of(sv[k]), raised[k] + 1);
+}
+
+/* Stale tokens that piled up (one per edge) are trimmed in one read before a sleep, down to
+ * one: the app end never fills, so an edge can always be written. */
+static void test_sleep_trims_piled_tokens(void **state)
+{
+	struct epoll_event ev[4];
+	struct rsk_ready_state *rs;
+	int peer_ctl, i;
+
+	(void)state;
+	rsk_config.spin_us = 0;
+	make_stale_on(F.sv);
+	rs = rs_of(F.sv);
+	peer_ctl = rsk_shm_peer_ctl(conn_of(F.cl)->ep); /* the waker's end of the server's pair */
+	assert_true(peer_ctl >= 0);
+	for (i = 0; i < (int)RSK_CONN_TRIM_AT; i++) { /* as that many kicks would */
+		rsk_ready_count_raise(rs);
+		rsk_ready_token(rs, peer_ctl);
+	}
+	assert_true(rsk_ready_unread(rs) > RSK_CONN_TRIM_AT);
+	assert_int_equal(fw_wait(ev, 4, 1), 0);
+	assert_int_equal(rsk_ready_unread(rs), 1);
+	assert_true(kernel_readable(F.sv));
+	send1("z"); /* still lazy, still answered */
 	assert_int_equal(fw_wait(ev, 4, 0), 1);
 	drain();
-	assert_true(kernel_readable(F.sv)); /* stale */
-	assert_int_equal(fw_wait(ev, 4, 20), 0); /* slept the timeout: nothing was ready */
-	assert_false(kernel_readable(F.sv));    /* exact since the sleep */
-	assert_int_equal(pthread_create(&w.t, NULL, later_send, &w), 0);
-	assert_int_equal(fw_wait(ev, 4, 10000), 1);
-	assert_int_equal(ev[0].events, EPOLLIN);
-	assert_int_equal(pthread_join(w.t, NULL), 0);
-	drain();
+}
+
+/* Going eager gives the kernel the application's own (level-triggered) events back at once;
+ * a candidate's new events stay edge-triggered underneath. */
+static void test_taint_restores_registration(void **state)
+{
+	(void)state;
+	make_stale();
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN | EPOLLRDHUP, 1);
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLRDHUP | EPOLLET);
+	ctl_guess(EPOLL_CTL_MOD, F.sv, EPOLLIN, 1, 0); /* registered LT: the mirror MODs it */
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN | EPOLLRDHUP, 1);
+	rsk_fw_fd_shared(F.sv); /* as dup() */
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLRDHUP);
+	assert_eager_exact();
+	/* eager for good: a new registration is not guessed edge-triggered */
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN, 1);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
 }
 
 /* A kernel fd in the same set is reported within the fairness bound while the lazy
@@ -228,17 +433,6 @@ static void assert_eager_exact(void)
 	assert_false(kernel_readable(F.sv)); /* drained: the token went with the data */
 }
 
-static void make_stale(void)
-{
-	struct epoll_event ev[4];
-
-	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
-	assert_int_equal(conn_of(F.sv)->lazy, 1);
-	send1("s");
-	assert_int_equal(fw_wait(ev, 4, 0), 1);
-	drain();
-	assert_true(kernel_readable(F.sv));
-}
 
 static void test_dup_goes_eager(void **state)
 {
@@ -299,7 +493,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_user_space_answers, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sleep_is_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sleep_keeps_stale_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sleep_trims_piled_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_taint_restores_registration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fairness, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dup_goes_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_edge_triggered_is_eager, setup, teardown),

@@ -4,7 +4,8 @@
  * raised - dropped - taken = tokens in the app end or on their way). The waker's side: a
  * claim from EMPTY shows, a claim while SHOWN gives an extra arrival edge only when asked and
  * only up to RSK_READY_EDGE_MAX unread, a token whose write fails is dropped, an unclaim
- * after the reader consumed everything leaves nothing shown. The owner's side: lower takes
+ * after the reader consumed everything leaves nothing shown; a lazy owner asleep on an
+ * edge-triggered registration gets one edge per sleep. The owner's side: lower takes
  * exactly the tokens of the state it leaves (not those a waker raised since), goes back to
  * SHOWN when data came meanwhile, waits once for a stalled waker and never again for the
  * same token ("late"), and collects that token once it comes; block/open/drain make the app
@@ -257,6 +258,84 @@ static void test_lazy_owner_no_edges(void **state)
 	assert_exact(&p);
 	p.st.lazy = 0; /* eager again: the edges resume */
 	assert_int_equal(rsk_ready_claim_rx(&p.st, 1, NULL), RSK_CLAIM_EDGE);
+	rsk_ready_token(&p.st, p.ctl);
+	assert_exact(&p);
+	rp_close(&p);
+}
+
+/*
+ * A lazy owner asleep on an edge-triggered registration (its stale token stays): the first
+ * message after it counted its sleep gets one token, an edge (a kick), the next ones none
+ * until that edge's report is taken (edge_seen), and none once the sleep ended. Two sleepers
+ * still share one edge. EMPTY shows as always, and leaves no kick claimed behind it.
+ */
+static void test_lazy_sleeper_one_edge(void **state)
+{
+	struct rp p;
+
+	(void)state;
+	rp_open(&p);
+	p.st.lazy = 1;
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_SHOW); /* the token that goes stale */
+	assert_int_equal(wake(&p, 0), 0);             /* awake: nothing */
+	rsk_ready_sleep(&p.st, 1);
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE);
+	assert_true(shown(&p));
+	assert_int_equal(wake(&p, 0), 0); /* one edge per sleep */
+	assert_int_equal(wake(&p, 1), 0);
+	assert_int_equal(raised(&p), 2);
+	assert_exact(&p);
+	assert_int_equal(queued(p.app), 2); /* both stay: nobody took one back */
+	rsk_ready_edge_seen(&p.st);         /* a report taken: the sleeper looks at the ring */
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE);
+	rsk_ready_sleep(&p.st, 1); /* a second sleeper: the pending edge is for both */
+	assert_int_equal(wake(&p, 0), 0);
+	rsk_ready_sleep(&p.st, 0);
+	rsk_ready_sleep(&p.st, 0);
+	rsk_ready_edge_seen(&p.st);
+	assert_int_equal(wake(&p, 0), 0); /* nobody sleeps */
+	assert_int_equal(raised(&p), 3);
+	assert_exact(&p);
+	/* EMPTY with a sleeper: a plain SHOW (its token is the edge), no kick claimed */
+	assert_int_equal(rsk_ready_lower(&p.st, &p.o, p.app, no, NULL), 1);
+	rsk_ready_sleep(&p.st, 1);
+	assert_int_equal(rsk_ready_claim_rx(&p.st, 0, NULL), RSK_CLAIM_SHOW);
+	assert_int_equal(p.st.sleep & RSK_SLEEP_KICKED, 0);
+	rsk_ready_token(&p.st, p.ctl);
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE);
+	rsk_ready_sleep(&p.st, 0);
+	assert_exact(&p);
+	rp_close(&p);
+}
+
+/* Stale tokens are trimmed in one read down to the number kept; nothing when at or below it. */
+static void test_trim_keeps(void **state)
+{
+	struct rp p;
+	int i;
+
+	(void)state;
+	rp_open(&p);
+	p.st.lazy = 1;
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_SHOW);
+	for (i = 0; i < 9; i++) {
+		rsk_ready_sleep(&p.st, 1);
+		assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE);
+		rsk_ready_edge_seen(&p.st);
+		rsk_ready_sleep(&p.st, 0);
+	}
+	assert_int_equal(queued(p.app), 10);
+	assert_int_equal(rsk_ready_trim(&p.st, p.app, 1), 9);
+	assert_int_equal(queued(p.app), 1);
+	assert_int_equal(p.st.taken, 9);
+	assert_true(shown(&p));
+	assert_exact(&p);
+	assert_int_equal(rsk_ready_trim(&p.st, p.app, 1), 0);
+	assert_int_equal(queued(p.app), 1);
+	/* one counted and not written yet: only what is there is taken */
+	rsk_ready_count_raise(&p.st);
+	assert_int_equal(rsk_ready_trim(&p.st, p.app, 0), 1);
+	assert_int_equal(rsk_ready_unread(&p.st), 1);
 	rsk_ready_token(&p.st, p.ctl);
 	assert_exact(&p);
 	rp_close(&p);
@@ -992,6 +1071,8 @@ int main(void)
 		T(test_pair),
 		T(test_claim_show_and_edges),
 		T(test_lazy_owner_no_edges),
+		T(test_lazy_sleeper_one_edge),
+		T(test_trim_keeps),
 		T(test_edge_bound_counts_drops),
 		T(test_failed_token_is_dropped),
 		T(test_unclaim_after_reader_consumed),
