@@ -826,6 +826,7 @@ void rsk_conn_atfork_child(void)
 	/* The lock may have been held by another thread at fork: start from a fresh one. */
 	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
 	rsk_conn_sleepers = 0; /* the other threads' sleeps stayed in the parent */
+	rsk_conn_nquiet = 0;   /* and the quiet endpoints (verbs) with them: never shared */
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the parent's watches; the loop forgot them (evloop.c) */
 		memset(r->ev_w, 0, sizeof(r->ev_w));
@@ -955,6 +956,8 @@ static struct rsk_conn_rec *rsk_conn_rec_take(struct rsk_conn *c)
 	if (r != NULL)
 		HASH_DEL(rsk_conn_reg, r);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	if (r != NULL && rsk_ep_arm(c->ep, 1)) /* no scan looks for it any more */
+		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
 	if (r != NULL)
 		rsk_conn_unwatch(r);
 	return r;
