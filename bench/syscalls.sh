@@ -27,7 +27,8 @@
 # Soft-RoCE guest (opt-in, heavy: boots qemu TCG, ~1-3 min): BENCH_VM=1 adds, BENCH_VM=only
 # runs only, sockperf pp over verbs inside test/vm's guest under strace -f -c (the guest has
 # no perf), plain kernel TCP across the veth pair vs the library with RDMASOCK_TRANSPORT=verbs
-# and RDMASOCK_SPIN_US=BENCH_VM_SPIN_US (default 200000: waits spin rather than sleep).
+# and RDMASOCK_SPIN_US=BENCH_VM_SPIN_US (default 200000: waits spin rather than sleep); then
+# the same pairs untraced for their latency only (BVM-LAT lines, 3 s each, interleaved).
 # See bench/syscalls_vm_guest.sh.
 #
 # Usage: bash bench/syscalls.sh                 (~2 min: 3 reps x 3 workloads x 2 sides)
@@ -414,6 +415,6 @@ echo "ctx sw = context switches per op; CPU us = task-clock per op (spinning inc
 	echo "loop iterations (and so fewer clock_gettime calls, a real syscall on this guest's clocksource"
 	echo "when it is not tsc) than it would untraced. Runs and the fd attribution (strace -f -y):"
 	echo
-	grep -a -E 'BVM-(RUN|ATTR|FAIL)' "$VM_OUT" | sed 's/^.*\(BVM-[A-Z]*\) /- \1 /' | tr -d '\r'
+	grep -a -E 'BVM-(RUN|ATTR|LAT|FAIL)' "$VM_OUT" | sed 's/^.*\(BVM-[A-Z]*\) /- \1 /' | tr -d '\r'
 }
 exit 0

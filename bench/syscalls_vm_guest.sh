@@ -11,7 +11,8 @@
 # call with its fd's kind) attributes read/write/ioctl to uverbs (rxe's post_send doorbell is
 # a write there), the completion channel, eventfd, epoll, sockets. Results: one "BVM-RESULT
 # <json>" line per counted process, in the format bench/syscalls.sh reads; "BVM-ATTR" lines
-# for the attribution; "BVM-RUN" per run; "BVM-INFO" once.
+# for the attribution; "BVM-RUN" per run; "BVM-LAT" per untraced latency run (after the
+# counted ones, interleaved, BVM_LAT_SECS each); "BVM-INFO" once.
 # Env (from the host): BVM_LIB, BVM_REPS, BVM_SECS, BVM_SHORT_SECS, BVM_SPIN_US. Every step
 # is bounded.
 set -u
@@ -173,10 +174,36 @@ marginal() {
 	done
 }
 
+# lat SIDE REP: one untraced pp run (-t BVM_LAT_SECS): the latency without strace's stops,
+# which cost a millisecond each under TCG and wait for a free vCPU while both ends spin.
+lat() {
+	local side=$1 rep=$2 spid i out port avg
+	port=$((PORT++))
+	side_env "$side" /tmp/stats-lat.jsonl
+	"${SE[@]}" sockperf sr --tcp -i "$SRV" -p "$port" >/tmp/srv.out 2>&1 &
+	spid=$!
+	for ((i = 0; i < 200; i++)); do
+		listens "$port" && break
+		alive "$spid" || break
+		sleep 0.1
+	done
+	out=$(timeout -k 2 $((LAT_SECS + 60)) "${SE[@]}" sockperf pp --tcp -i "$SRV" -p "$port" -m 64 \
+		-t "$LAT_SECS" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
+	stop "$spid" INT 10
+	avg=$(echo "$out" | sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p')
+	echo "BVM-LAT $side rep $rep (untraced, -t $LAT_SECS): one-way avg ${avg:-?} us," \
+		"$(echo "$out" | sed -n 's/.*\[Total Run\].*ReceivedMessages=\([0-9]*\).*/\1/p') round trips"
+}
+LAT_SECS=${BVM_LAT_SECS:-3}
+
 echo "BVM-INFO kernel $(uname -r), $(nproc) vCPUs (qemu TCG), strace $(strace -V 2>/dev/null | head -n 1 | awk '{print $NF}'), sockperf pp -m 64 -t $SECS, $REPS reps, lib: RDMASOCK_TRANSPORT=verbs RDMASOCK_TCP_FIRST=off RDMASOCK_SPIN_US=$SPIN, clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
 for ((r = 1; r <= REPS; r++)); do
 	marginal plain c "$r"
 	marginal lib c "$r"
 done
 marginal lib y attr
+for ((r = 1; r <= REPS; r++)); do
+	lat plain "$r"
+	lat lib "$r"
+done
 exit 0

@@ -76,21 +76,25 @@ static int rsk_timeout_left(int timeout, int spent)
 RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
-	int rc, spent;
+	int rc, spent, k;
 
 	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, NULL, &rc))
 		return (int)rsk_ret(rc);
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
 	if (rc != 0)
 		return rc;
-	return RSK_REAL(epoll_wait)(epfd, ev, max, rsk_timeout_left(timeout, spent));
+	timeout = rsk_timeout_left(timeout, spent);
+	k = rsk_io_kwait_begin(timeout);
+	rc = RSK_REAL(epoll_wait)(epfd, ev, max, timeout);
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 			   const sigset_t *mask)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
-	int rc, spent;
+	int rc, spent, k;
 
 	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, mask, &rc))
 		return (int)rsk_ret(rc);
@@ -98,13 +102,22 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
 	if (rc != 0)
 		return rc;
-	return RSK_REAL(epoll_pwait)(epfd, ev, max, rsk_timeout_left(timeout, spent), mask);
+	timeout = rsk_timeout_left(timeout, spent);
+	k = rsk_io_kwait_begin(timeout);
+	rc = RSK_REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *tmo, const sigset_t *mask)
 {
+	int rc, k;
+
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_fd_shared(epfd); /* not mirrored: the set's lazy connections go eager */
-	return RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
+	k = rsk_io_kwait_begin(tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0 ? 0 : -1);
+	rc = RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
+	rsk_io_kwait_end(k);
+	return rc;
 }

@@ -29,7 +29,7 @@ static int rsk_poll_poll0(void *arg)
 RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct rsk_poll_args a = {fds, n};
-	int rc, spent;
+	int rc, spent, k;
 
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
@@ -38,15 +38,23 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 		return rc;
 	if (timeout > 0)
 		timeout = timeout > spent ? timeout - spent : 0;
-	return RSK_REAL(poll)(fds, n, timeout);
+	k = rsk_io_kwait_begin(timeout);
+	rc = RSK_REAL(poll)(fds, n, timeout);
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 		     const sigset_t *mask)
 {
+	int rc, k;
+
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_poll_shared(fds, n);
-	return RSK_REAL(ppoll)(fds, n, tmo, mask);
+	k = rsk_io_kwait_begin(tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0 ? 0 : -1);
+	rc = RSK_REAL(ppoll)(fds, n, tmo, mask);
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 /* select() rewrites its sets: each zero-timeout try works on copies. */
@@ -89,36 +97,50 @@ static int rsk_ms_of(long sec, long usec)
 RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
 	struct rsk_select_args a = {n, r, w, e};
-	int rc, spent;
+	int rc, spent, k;
 
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_select_shared(n, r, w, e);
 	/* select(0, NULL, NULL, NULL, &tv) is a sleep: never spin on it. */
-	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_usec == 0))
+	if (n <= 0)
 		return RSK_REAL(select)(n, r, w, e, tmo);
+	if (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_usec == 0) {
+		(void)rsk_io_kwait_begin(0);
+		return RSK_REAL(select)(n, r, w, e, tmo);
+	}
 	rc = rsk_io_wait_spin(rsk_select_poll0, &a, tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1,
 			      &spent);
 	if (rc != 0)
 		return rc;
-	return RSK_REAL(select)(n, r, w, e, tmo); /* Linux shortens *tmo; a spin of <1 ms is noise */
+	k = rsk_io_kwait_begin(-1);
+	rc = RSK_REAL(select)(n, r, w, e, tmo); /* Linux shortens *tmo; a spin of <1 ms is noise */
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
 	struct rsk_select_args a = {n, r, w, e};
-	int rc, spent;
+	int rc, spent, k;
 
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_select_shared(n, r, w, e);
-	if (n <= 0 || (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0))
+	if (n <= 0)
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	if (tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0) {
+		(void)rsk_io_kwait_begin(0);
+		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	}
 	/* The spin polls without @mask: signals stay as they were outside the wait. */
 	rc = rsk_io_wait_spin(rsk_select_poll0, &a,
 			      tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000) : -1, &spent);
 	if (rc != 0)
 		return rc;
-	return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	k = rsk_io_kwait_begin(-1);
+	rc = RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	rsk_io_kwait_end(k);
+	return rc;
 }
 
 RSK_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)

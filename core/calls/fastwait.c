@@ -696,7 +696,7 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_
 		pthread_mutex_lock(&m->lock);
 		m->gen++;
 		n = rsk_fw_scan(m, ev, 0, max, &(int){0});
-		if (n == 0 && now - real >= RSK_FW_SPIN_POLL_US) {
+		if (n == 0 && (now - real >= RSK_FW_SPIN_POLL_US || rsk_conn_harvest_quiet())) {
 			n = rsk_fw_look(m, ev, max, 1, 0, now);
 			real = now;
 		}
@@ -760,13 +760,18 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 		return 0;
 	}
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
+	(void)rsk_conn_harvest_quiet(); /* quiet endpoints' arrivals show in the kernel's look */
 	n = rsk_fw_look_locked(m, ev, max, timeout != 0 && rsk_config.spin_us != 0);
 	if (n == 0 && timeout != 0 && rsk_config.spin_us != 0)
 		n = rsk_fw_spin(m, ev, max, &spent);
 	if (n == 0 && timeout != 0) {
 		if (timeout > 0)
 			timeout = timeout > (int)(spent / 1000) ? timeout - (int)(spent / 1000) : 0;
-		n = timeout != 0 ? rsk_fw_sleep(m, ev, max, timeout, mask) : 0;
+		if (timeout != 0) {
+			rsk_conn_sleep_begin(); /* before prepare's last look: quiet ones armed */
+			n = rsk_fw_sleep(m, ev, max, timeout, mask);
+			rsk_conn_sleep_end();
+		}
 	}
 	rsk_fw_put(m);
 	*res = n;

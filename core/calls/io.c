@@ -89,8 +89,13 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 		if (rc)
 			return 0; /* data came: retry */
 	}
-	if (events == POLLIN && !deadline_us && !pending && (rc = rsk_io_sleep_rx(c, fd)) != 0)
-		return rc < 0 ? rc : 0;
+	if (events == POLLIN && !deadline_us && !pending) {
+		rsk_conn_sleep_begin(); /* a quiet endpoint (ours too) is armed and harvested */
+		rc = rsk_io_sleep_rx(c, fd);
+		rsk_conn_sleep_end();
+		if (rc != 0)
+			return rc < 0 ? rc : 0;
+	}
 	if (deadline_us) {
 		left = deadline_us - rsk_now_us();
 		if (left <= 0)
@@ -101,7 +106,9 @@ static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadli
 	 * connection once the move ends): look again every millisecond. */
 	if (pending && (ms < 0 || ms > 1))
 		ms = 1;
+	rsk_conn_sleep_begin();
 	rc = rsk_sys_poll(&p, 1, ms);
+	rsk_conn_sleep_end();
 	if (rc == -EINTR && (deadline_us || !rsk_io_restartable()))
 		return -EINTR; /* with a timeout set, TCP never restarts */
 	if (rc > 0)
@@ -116,7 +123,9 @@ struct rsk_io_ctx {
 	int pending; /* a moving connection's app end is still aside (calls/upgrade.c) */
 	int nonblock;
 	int64_t deadline, spin_end, yielded_us;
-	unsigned int rounds; /* spin rounds, for the clock reads (RSK_SPIN_CLOCK_EVERY) */
+	int64_t clock_at;    /* the spin's last clock read (0: none yet) */
+	unsigned int rounds; /* spin rounds since that read (rsk_spin_pace) */
+	int spinning;        /* a spin is under way (0: the next wait starts one) */
 };
 
 /*
@@ -148,6 +157,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 {
 	x->s = rsk_sock_get(fd);
 	x->app_fd = fd;
+	x->spinning = 0;
 	x->pending = 0;
 	if (x->s != NULL && x->s->conn == NULL && x->s->upg != NULL)
 		return 1;
@@ -161,9 +171,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->c = x->s->conn;
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
-	x->spin_end = 0;
-	x->yielded_us = 0;
-	x->rounds = 0;
+	x->spinning = 0;
 	return 0;
 }
 
@@ -177,28 +185,76 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
  */
 #define RSK_SPIN_POLL_US 10
 #define RSK_SPIN_YIELD_US 20
-/* Spin rounds per clock read: where the clock is a system call (a guest without a vDSO
- * clocksource, as qemu's hpet) a read per round would be the spin's main cost. */
+/*
+ * Spin rounds per clock read. Where the clock is a system call (a guest without a vDSO
+ * clocksource, as qemu's hpet) a read per round would be the spin's main cost, so a spin reads
+ * it only every rsk_spin_pace rounds, learned so that reads come about every
+ * rsk_spin_clock_us() (spin_us / 16, at least RSK_SPIN_YIELD_US, at most
+ * RSK_SPIN_CLOCK_MAX_US): a long spin reads the clock (and yields) rarely, a short one often
+ * enough to end on time. A wait that is over within its first pace reads no clock at all (its
+ * spin is timed from its first read). One learned pace per kind of round (their costs differ).
+ */
 #define RSK_SPIN_CLOCK_EVERY 8
+#define RSK_SPIN_CLOCK_MAX_US 2000
+#define RSK_SPIN_PACE_MAX (1u << 20)
+
+struct rsk_spin_pace {
+	unsigned int every; /* rounds per clock read (relaxed atomics: a hint) */
+};
+
+static struct rsk_spin_pace rsk_pace_io = {RSK_SPIN_CLOCK_EVERY};
+static struct rsk_spin_pace rsk_pace_wait = {RSK_SPIN_CLOCK_EVERY};
+
+static int64_t rsk_spin_clock_us(void)
+{
+	int64_t us = (int64_t)rsk_config.spin_us / 16;
+
+	if (us < RSK_SPIN_YIELD_US)
+		return RSK_SPIN_YIELD_US;
+	return us > RSK_SPIN_CLOCK_MAX_US ? RSK_SPIN_CLOCK_MAX_US : us;
+}
+
+static unsigned int rsk_spin_every(const struct rsk_spin_pace *p)
+{
+	return __atomic_load_n(&p->every, __ATOMIC_RELAXED);
+}
+
+/* @dt_us passed over one pace of rounds: double it when reads come too often, halve it when
+ * they come too late. */
+static void rsk_spin_learn(struct rsk_spin_pace *p, int64_t dt_us)
+{
+	unsigned int e = rsk_spin_every(p);
+	int64_t want = rsk_spin_clock_us();
+
+	if (dt_us * 2 < want && e < RSK_SPIN_PACE_MAX)
+		__atomic_store_n(&p->every, e * 2, __ATOMIC_RELAXED);
+	else if (dt_us > want * 2 && e > RSK_SPIN_CLOCK_EVERY)
+		__atomic_store_n(&p->every, e / 2, __ATOMIC_RELAXED);
+}
 
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms)
 {
-	int64_t start, now, polled, yielded;
+	int64_t start, now, polled, yielded, last;
 	unsigned int rounds = 0;
 	int rc;
 
 	*spent_ms = 0;
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
+	(void)rsk_conn_harvest_quiet(); /* what quiet endpoints hold shows in the kernel's answer */
 	if (timeout_ms == 0 || rsk_config.spin_us == 0 ||
 	    __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) <= 0)
 		return 0;
 	if ((rc = poll0(arg)) != 0)
 		return rc;
-	start = polled = yielded = now = rsk_now_us();
+	start = polled = yielded = now = last = rsk_now_us();
 	do {
 		rsk_cpu_relax();
-		if ((++rounds % RSK_SPIN_CLOCK_EVERY) == 0)
+		if (++rounds >= rsk_spin_every(&rsk_pace_wait)) {
 			now = rsk_now_us();
+			rsk_spin_learn(&rsk_pace_wait, now - last);
+			last = now;
+			rounds = 0;
+		}
 		if (now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
 			if ((rc = poll0(arg)) != 0)
 				return rc;
@@ -213,31 +269,65 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 	return 0;
 }
 
-/* Nothing to do yet: spin a little, then sleep. Returns 0 to retry, or -errno. */
-static int rsk_io_wait(struct rsk_io_ctx *x, short events)
+int rsk_io_kwait_begin(int timeout_ms)
+{
+	if (timeout_ms == 0) {
+		(void)rsk_conn_harvest_quiet();
+		return 0;
+	}
+	rsk_conn_sleep_begin();
+	return 1;
+}
+
+void rsk_io_kwait_end(int began)
+{
+	if (began)
+		rsk_conn_sleep_end();
+}
+
+/* A spin round of rsk_io_wait: 1 while the spin goes on (the clock read only once a pace). */
+static int rsk_io_spin_round(struct rsk_io_ctx *x)
 {
 	int64_t now;
 
+	if (rsk_config.spin_us == 0)
+		return 0;
+	if (!x->spinning) {
+		x->spinning = 1;
+		x->rounds = 0;
+		x->clock_at = 0;
+	}
+	if (x->clock_at != 0 && x->spin_end <= x->clock_at)
+		return 0; /* over (as of the last read): sleep */
+	if (++x->rounds < rsk_spin_every(&rsk_pace_io)) {
+		rsk_cpu_relax();
+		return 1;
+	}
+	x->rounds = 0;
+	now = rsk_now_us();
+	if (x->clock_at == 0) {
+		x->spin_end = now + rsk_config.spin_us;
+		x->yielded_us = now;
+	} else {
+		rsk_spin_learn(&rsk_pace_io, now - x->clock_at);
+	}
+	x->clock_at = now;
+	if (now >= x->spin_end)
+		return 0;
+	if (now - x->yielded_us >= RSK_SPIN_YIELD_US) {
+		sched_yield(); /* now and then: the peer may be waiting for our core */
+		x->yielded_us = now;
+	}
+	return 1;
+}
+
+/* Nothing to do yet: spin a little, then sleep. Returns 0 to retry, or -errno. */
+static int rsk_io_wait(struct rsk_io_ctx *x, short events)
+{
 	if (x->nonblock)
 		return rsk_io_nothing(x);
-	if (x->spin_end != 0 && (++x->rounds % RSK_SPIN_CLOCK_EVERY) != 0) {
-		rsk_cpu_relax(); /* still spinning, as of the last clock read */
+	if (rsk_io_spin_round(x))
 		return 0;
-	}
-	now = rsk_now_us();
-	if (x->spin_end == 0)
-		x->spin_end = now + rsk_config.spin_us;
-	if (now < x->spin_end) {
-		if (x->yielded_us == 0)
-			x->yielded_us = now;
-		if (now - x->yielded_us >= RSK_SPIN_YIELD_US) {
-			sched_yield(); /* now and then: the peer may be waiting for our core */
-			x->yielded_us = now;
-		} else {
-			rsk_cpu_relax();
-		}
-		return 0;
-	}
 	return rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
 }
 
@@ -325,7 +415,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 			if (total == want)
 				return (ssize_t)total;
 			rsk_iov_advance(&iov, &cnt, (size_t)n);
-			x->spin_end = 0;
+			x->spinning = 0;
 			continue;
 		}
 		if (n != -EAGAIN) {

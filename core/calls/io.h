@@ -38,4 +38,12 @@ void rsk_io_setfl(int fd, int flags);
  */
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms);
 
+/*
+ * Around the application's own kernel wait on its fds (after the spin): begin harvests the
+ * quiet endpoints (conn.h) for a zero @timeout_ms, and for a wait that may sleep also arms
+ * them and counts the sleeper; end undoes it (pass begin's result).
+ */
+int rsk_io_kwait_begin(int timeout_ms);
+void rsk_io_kwait_end(int began);
+
 #endif

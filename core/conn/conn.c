@@ -271,6 +271,8 @@ uint32_t rsk_conn_tokens(struct rsk_conn *c)
 
 void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on)
 {
+	if (c->lazy_never)
+		rsk_conn_arm_locked(c); /* a wait we cannot see needs the eager wake-ups */
 	on = on && !c->lazy_never && rsk_conn_can_lazy(c);
 	if (c->lazy == on)
 		return;
@@ -476,11 +478,74 @@ static void rsk_conn_on_tcp(void *arg, uint32_t events)
 		r->hook(r->c, r->ext);
 }
 
+/*
+ * Quiet endpoints (transport.h, ops->arm). While no thread of ours sleeps in the kernel, a
+ * completion event need not be raised again: whoever waits next looks at the endpoint in user
+ * space first (its own recv polls the CQ; a poll/epoll/select harvests the quiet ones,
+ * rsk_conn_harvest_quiet), and a thread about to sleep arms and harvests them all
+ * (rsk_conn_sleep_begin). The loop's leaving one quiet and a sleeper's arrival are ordered
+ * like Dekker's flags: the loop counts the endpoint in rsk_conn_nquiet before it goes quiet and
+ * looks at rsk_conn_sleepers after; a sleeper counts itself and looks at rsk_conn_nquiet
+ * after. Sequentially consistent, so one of them sees the other and arms it.
+ */
+static int rsk_conn_sleepers;
+static int rsk_conn_nquiet;
+
+/* May @r's endpoint go quiet at its next event? Only if every wait on its app end is ours. */
+static int rsk_conn_may_quiet(const struct rsk_conn_rec *r)
+{
+	const struct rsk_conn *c = r->c;
+
+	return c->ep->ops->arm != NULL && r->hook == NULL && !c->relayed && !c->lazy_never &&
+	       __atomic_load_n(&rsk_conn_sleepers, __ATOMIC_SEQ_CST) == 0;
+}
+
+void rsk_conn_arm_locked(struct rsk_conn *c)
+{
+	if (!rsk_ep_arm(c->ep, 1))
+		return;
+	__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	rsk_conn_remote_wake(c);
+}
+
+/* Take @c's endpoint out of quiet (it was found quiet): arm and harvest. Lock not held. */
+static void rsk_conn_unquiet(struct rsk_conn *c)
+{
+	if (!rsk_ep_arm(c->ep, 1))
+		return; /* another thread took it back (and harvests it) */
+	__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	rsk_conn_lock(c);
+	rsk_conn_remote_wake(c);
+	rsk_conn_unlock(c);
+}
+
+/* The event of endpoint fd @i, with @c's endpoint allowed to go quiet (see above). */
+static unsigned int rsk_conn_ep_event(struct rsk_conn *c, int i, int quiet)
+{
+	unsigned int what;
+
+	if (quiet)
+		__atomic_add_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&c->ep->quiet_ok, quiet, __ATOMIC_RELAXED);
+	what = rsk_transport_cm(c->ep)->on_event(c->ep, i);
+	__atomic_store_n(&c->ep->quiet_ok, 0, __ATOMIC_RELAXED);
+	if (quiet && !(what & RSK_EPEV_QUIET))
+		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	if (!(what & RSK_EPEV_QUIET))
+		return what;
+	if (__atomic_load_n(&rsk_conn_sleepers, __ATOMIC_SEQ_CST) == 0)
+		return what & ~RSK_EPEV_DATA; /* the next waiter harvests it in user space */
+	/* a sleeper came meanwhile: arm again, and wake as without quiet */
+	if (rsk_ep_arm(c->ep, 1))
+		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	return what;
+}
+
 /* An endpoint event fd fired (verbs: completions, or the peer's QP went). */
 static void rsk_conn_on_ep(struct rsk_conn_rec *r, int i)
 {
 	struct rsk_conn *c = r->c;
-	unsigned int what = rsk_transport_cm(c->ep)->on_event(c->ep, i);
+	unsigned int what = rsk_conn_ep_event(c, i, i == 0 && rsk_conn_may_quiet(r));
 
 	if ((what & RSK_EPEV_DATA) && r->hook == NULL) {
 		rsk_conn_lock(c);
@@ -634,6 +699,58 @@ void rsk_conn_staged(void)
 /* Past this many connections a scan costs more than the system call it saves. */
 #define RSK_ARRIVAL_SCAN_MAX 64
 
+/* Harvest quiet @c if its lock is free: 1 when completions came (its app end shows them). */
+static int rsk_conn_harvest_one(struct rsk_conn *c)
+{
+	int n, rc = pthread_mutex_trylock(&c->lock);
+
+	if (rc == EOWNERDEAD) { /* as rsk_conn_lock: a holder died inside */
+		rsk_stream_set_error(&c->st, -ECONNRESET);
+		pthread_mutex_consistent(&c->lock);
+	} else if (rc != 0) {
+		return 1; /* busy: its holder harvests it; ask the kernel to be sure */
+	}
+	n = rsk_stream_progress(&c->st);
+	if (n != 0)
+		rsk_conn_wake_own(c);
+	pthread_mutex_unlock(&c->lock);
+	return n != 0;
+}
+
+int rsk_conn_harvest_quiet(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+	int any = 0;
+
+	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) == 0)
+		return 0;
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp)
+		if (rsk_ep_arm(r->c->ep, 0))
+			any |= rsk_conn_harvest_one(r->c);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	return any;
+}
+
+void rsk_conn_sleep_begin(void)
+{
+	struct rsk_conn_rec *r, *tmp;
+
+	__atomic_add_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) == 0)
+		return;
+	pthread_mutex_lock(&rsk_conn_reg_lock);
+	HASH_ITER(hh, rsk_conn_reg, r, tmp)
+		if (rsk_ep_arm(r->c->ep, 0))
+			rsk_conn_unquiet(r->c);
+	pthread_mutex_unlock(&rsk_conn_reg_lock);
+}
+
+void rsk_conn_sleep_end(void)
+{
+	__atomic_sub_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
 int rsk_conn_any_arrival(void)
 {
 	struct rsk_conn_rec *r, *tmp;
@@ -642,6 +759,13 @@ int rsk_conn_any_arrival(void)
 	if (pthread_mutex_trylock(&rsk_conn_reg_lock) != 0)
 		return 1;
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
+		if (rsk_ep_arm(r->c->ep, 0)) { /* quiet: no event will come, look ourselves */
+			if (++n > RSK_ARRIVAL_SCAN_MAX || rsk_conn_harvest_one(r->c)) {
+				any = 1;
+				break;
+			}
+			continue;
+		}
 		if (++n > RSK_ARRIVAL_SCAN_MAX || rsk_ep_rx_pending(r->c->ep)) {
 			any = 1;
 			break;
@@ -692,6 +816,10 @@ static unsigned int rsk_conn_wait_ep(struct rsk_conn *c, int ms)
 	unsigned int what = 0;
 	int n = 0, i;
 
+	if (rsk_ep_arm(c->ep, 1)) {
+		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+		return RSK_EPEV_DATA; /* it was quiet: harvest before sleeping on its fds */
+	}
 	for (i = 0; cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
 		p[n].fd = cm->event_fd(c->ep, i);
 		p[n].events = POLLIN;
@@ -801,6 +929,8 @@ void rsk_conn_atfork_child(void)
 	/* The lock may have been held by another thread at fork: start from a fresh one. */
 	pthread_mutex_init(&rsk_conn_reg_lock, NULL);
 	rsk_conn_pool_drop();
+	rsk_conn_sleepers = 0; /* the other threads' sleeps stayed in the parent */
+	rsk_conn_nquiet = 0;   /* and the quiet endpoints (verbs) with them: never shared */
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		r->tcp_w = 0; /* the parent's watches; the loop forgot them (evloop.c) */
 		memset(r->ev_w, 0, sizeof(r->ev_w));
@@ -930,6 +1060,8 @@ static struct rsk_conn_rec *rsk_conn_rec_take(struct rsk_conn *c)
 	if (r != NULL)
 		HASH_DEL(rsk_conn_reg, r);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
+	if (r != NULL && rsk_ep_arm(c->ep, 1)) /* no scan looks for it any more */
+		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
 	if (r != NULL)
 		rsk_conn_unwatch(r);
 	return r;

@@ -231,6 +231,21 @@ void rsk_conn_staged(void);
 /* Post every staged message of this process now (the application is about to wait). */
 void rsk_conn_push_all(void);
 
+/*
+ * Quiet endpoints (conn.c, transport.h ops->arm): while no thread of ours sleeps in the kernel,
+ * an endpoint whose every wait is ours raises no completion events; waits look in user space.
+ * harvest_quiet: before asking the kernel about app ends without sleeping (a zero-timeout
+ * poll), harvest the quiet ones so their app ends show what came; 1 if anything did.
+ * sleep_begin/sleep_end: around every sleep in the kernel on app ends (epoll/poll/select, a
+ * blocking recv or send): arms and harvests every quiet endpoint, and keeps others from going
+ * quiet until sleep_end. arm_locked (lock held): @c raises events again from now on (its
+ * waits may no longer all be ours: lazy_never, a relay).
+ */
+int rsk_conn_harvest_quiet(void);
+void rsk_conn_sleep_begin(void);
+void rsk_conn_sleep_end(void);
+void rsk_conn_arm_locked(struct rsk_conn *c);
+
 /* A hint for a spinning wait: may a message have come on any connection of this process
  * that its kernel readiness does not show yet? 1 when it cannot tell cheaply. */
 int rsk_conn_any_arrival(void);

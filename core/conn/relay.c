@@ -123,6 +123,7 @@ static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 	c->relayed = 1;
 	c->lazy = 0; /* the collect below takes a stale token too */
 	c->lazy_never = 1;
+	rsk_conn_arm_locked(c); /* the relay's hook runs on events: none may stay quiet */
 	rsk_ready_collect(rsk_ep_ready(c->ep), &c->ro, app_fd, 100);
 	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */
 	c->ro.fill = 0;

@@ -75,6 +75,12 @@ struct rsk_ep {
 	 * reads can then not starve our credit updates (the one-way-reader stall).
 	 */
 	int repost_any;
+	/*
+	 * Set (atomically) by the caller of cm->on_event only: the endpoint may go quiet, i.e.
+	 * take this event and raise no more until ops->arm, because a thread of ours harvests it
+	 * itself meanwhile (see ops->arm). Process-local in meaning; 0 everywhere else.
+	 */
+	int quiet_ok;
 };
 
 struct rsk_transport_ops {
@@ -118,6 +124,15 @@ struct rsk_transport_ops {
 	 * side (verbs: the peer's event loop sees the completion) does nothing here.
 	 */
 	void (*kick)(struct rsk_ep *ep, unsigned int what);
+	/*
+	 * A transport whose completions raise a kernel event we take ourselves (verbs: the
+	 * completion channel) can stop raising it while our own threads poll (cm->on_event
+	 * with ep->quiet_ok: "quiet"). @sleep 1: a waiter is about to sleep in the kernel, raise
+	 * events again; returns 1 when the endpoint was quiet, so completions may have come
+	 * unannounced (the caller harvests them before sleeping), else 0. @sleep 0: is it quiet
+	 * (no change)? NULL: events are always raised.
+	 */
+	int (*arm)(struct rsk_ep *ep, int sleep);
 	/* Our own readiness state block, which our waker sees too (ready.h). */
 	struct rsk_ready_state *(*ready)(struct rsk_ep *ep);
 	/*
@@ -181,6 +196,12 @@ static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
 	ep->ops->kick(ep, what);
 }
 
+/* See ops->arm: 1 when the endpoint was quiet. */
+static inline int rsk_ep_arm(struct rsk_ep *ep, int sleep)
+{
+	return ep->ops->arm != NULL && ep->ops->arm(ep, sleep);
+}
+
 static inline struct rsk_ready_state *rsk_ep_ready(struct rsk_ep *ep)
 {
 	return ep->ops->ready(ep);
@@ -202,6 +223,7 @@ static inline void rsk_ep_destroy(struct rsk_ep *ep)
 /* The endpoint's event fds (cm->event_fd) report, through cm->on_event: */
 #define RSK_EPEV_DATA 0x1u /* completions to harvest (a peer's kick cannot reach us) */
 #define RSK_EPEV_GONE 0x2u /* the peer's side of the connection is gone */
+#define RSK_EPEV_QUIET 0x4u /* with DATA: the endpoint went quiet (ep->quiet_ok, ops->arm) */
 #define RSK_EP_MAX_EVFDS 2
 
 /* Private room a transport keeps in a dial or a claim between its steps. */

@@ -36,6 +36,9 @@ struct rsk_verbs_ep {
 	uint32_t tx_data, tx_data_done; /* data sends posted / known complete */
 	uint32_t sq_posted, sq_done, sq_depth, sig_every, since_sig;
 	int broken;
+	/* 1: an event was taken and the CQ left unarmed, because a thread of ours harvests it
+	 * itself (ep.quiet_ok); ops->arm arms it again before anyone sleeps. Atomic. */
+	int quiet;
 	/* readiness of our app end; our own event loop is its waker (rsk_conn_remote_wake) */
 	struct rsk_ready_state rs;
 };
@@ -211,7 +214,7 @@ int rsk_verbs_cq_fd(struct rsk_ep *ep)
 	return RSK_VERBS_EP(ep)->cc->fd;
 }
 
-void rsk_verbs_cq_event(struct rsk_ep *ep)
+int rsk_verbs_cq_event(struct rsk_ep *ep)
 {
 	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
 	struct ibv_cq *cq;
@@ -219,8 +222,16 @@ void rsk_verbs_cq_event(struct rsk_ep *ep)
 
 	while (ibv_get_cq_event(e->cc, &cq, &ctx) == 0)
 		ibv_ack_cq_events(cq, 1);
+	/* Quiet: no re-arm, so the next completions raise no event (no wake-up of the loop, no
+	 * read, no re-arm ioctl per message) while our own threads poll the CQ. The store is
+	 * sequentially consistent: the caller then looks for sleepers (conn.c). */
+	if (__atomic_load_n(&ep->quiet_ok, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&e->quiet, 1, __ATOMIC_SEQ_CST);
+		return 1;
+	}
 	/* Re-arm before anyone polls: a completion after this poll raises a new event. */
 	(void)ibv_req_notify_cq(e->cq, 0);
+	return 0;
 }
 
 void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch)
@@ -260,10 +271,8 @@ int rsk_verbs_event_fd(struct rsk_ep *ep, int i)
 
 unsigned int rsk_verbs_on_event(struct rsk_ep *ep, int i)
 {
-	if (i == 0) {
-		rsk_verbs_cq_event(ep);
-		return RSK_EPEV_DATA;
-	}
+	if (i == 0)
+		return RSK_EPEV_DATA | (rsk_verbs_cq_event(ep) ? RSK_EPEV_QUIET : 0);
 	return i == 1 && rsk_verbs_cm_event(ep) ? RSK_EPEV_GONE : 0;
 }
 
@@ -424,6 +433,20 @@ static void rsk_verbs_kick(struct rsk_ep *ep, unsigned int what)
 	(void)what;
 }
 
+static int rsk_verbs_arm(struct rsk_ep *ep, int sleep)
+{
+	struct rsk_verbs_ep *e = RSK_VERBS_EP(ep);
+
+	if (!sleep)
+		return __atomic_load_n(&e->quiet, __ATOMIC_SEQ_CST);
+	/* Exactly one caller takes a quiet CQ back (the loop or a sleeper) and arms it; what
+	 * came before the arm raised nothing, and that caller harvests it. */
+	if (!__atomic_exchange_n(&e->quiet, 0, __ATOMIC_SEQ_CST))
+		return 0;
+	(void)ibv_req_notify_cq(e->cq, 0);
+	return 1;
+}
+
 static struct rsk_ready_state *rsk_verbs_ready(struct rsk_ep *ep)
 {
 	return &RSK_VERBS_EP(ep)->rs;
@@ -466,6 +489,7 @@ const struct rsk_transport_ops rsk_verbs_ops = {
 	.tx_room = rsk_verbs_tx_room,
 	.poll = rsk_verbs_poll,
 	.kick = rsk_verbs_kick,
+	.arm = rsk_verbs_arm,
 	.ready = rsk_verbs_ready,
 	.shutdown = rsk_verbs_shutdown,
 	.peer_closed = rsk_verbs_peer_closed,

@@ -48,9 +48,10 @@ int rsk_verbs_probe(void);
 int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, uint32_t nbuf,
 			uint32_t buf_size, struct rsk_ep **out);
 
-/* The completion channel's fd (non-blocking), and: take its event, re-arm the CQ. */
+/* The completion channel's fd (non-blocking), and: take its events, re-arm the CQ, unless
+ * ep->quiet_ok: then leave it unarmed ("quiet", until ops->arm) and return 1. */
 int rsk_verbs_cq_fd(struct rsk_ep *ep);
-void rsk_verbs_cq_event(struct rsk_ep *ep);
+int rsk_verbs_cq_event(struct rsk_ep *ep);
 
 /* The endpoint owns @ch (the id's own event channel) from now on. */
 void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch);

@@ -314,6 +314,46 @@ static void test_completion_channel(void **state)
 	vp_close(&p);
 }
 
+/*
+ * Quiet (ops->arm): an event taken with ep->quiet_ok leaves the CQ unarmed, so the next
+ * completions raise none while our threads poll; arm(1) takes it back exactly once and the
+ * next completion raises an event again. (Before, every event re-armed: the loop thread woke
+ * for every message a spinning reader had polled itself.)
+ */
+static void test_quiet_until_armed(void **state)
+{
+	struct vpair p;
+	struct pollfd pf;
+	char buf[8];
+
+	(void)state;
+	vp_open(&p);
+	pf.fd = rsk_verbs_cq_fd(p.eb);
+	pf.events = POLLIN;
+	assert_int_equal(ssend(&p.a, "ping", 4), 4);
+	assert_int_equal(poll(&pf, 1, 5000), 1); /* armed since it was made */
+	__atomic_store_n(&p.eb->quiet_ok, 1, __ATOMIC_RELAXED);
+	assert_int_equal(rsk_verbs_cq_event(p.eb), 1); /* taken, left unarmed */
+	__atomic_store_n(&p.eb->quiet_ok, 0, __ATOMIC_RELAXED);
+	assert_int_equal(rsk_ep_arm(p.eb, 0), 1);
+	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
+	assert_int_equal(ssend(&p.a, "next", 4), 4);
+	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4); /* polled by us */
+	assert_int_equal(poll(&pf, 1, 100), 0);                   /* and no event for it */
+	assert_int_equal(rsk_ep_arm(p.eb, 1), 1); /* was quiet: now armed */
+	assert_int_equal(rsk_ep_arm(p.eb, 1), 0); /* only once */
+	assert_int_equal(rsk_ep_arm(p.eb, 0), 0);
+	assert_int_equal(ssend(&p.a, "pong", 4), 4);
+	assert_int_equal(poll(&pf, 1, 5000), 1); /* armed: the completion raises one */
+	assert_int_equal(rsk_verbs_cq_event(p.eb), 0); /* without quiet_ok: re-armed */
+	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
+	assert_int_equal(ssend(&p.a, "more", 4), 4);
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	(void)rsk_verbs_cq_event(p.eb);
+	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
+	vp_close(&p);
+}
+
 static int setup(void **state)
 {
 	const char *a = getenv("RSK_VERBS_TEST_ADDR");
@@ -350,6 +390,7 @@ int main(void)
 		cmocka_unit_test(test_fin_after_data),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_completion_channel),
+		cmocka_unit_test(test_quiet_until_armed),
 		cmocka_unit_test(test_bidir_random),
 	};
 
