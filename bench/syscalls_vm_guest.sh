@@ -100,24 +100,32 @@ result() {
 		}' "$6"
 }
 
+# start_sr PORT: a sockperf server on PORT under ${SE[@]}, waited for (up to 20 s) until it
+# listens or dies; its pid in SR_PID.
+start_sr() {
+	local i
+	"${SE[@]}" sockperf sr --tcp -i "$SRV" -p "$1" >/tmp/srv.out 2>&1 &
+	SR_PID=$!
+	for ((i = 0; i < 200; i++)); do
+		listens "$1" && break
+		alive "$SR_PID" || break
+		sleep 0.1
+	done
+}
+
 # pp SIDE MODE SECS TAG: one server + client run, sockperf pp -t SECS; MODE c (strace -c) or
 # y (strace -y, every call). Writes /tmp/TAG-server.cnt and /tmp/TAG-client.cnt ("name
 # count" lines); sets RUN_OPS (round trips, whole run), RUN_AVG (one-way us), RUN_SHARE.
 pp() {
-	local side=$1 mode=$2 secs=$3 tag=$4 st=/tmp/stats-$4.jsonl spid tpid i out port
+	local side=$1 mode=$2 secs=$3 tag=$4 st=/tmp/stats-$4.jsonl spid tpid out port
 	local opt=(-c)
 	port=$((PORT++))
 	[ "$mode" = y ] && opt=(-y -qq)
 	RUN_OPS="" RUN_AVG="" RUN_SHARE="- -"
 	rm -f "$st" /tmp/s.txt /tmp/c.txt
 	side_env "$side" "$st"
-	"${SE[@]}" sockperf sr --tcp -i "$SRV" -p "$port" >/tmp/srv.out 2>&1 &
-	spid=$!
-	for ((i = 0; i < 200; i++)); do
-		listens "$port" && break
-		alive "$spid" || break
-		sleep 0.1
-	done
+	start_sr "$port"
+	spid=$SR_PID
 	if ! listens "$port"; then
 		echo "BVM-FAIL pp $tag: server did not listen: $(tail -n 3 /tmp/srv.out)"
 		stop "$spid" KILL 2
@@ -177,16 +185,11 @@ marginal() {
 # lat SIDE REP: one untraced pp run (-t BVM_LAT_SECS): the latency without strace's stops,
 # which cost a millisecond each under TCG and wait for a free vCPU while both ends spin.
 lat() {
-	local side=$1 rep=$2 spid i out port avg
+	local side=$1 rep=$2 spid out port avg
 	port=$((PORT++))
 	side_env "$side" /tmp/stats-lat.jsonl
-	"${SE[@]}" sockperf sr --tcp -i "$SRV" -p "$port" >/tmp/srv.out 2>&1 &
-	spid=$!
-	for ((i = 0; i < 200; i++)); do
-		listens "$port" && break
-		alive "$spid" || break
-		sleep 0.1
-	done
+	start_sr "$port"
+	spid=$SR_PID
 	out=$(timeout -k 2 $((LAT_SECS + 60)) "${SE[@]}" sockperf pp --tcp -i "$SRV" -p "$port" -m 64 \
 		-t "$LAT_SECS" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
 	stop "$spid" INT 10
