@@ -85,6 +85,16 @@ static void rsk_conn_free(struct rsk_conn *c)
 		munmap(c, len);
 }
 
+/* This process's end of region @c: the last holder's goes to the pool (or is unmapped), any
+ * other holder's is only unmapped. */
+static void rsk_conn_unmap(struct rsk_conn *c, int last)
+{
+	if (last)
+		rsk_conn_free(c);
+	else
+		munmap(c, c->map_len);
+}
+
 int rsk_conn_pool_count(void)
 {
 	int n;
@@ -155,16 +165,23 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
 	return rc;
 }
 
-void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
+/* This process's copies of @c's readiness pair ends and endpoint go (fds or ep unset: -1,
+ * NULL); the region stays for the caller. */
+static void rsk_conn_drop_copies(struct rsk_conn *c, int app, int ctl)
 {
 	if (app >= 0)
 		(void)rsk_sys_close(app);
 	if (ctl >= 0)
 		(void)rsk_sys_close(ctl);
-	if (tcp >= 0)
-		rsk_fd_unhide_close(tcp);
 	if (c->ep != NULL)
 		rsk_ep_destroy(c->ep);
+}
+
+void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp)
+{
+	if (tcp >= 0)
+		rsk_fd_unhide_close(tcp);
+	rsk_conn_drop_copies(c, app, ctl);
 	rsk_conn_free(c); /* never shared yet */
 }
 
@@ -491,6 +508,16 @@ static void rsk_conn_on_tcp(void *arg, uint32_t events)
 static int rsk_conn_sleepers;
 static int rsk_conn_nquiet;
 
+/* Arm @c's endpoint if it is quiet, and count it out of rsk_conn_nquiet: 1 if it was quiet
+ * (its completions may wait in its CQ: the caller harvests or wakes). */
+static int rsk_conn_take_quiet(struct rsk_conn *c)
+{
+	if (!rsk_ep_arm(c->ep, 1))
+		return 0; /* not quiet, or another thread took it back */
+	__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
 /* May @r's endpoint go quiet at its next event? Only if every wait on its app end is ours. */
 static int rsk_conn_may_quiet(const struct rsk_conn_rec *r)
 {
@@ -502,18 +529,15 @@ static int rsk_conn_may_quiet(const struct rsk_conn_rec *r)
 
 void rsk_conn_arm_locked(struct rsk_conn *c)
 {
-	if (!rsk_ep_arm(c->ep, 1))
-		return;
-	__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
-	rsk_conn_remote_wake(c);
+	if (rsk_conn_take_quiet(c))
+		rsk_conn_remote_wake(c);
 }
 
 /* Take @c's endpoint out of quiet (it was found quiet): arm and harvest. Lock not held. */
 static void rsk_conn_unquiet(struct rsk_conn *c)
 {
-	if (!rsk_ep_arm(c->ep, 1))
+	if (!rsk_conn_take_quiet(c))
 		return; /* another thread took it back (and harvests it) */
-	__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
 	rsk_conn_lock(c);
 	rsk_conn_remote_wake(c);
 	rsk_conn_unlock(c);
@@ -536,8 +560,7 @@ static unsigned int rsk_conn_ep_event(struct rsk_conn *c, int i, int quiet)
 	if (__atomic_load_n(&rsk_conn_sleepers, __ATOMIC_SEQ_CST) == 0)
 		return what & ~RSK_EPEV_DATA; /* the next waiter harvests it in user space */
 	/* a sleeper came meanwhile: arm again, and wake as without quiet */
-	if (rsk_ep_arm(c->ep, 1))
-		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	(void)rsk_conn_take_quiet(c);
 	return what;
 }
 
@@ -816,10 +839,8 @@ static unsigned int rsk_conn_wait_ep(struct rsk_conn *c, int ms)
 	unsigned int what = 0;
 	int n = 0, i;
 
-	if (rsk_ep_arm(c->ep, 1)) {
-		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	if (rsk_conn_take_quiet(c))
 		return RSK_EPEV_DATA; /* it was quiet: harvest before sleeping on its fds */
-	}
 	for (i = 0; cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
 		p[n].fd = cm->event_fd(c->ep, i);
 		p[n].events = POLLIN;
@@ -1060,8 +1081,8 @@ static struct rsk_conn_rec *rsk_conn_rec_take(struct rsk_conn *c)
 	if (r != NULL)
 		HASH_DEL(rsk_conn_reg, r);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
-	if (r != NULL && rsk_ep_arm(c->ep, 1)) /* no scan looks for it any more */
-		__atomic_sub_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	if (r != NULL)
+		(void)rsk_conn_take_quiet(c); /* no scan looks for it any more */
 	if (r != NULL)
 		rsk_conn_unwatch(r);
 	return r;
@@ -1106,10 +1127,7 @@ void rsk_conn_release(struct rsk_conn *c)
 	if (last)
 		rsk_stream_fini(&c->st);
 	rsk_conn_unlock(c);
-	if (last)
-		rsk_conn_free(c); /* no other process holds it */
-	else
-		munmap(c, c->map_len);
+	rsk_conn_unmap(c, last);
 }
 
 /*
@@ -1119,16 +1137,6 @@ void rsk_conn_release(struct rsk_conn *c)
  * it: the last holder's retire (in the shared region, which an endpoint's teardown reads to
  * decide whether its segment may be reused) always comes after every other copy is gone.
  */
-static void rsk_conn_drop_copies(struct rsk_conn *c, int app, int ctl)
-{
-	if (app >= 0)
-		(void)rsk_sys_close(app);
-	if (ctl >= 0)
-		(void)rsk_sys_close(ctl);
-	if (c->ep != NULL)
-		rsk_ep_destroy(c->ep);
-}
-
 int rsk_conn_unshare(struct rsk_conn *c, int app, int ctl)
 {
 	int last;
@@ -1165,10 +1173,7 @@ void rsk_conn_let_go(struct rsk_conn *c, int app, int ctl)
 		rsk_ep_retire(c->ep);
 	rsk_conn_drop_copies(c, app, ctl);
 	rsk_conn_unlock(c);
-	if (last)
-		rsk_conn_free(c); /* no other process holds it */
-	else
-		munmap(c, c->map_len);
+	rsk_conn_unmap(c, last);
 }
 
 void rsk_conn_forget(struct rsk_conn *c)
