@@ -171,7 +171,6 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->c = x->s->conn;
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
-	x->spinning = 0;
 	return 0;
 }
 
