@@ -286,8 +286,7 @@ static int rsk_fw_cand_et(struct rsk_fw *m, struct rsk_fw_ent *e)
 			rsk_fw_join(e, 1); /* a thread of this set sleeps already */
 		return 1;
 	}
-	rsk_fw_uncand(m, e, 1, 0);
-	(void)rsk_fw_rereg(m, e, 0);
+	rsk_fw_uncand(m, e, 1, 0); /* the MOD failed: the kernel still holds its own events */
 	return 0;
 }
 
@@ -305,8 +304,8 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 	e->et = kernel_et; /* what the real call registered */
 	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
 		was = e->s != NULL;
-		rsk_fw_uncand(m, e, 1, 0);
-		(void)rsk_fw_rereg(m, e, 0); /* a guess of rsk_fw_ctl_et that was wrong */
+		rsk_fw_uncand(m, e, 1, 1); /* a candidate: the kernel gets its own events back */
+		(void)rsk_fw_rereg(m, e, 0); /* none yet: a guess of rsk_fw_ctl_et that was wrong */
 		return rsk_fw_taint_fd(e->fd) || was;
 	}
 	if (e->s != NULL)

@@ -476,6 +476,24 @@ static void test_data_clash_is_eager(void **state)
 	close(p[1]);
 }
 
+/* A candidate MODed onto data another registration uses goes eager, and the kernel holds
+ * the events the application asked for: the EPOLLET guessed for the MOD is taken back. */
+static void test_data_clash_mod_restores_registration(void **state)
+{
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	make_stale();
+	ctl(EPOLL_CTL_ADD, p[0], EPOLLIN, 2);
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	ctl(EPOLL_CTL_MOD, F.sv, EPOLLIN, 2);
+	assert_eager_exact();
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* A closed connection leaves the mirror; the set then has nothing lazy. */
 static void test_close_leaves(void **state)
 {
@@ -501,6 +519,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_edge_triggered_is_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_goes_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_data_clash_is_eager, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_data_clash_mod_restores_registration, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_close_leaves, setup, teardown),
 	};
 
