@@ -514,6 +514,14 @@ static double window_rate(const double *t, long a, long b)
 	return r[14];
 }
 
+/*
+ * Mappings a process may gain over a run without a leak: the regions of ended connections it
+ * keeps for the next one (at most 16, RSK_CONN_POOL_MAX in core/conn/conn.c). How full that
+ * pool is after the warm-up depends on the timing of the closes (under ASan 18 -> 22 was
+ * seen). A leak of one region per connection shows as hundreds over a run.
+ */
+#define CHURN_POOL_SLACK 16
+
 static int leak_check(const char *who, const struct proc_usage *a, const struct proc_usage *b)
 {
 	int bad = 0;
@@ -522,7 +530,7 @@ static int leak_check(const char *who, const struct proc_usage *a, const struct 
 		prog_msg("%s: fds %ld -> %ld: leaked", who, a->fds, b->fds), bad = 1;
 	if (b->threads > a->threads)
 		prog_msg("%s: threads %ld -> %ld: leaked", who, a->threads, b->threads), bad = 1;
-	if (b->shm_maps > a->shm_maps)
+	if (b->shm_maps > a->shm_maps + CHURN_POOL_SLACK)
 		prog_msg("%s: shared mappings %ld -> %ld: leaked", who, a->shm_maps, b->shm_maps),
 			bad = 1;
 	if (b->rss_kb > a->rss_kb + 4096)
