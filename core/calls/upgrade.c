@@ -787,11 +787,11 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 	 * TCP). Nothing to flush: waiting for a stream the server never set up cost a short
 	 * connection its whole flush bound (redis-benchmark -k 0 over verbs stalled). */
 	if (u != NULL && u->state == RSK_UPGS_SWITCHED && last) {
-		/* End the stream as a close does: FIN after what we sent (the kernel resets the
-		 * TCP side if unread data is left there, as TCP's close would). */
+		/* End the stream as a close does: FIN after what we sent, or a reset over unread
+		 * data in the stream (the kernel resets the TCP side over data left there). A FIN
+		 * of an earlier shutdown is in the stream already. */
 		rsk_conn_lock(u->c);
-		if (u->c->st.err == 0 && !u->shut_wr)
-			(void)rsk_stream_shutdown_wr(&u->c->st);
+		rsk_conn_end_ours(u->c);
 		rsk_conn_unlock(u->c);
 		(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	}

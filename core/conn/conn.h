@@ -185,6 +185,10 @@ int rsk_conn_flush_sends(struct rsk_conn *c, int ms);
 /* Server of such a transport: tell the client we took it (an empty message). 0/-errno. */
 int rsk_conn_hello(struct rsk_conn *c, int app_fd);
 
+/* Our end of @c's stream as a close ends it: a FIN after everything sent, or a reset when
+ * received data is left unread (or SO_LINGER {1, 0}), as TCP's close does. Lock held. */
+void rsk_conn_end_ours(struct rsk_conn *c);
+
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
 

@@ -547,6 +547,51 @@ static void test_fork_during_move_child_first(void **state)
 }
 
 /*
+ * A server whose side is moving (its first stream message out, the client's TCP FIN not yet
+ * read) closes, the last holder, with data of the client's unread in the stream: the client
+ * gets everything the server sent, then a reset, as from TCP's close over unread data and
+ * as from the close of a moved connection (test_conn's test_release_unread_resets); before,
+ * it got a FIN, and the client took a lost request for an orderly end.
+ */
+static void test_moving_close_unread_resets(void **state)
+{
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	struct pair p;
+	char b[64];
+	int i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	pair_open(&p);
+	send_pat(p.sv, &s2c, 300); /* TCP: delivered before the move */
+	send_pat(p.cl, &c2s, 16);  /* the request; the offer goes out with it */
+	recv_until(p.sv, &got_s, 16);
+	/* As in fork_during_move: the server moves, the client follows; no server call after.
+	 * The client reads all it has at once: TCP up to the server's FIN, then the stream
+	 * (a server call between the two would read the client's FIN and end its move). */
+	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		while (recv_pat(p.cl, &got_c) > 0)
+			;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	assert_non_null(ucl_sock(p.sv)->upg); /* the server: still moving */
+	assert_int_equal(got_c, 300);
+	send_pat(p.cl, &c2s, 100); /* into the stream; the server never reads it */
+	/* the client waits for the answer: its request, staged behind its unread first
+	 * message (Nagle), goes out */
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
+	ucl_close(p.sv);
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), 0), -ECONNRESET);
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), 0), 0); /* then EOF, as TCP reports it */
+	assert_true(ucl_send(p.cl, "x", 1, MSG_DONTWAIT) < 0);
+	ucl_close(p.cl);
+	ucl_close(p.l);
+}
+
+/*
  * The move of @moving's server side ends while the fork is being prepared, in the middle of
  * the library's walk over this process's connections: here from inside the prepare step of
  * an accelerated connection with a higher fd (its shm endpoint asks for its server's answer,
@@ -644,6 +689,7 @@ int main(void)
 		T(test_map_key_folding),
 		T(test_fork_during_move_parent_first),
 		T(test_fork_during_move_child_first),
+		T(test_moving_close_unread_resets),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 	};
 
