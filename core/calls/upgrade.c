@@ -7,7 +7,10 @@
  * comes before that side's FIN; every later byte goes into the stream. A reader takes TCP up
  * to the peer's FIN, then the stream. Both sides move at a call of their own (never from
  * another thread behind the application's back), and only a socket that one fd in one
- * process names, so nothing else can be using the TCP side in the middle.
+ * process names, so nothing else can be using the TCP side in the middle. One exception: a
+ * client that forked while its offer was out has committed already (the server may be
+ * moving), so the processes holding it follow together, as they share a TCP socket
+ * (rsk_upg_follow).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -318,16 +321,71 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	rsk_dbg("fd %d: offered a move to %s", fd, rsk_transport_name(d->ep->ops->id));
 }
 
-/* Client: follow the server's move. Our first message (or the FIN already posted when the
- * application shut its writing side first) goes before our TCP FIN. */
+/* No fork since the dial, or each one since counted its child as a holder of the stream
+ * (rsk_upg_prefork: every fork after the dial finds it set up). */
+static int rsk_upg_held_here(const struct rsk_upg *u)
+{
+	unsigned int forks = rsk_proc_forks();
+
+	return u->forks == forks || u->held_fork == forks;
+}
+
+/* Client: the shared record of our sending side's move (RSK_CONN_TX_*), taking the move
+ * when no holder has (then RSK_CONN_TX_TCP comes back). A holder in another process moving
+ * it right now is waited for (bounded: it may have died in the middle). */
+static int rsk_upg_tx_turn(struct rsk_upg *u)
+{
+	int64_t end = rsk_now_ms() + 2 * RSK_UPG_FLUSH_MS;
+	int was;
+
+	for (;;) {
+		rsk_conn_lock(u->c);
+		was = u->c->tx_moved;
+		if (was == RSK_CONN_TX_TCP)
+			u->c->tx_moved = RSK_CONN_TX_MOVING;
+		rsk_conn_unlock(u->c);
+		if (was != RSK_CONN_TX_MOVING)
+			return was;
+		if (rsk_now_ms() >= end)
+			return RSK_CONN_TX_FAILED;
+		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
+	}
+}
+
+static void rsk_upg_tx_mark(struct rsk_upg *u, int how)
+{
+	rsk_conn_lock(u->c);
+	u->c->tx_moved = how;
+	rsk_conn_unlock(u->c);
+}
+
+/*
+ * Client: follow the server's move. Our first message (or the FIN already posted when the
+ * application shut its writing side first) goes before our TCP FIN. A fork while the offer
+ * was out shares the connection, as it shares a TCP socket: the first holder to look moves
+ * our sending side, the others find it moved and switch too; each reads TCP up to the
+ * server's FIN, then the stream, so the bytes stay in order whichever process reads.
+ */
 static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd)
 {
-	if (s->nfds > 1 || fd != u->fd || u->forks != rsk_proc_forks())
+	int was, rc;
+
+	if (s->nfds > 1 || fd != u->fd || !rsk_upg_held_here(u))
 		return -EBUSY; /* (0 fds: the last close, which ends through the stream) */
-	if (!u->shut_wr)
-		return rsk_upg_move_tx(u, fd);
-	u->state = RSK_UPGS_SWITCHED;
-	return 0;
+	if (u->shut_wr) {
+		u->state = RSK_UPGS_SWITCHED;
+		return 0;
+	}
+	was = rsk_upg_tx_turn(u);
+	if (was == RSK_CONN_TX_MOVED) {
+		u->state = RSK_UPGS_SWITCHED;
+		return 0;
+	}
+	if (was != RSK_CONN_TX_TCP)
+		return -ECONNRESET;
+	rc = rsk_upg_move_tx(u, fd);
+	rsk_upg_tx_mark(u, rc == 0 ? RSK_CONN_TX_MOVED : RSK_CONN_TX_FAILED);
+	return rc;
 }
 
 /* Client: has the server moved (its first message is there)? Then move too. */
@@ -356,6 +414,8 @@ static void rsk_upg_end_offered(struct rsk_upg *u)
 {
 	rsk_conn_lock(u->c);
 	(void)rsk_stream_shutdown_wr(&u->c->st);
+	if (u->c->tx_moved == RSK_CONN_TX_TCP) /* ended: other holders have nothing to move */
+		u->c->tx_moved = RSK_CONN_TX_MOVED;
 	rsk_conn_unlock(u->c);
 	(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	u->shut_wr = 1;
@@ -637,9 +697,16 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 		pthread_mutex_unlock(&s->lock);
 		return rc;
 	}
+	if (!rx && u->state == RSK_UPGS_DIALED) {
+		/* A holder in another process (a fork while the offer was out) followed the
+		 * server's move: the EPIPE is its TCP shutdown's; we follow, and the call goes on
+		 * with the stream. */
+		rsk_upg_client_look(s, u, fd);
+		rc = u->state == RSK_UPGS_SWITCHED && !u->shut_wr;
+	}
 	if (!rx) {
 		pthread_mutex_unlock(&s->lock);
-		return 0;
+		return rc;
 	}
 	if (u->state == RSK_UPGS_DIALED) {
 		/* The server's FIN: if it moved, its first message came before it (and we follow,
@@ -787,11 +854,11 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 	 * TCP). Nothing to flush: waiting for a stream the server never set up cost a short
 	 * connection its whole flush bound (redis-benchmark -k 0 over verbs stalled). */
 	if (u != NULL && u->state == RSK_UPGS_SWITCHED && last) {
-		/* End the stream as a close does: FIN after what we sent (the kernel resets the
-		 * TCP side if unread data is left there, as TCP's close would). */
+		/* End the stream as a close does: FIN after what we sent, or a reset over unread
+		 * data in the stream (the kernel resets the TCP side over data left there). A FIN
+		 * of an earlier shutdown is in the stream already. */
 		rsk_conn_lock(u->c);
-		if (u->c->st.err == 0 && !u->shut_wr)
-			(void)rsk_stream_shutdown_wr(&u->c->st);
+		rsk_conn_end_ours(u->c);
 		rsk_conn_unlock(u->c);
 		(void)rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	}

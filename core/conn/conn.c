@@ -1041,11 +1041,8 @@ static void rsk_conn_linger(struct rsk_conn *c)
 	}
 }
 
-/* The last holder: FIN after everything sent (RST if we leave unread data, as TCP does). */
-static void rsk_conn_end_stream(struct rsk_conn *c)
+void rsk_conn_end_ours(struct rsk_conn *c)
 {
-	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
-
 	/* What arrived but was never harvested is unread too (TCP's receive queue). */
 	(void)rsk_stream_progress(&c->st);
 	if (c->st.err == 0) {
@@ -1054,6 +1051,14 @@ static void rsk_conn_end_stream(struct rsk_conn *c)
 		else
 			(void)rsk_stream_shutdown_wr(&c->st);
 	}
+}
+
+/* The last holder: FIN after everything sent (RST if we leave unread data, as TCP does). */
+static void rsk_conn_end_stream(struct rsk_conn *c)
+{
+	const struct rsk_cm_ops *cm = rsk_transport_cm(c->ep);
+
+	rsk_conn_end_ours(c);
 	if (cm->sends_done != NULL && (cm->foreign == NULL || !cm->foreign(c->ep)))
 		rsk_conn_linger(c);
 	/* Our TCP placeholder closing now means "closed", not "died" -- but only if our FIN is
@@ -1160,11 +1165,12 @@ void rsk_conn_let_go(struct rsk_conn *c, int app, int ctl)
 
 	rsk_conn_lock(c);
 	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
-	/* A stream we ended (our FIN in it: a close while moved, calls/upgrade.c) ends as a
-	 * close ends it: the peer's sends fail from now on, and our FIN, if posted, means
-	 * "closed", not "died". One only offered is left as it is: a server taking the offer
-	 * right now reads our end on TCP. Either way nothing here touches the region again. */
-	if (last && c->st.ep != NULL && (c->st.fin_sent || c->st.fin_pending)) {
+	/* A stream we ended (our FIN or reset in it: a close while moving, calls/upgrade.c), or
+	 * one that failed, ends as a close ends it: the peer's sends fail from now on, and our
+	 * FIN, if posted, means "closed", not "died". One only offered is left as it is: a
+	 * server taking the offer right now reads our end on TCP. Either way nothing here
+	 * touches the region again. */
+	if (last && c->st.ep != NULL && (c->st.fin_sent || c->st.fin_pending || c->st.err)) {
 		if (c->st.err == 0 && c->st.fin_sent && rsk_transport_cm(c->ep)->fin_sent != NULL)
 			rsk_transport_cm(c->ep)->fin_sent(c->ep);
 		c->ep->ops->shutdown(c->ep);

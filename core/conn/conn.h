@@ -25,6 +25,13 @@ struct rsk_conn_opt {
 };
 #define RSK_CONN_OPTS 16
 
+enum rsk_conn_tx_moved {
+	RSK_CONN_TX_TCP = 0, /* our sending side is on TCP */
+	RSK_CONN_TX_MOVING,  /* a holder is moving it (its first message, then its TCP FIN) */
+	RSK_CONN_TX_MOVED,   /* in the stream: its first message (or FIN) before our TCP FIN */
+	RSK_CONN_TX_FAILED,  /* the holder's move failed: the connection ends visibly */
+};
+
 struct rsk_conn {
 	pthread_mutex_t lock; /* process-shared, robust: guards everything below */
 	int holders;          /* processes holding the connection (atomic) */
@@ -49,6 +56,9 @@ struct rsk_conn {
 	 * writes it one token, an edge; a blocking recv makes it exact before it sleeps. */
 	int lazy;
 	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
+	/* A client's move (calls/upgrade.c), seen by every process holding the connection (a
+	 * fork while its offer was out): which holder moves our sending side, once for all. */
+	int tx_moved; /* enum rsk_conn_tx_moved */
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
@@ -184,6 +194,10 @@ int rsk_conn_flush_sends(struct rsk_conn *c, int ms);
 
 /* Server of such a transport: tell the client we took it (an empty message). 0/-errno. */
 int rsk_conn_hello(struct rsk_conn *c, int app_fd);
+
+/* Our end of @c's stream as a close ends it: a FIN after everything sent, or a reset when
+ * received data is left unread (or SO_LINGER {1, 0}), as TCP's close does. Lock held. */
+void rsk_conn_end_ours(struct rsk_conn *c);
 
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);

@@ -10,7 +10,9 @@
  * server forked while its side moves (parent or child closing first): the client gets the
  * child's whole answer and EOF, the parent's region is never another connection's while the
  * child holds it, and the last holder's close fails the client's later sends; a move that
- * ends while the fork is being prepared is counted once for the child. The verbs move
+ * ends while the fork is being prepared is counted once for the child; a client forked while
+ * its offer is out follows the server's move in whichever process uses it; the last close
+ * of a moving side over unread data resets the peer, as any close does. The verbs move
  * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
@@ -546,6 +548,231 @@ static void test_fork_during_move_child_first(void **state)
 	fork_during_move(0);
 }
 
+/* ---- a fork of the client while its offer is out, the server moving after it ---- */
+
+#define OFFER_REQ 16
+#define OFFER_MORE 3000
+
+/* Read @want pattern bytes from @fd at *@off on (bounded); 0 or a child's exit code. */
+static int child_recv_pat(int fd, uint64_t *off, uint64_t want)
+{
+	int64_t end = rsk_now_ms() + 5000;
+	unsigned char b[4096];
+	ssize_t n, i;
+
+	while (*off < want && rsk_now_ms() < end) {
+		n = ucl_recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		if (n == -EAGAIN) {
+			unit_sleep_ms(1);
+			continue;
+		}
+		if (n <= 0)
+			return n == 0 ? 20 : 21; /* an early EOF, an error (the reset) */
+		for (i = 0; i < n; i++)
+			if (b[i] != pat(*off + (uint64_t)i))
+				return 22;
+		*off += (uint64_t)n;
+	}
+	return *off == want ? 0 : 23;
+}
+
+/* Send pattern bytes [@from, @to) on @fd; 0 or a child's exit code. */
+static int child_send_pat(int fd, uint64_t from, uint64_t to)
+{
+	unsigned char b[1000];
+	uint64_t off;
+	size_t i, n;
+
+	for (off = from; off < to; off += n) {
+		n = to - off < sizeof(b) ? (size_t)(to - off) : sizeof(b);
+		for (i = 0; i < n; i++)
+			b[i] = pat(off + i);
+		if (ucl_send(fd, b, n, 0) != (ssize_t)n)
+			return 24;
+	}
+	return 0;
+}
+
+struct offer_fork {
+	struct pair *p;
+	int child_uses; /* the child uses the connection, the parent closes its copy at once */
+	int done[2];    /* parent -> child: the parent is done with it (closed: EOF) */
+};
+
+/* The client's child: the connection's user (the answer, more bytes, the close), or a
+ * holder that closes its copy once the parent is done with it. */
+static int offer_child(void *arg)
+{
+	struct offer_fork *of = arg;
+	uint64_t got = 0;
+	char b;
+	int rc;
+
+	rsk_life_fork_child();
+	close(of->done[1]);
+	ucl_close(of->p->l); /* the server is the parent's */
+	if (!of->child_uses) {
+		if (read(of->done[0], &b, 1) != 0)
+			return 40;
+		ucl_close(of->p->cl);
+		return 0;
+	}
+	if ((rc = child_recv_pat(of->p->cl, &got, FORK_RSP)) != 0)
+		return rc;
+	if ((rc = child_send_pat(of->p->cl, OFFER_REQ, OFFER_REQ + OFFER_MORE)) != 0)
+		return rc;
+	ucl_close(of->p->cl);
+	return 0;
+}
+
+/* The server (its socket accepted after the fork: one fd, in one process, so it moves):
+ * takes the offer at a call and moves; its reads take TCP up to the client's FIN, which
+ * comes once the client followed. With @cl (the parent uses the client), drive it too. */
+static void offer_server_moves(struct pair *p, int cl, uint64_t *got_c)
+{
+	uint64_t got_s = OFFER_REQ;
+	int i;
+
+	for (i = 0; i < 5000 && ucl_sock(p->sv)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p->sv, &got_s), -EAGAIN);
+		if (cl >= 0)
+			while (recv_pat(cl, got_c) > 0)
+				;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p->sv)->conn); /* the client followed (else: its TCP FIN) */
+}
+
+/*
+ * A client forks while its offer is out (it dialed; the server has not taken it), and then
+ * the server moves. As with a TCP socket, parent and child share the connection: whichever
+ * process uses it follows the server's move (the first to look moves our sending side, once)
+ * and gets the whole answer in order, and its further bytes reach the server in order, then
+ * its EOF once every holder closed. Before, a process forked since the dial could not
+ * follow: "cannot follow the server", a shutdown of the TCP side, and the answer lost in a
+ * stream nobody read (the server saw the client end on TCP, the client an early EOF).
+ */
+static void fork_during_offer(int child_uses)
+{
+	struct offer_fork of = {.child_uses = child_uses};
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct sockaddr_in a;
+	struct pair p;
+	pid_t pid;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	p.l = ucl_listen(&a);
+	p.cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(p.cl, &a, NULL), 0);
+	send_pat(p.cl, &c2s, OFFER_REQ); /* the offer goes out */
+	assert_non_null(ucl_sock(p.cl)->upg);
+	assert_null(ucl_sock(p.cl)->conn);
+	of.p = &p;
+	assert_int_equal(pipe(of.done), 0);
+
+	rsk_life_fork_prepare();
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(offer_child(&of));
+	close(of.done[0]);
+	p.sv = ucl_accept(p.l, 0); /* finds the offer */
+	assert_true(p.sv >= 0);
+	recv_until(p.sv, &got_s, OFFER_REQ);
+	if (child_uses) {
+		ucl_close(p.cl);
+		offer_server_moves(&p, -1, NULL);
+	} else {
+		offer_server_moves(&p, p.cl, &got_c);
+		assert_non_null(ucl_sock(p.cl)->conn); /* it followed */
+	}
+	send_pat(p.sv, &(uint64_t){0}, 1000);
+	send_pat(p.sv, &(uint64_t){1000}, 1000);
+	send_pat(p.sv, &(uint64_t){2000}, FORK_RSP - 2000);
+	if (!child_uses) {
+		recv_until(p.cl, &got_c, FORK_RSP);
+		assert_int_equal(child_send_pat(p.cl, OFFER_REQ, OFFER_REQ + OFFER_MORE), 0);
+	}
+	recv_until(p.sv, &got_s, OFFER_REQ + OFFER_MORE);
+	close(of.done[1]);
+	if (!child_uses) {
+		assert_int_equal(unit_reap(pid, 10000), 0);
+		ucl_close(p.cl); /* the last holder */
+	}
+	{
+		char b[8];
+		int64_t end = rsk_now_ms() + 5000;
+		ssize_t n;
+
+		while ((n = ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT)) == -EAGAIN &&
+		       rsk_now_ms() < end)
+			unit_sleep_ms(1);
+		assert_int_equal(n, 0); /* the client's end, after every byte */
+	}
+	if (child_uses)
+		assert_int_equal(unit_reap(pid, 10000), 0);
+	ucl_close(p.sv);
+	ucl_close(p.l);
+}
+
+static void test_fork_during_offer_parent_uses(void **state)
+{
+	(void)state;
+	fork_during_offer(0);
+}
+
+static void test_fork_during_offer_child_uses(void **state)
+{
+	(void)state;
+	fork_during_offer(1);
+}
+
+/*
+ * A server whose side is moving (its first stream message out, the client's TCP FIN not yet
+ * read) closes, the last holder, with data of the client's unread in the stream: the client
+ * gets everything the server sent, then a reset, as from TCP's close over unread data and
+ * as from the close of a moved connection (test_conn's test_release_unread_resets); before,
+ * it got a FIN, and the client took a lost request for an orderly end.
+ */
+static void test_moving_close_unread_resets(void **state)
+{
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	struct pair p;
+	char b[64];
+	int i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	pair_open(&p);
+	send_pat(p.sv, &s2c, 300); /* TCP: delivered before the move */
+	send_pat(p.cl, &c2s, 16);  /* the request; the offer goes out with it */
+	recv_until(p.sv, &got_s, 16);
+	/* As in fork_during_move: the server moves, the client follows; no server call after.
+	 * The client reads all it has at once: TCP up to the server's FIN, then the stream
+	 * (a server call between the two would read the client's FIN and end its move). */
+	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		while (recv_pat(p.cl, &got_c) > 0)
+			;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	assert_non_null(ucl_sock(p.sv)->upg); /* the server: still moving */
+	assert_int_equal(got_c, 300);
+	send_pat(p.cl, &c2s, 100); /* into the stream; the server never reads it */
+	/* the client waits for the answer: its request, staged behind its unread first
+	 * message (Nagle), goes out */
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
+	ucl_close(p.sv);
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), 0), -ECONNRESET);
+	assert_int_equal(ucl_recv(p.cl, b, sizeof(b), 0), 0); /* then EOF, as TCP reports it */
+	assert_true(ucl_send(p.cl, "x", 1, MSG_DONTWAIT) < 0);
+	ucl_close(p.cl);
+	ucl_close(p.l);
+}
+
 /*
  * The move of @moving's server side ends while the fork is being prepared, in the middle of
  * the library's walk over this process's connections: here from inside the prepare step of
@@ -644,6 +871,9 @@ int main(void)
 		T(test_map_key_folding),
 		T(test_fork_during_move_parent_first),
 		T(test_fork_during_move_child_first),
+		T(test_moving_close_unread_resets),
+		T(test_fork_during_offer_parent_uses),
+		T(test_fork_during_offer_child_uses),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 	};
 
