@@ -501,14 +501,17 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 }
 
 /* Candidates' answers after the @n events in @ev (up to @max), starting at the rotor so that
- * none starves when more are ready than fit. *@kernel: a candidate only the kernel can
- * answer now. m locked. */
+ * none starves when more are ready than fit; the rotor moves past the last one reported for
+ * the next scan only (moved inside the loop, each report skipped further ahead, and some
+ * ready candidates were never visited). *@kernel: a candidate only the kernel can answer
+ * now. m locked. */
 static int rsk_fw_scan(struct rsk_fw *m, struct epoll_event *ev, int n, int max, int *kernel)
 {
+	unsigned int start = m->rot;
 	int i, k, got;
 
 	for (k = 0; k < m->n && n < max; k++) {
-		i = (int)((m->rot + (unsigned int)k) % (unsigned int)m->n);
+		i = (int)((start + (unsigned int)k) % (unsigned int)m->n);
 		if (m->ent[i].s == NULL || m->ent[i].gen == m->gen)
 			continue;
 		got = rsk_fw_ent_events(m, &m->ent[i]);

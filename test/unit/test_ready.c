@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -306,6 +307,144 @@ static void test_lazy_sleeper_one_edge(void **state)
 	rsk_ready_sleep(&p.st, 0);
 	assert_exact(&p);
 	rp_close(&p);
+}
+
+/*
+ * The sleeper/waker ordering (ready.h, `sleep`), every interleaving of it. The owner (O)
+ * counts its sleep, then looks at the ring once more, and sleeps in the kernel on an
+ * edge-triggered registration (a real epoll set here) if that look found nothing new. Two
+ * wakers post a message each, then claim; waker A writes its token in a later step (shm.c
+ * may owe it), so waker B can find A's KICKED and write nothing. In every order of those
+ * seven steps, from a SHOWN app end whose stale token's edge was taken and from an EMPTY
+ * one: an owner whose look found nothing new while a message came gets an edge from the
+ * kernel. Then it takes that report (edge_seen), looks, finds everything, and sleeps on
+ * counted: one more message gets it one more edge (a KICKED left from the first round
+ * would sleep through it).
+ */
+enum { SO_COUNT, SO_LOOK, SA_POST, SA_CLAIM, SA_TOKEN, SB_POST, SB_WAKE, SO_STEPS };
+
+struct sleep_model {
+	struct rp p;
+	int ep, kind_a;
+	unsigned int ring, looked; /* messages posted; the ring as the owner's look found it */
+};
+
+/* Edges the kernel reports for the app end now (0 or 1: one registration, no wait). */
+static int edges(const struct sleep_model *m)
+{
+	struct epoll_event ev;
+	int n = epoll_wait(m->ep, &ev, 1, 0);
+
+	assert_true(n >= 0);
+	return n;
+}
+
+static void sleep_model_open(struct sleep_model *m, int empty)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET};
+
+	rp_open(&m->p);
+	m->p.st.lazy = 1;
+	m->ring = 0;
+	if (!empty) { /* one message read long ago: its token stays, stale, its edge taken */
+		assert_int_equal(wake(&m->p, 0), RSK_CLAIM_SHOW);
+		m->ring = 1;
+	}
+	m->ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(m->ep >= 0);
+	assert_int_equal(epoll_ctl(m->ep, EPOLL_CTL_ADD, m->p.app, &ev), 0);
+	assert_int_equal(edges(m), !empty);
+	rsk_ready_edge_seen(&m->p.st);
+	assert_int_equal(edges(m), 0);
+	m->looked = m->ring;
+}
+
+static void sleep_model_step(struct sleep_model *m, int step)
+{
+	switch (step) {
+	case SO_COUNT:
+		rsk_ready_sleep(&m->p.st, 1);
+		break;
+	case SO_LOOK:
+		m->looked = __atomic_load_n(&m->ring, __ATOMIC_SEQ_CST);
+		break;
+	case SA_POST:
+	case SB_POST:
+		__atomic_add_fetch(&m->ring, 1, __ATOMIC_SEQ_CST);
+		break;
+	case SA_CLAIM:
+		m->kind_a = rsk_ready_claim_rx(&m->p.st, 0, NULL);
+		break;
+	case SA_TOKEN:
+		if (m->kind_a)
+			rsk_ready_token(&m->p.st, m->p.ctl);
+		break;
+	default:
+		(void)wake(&m->p, 0);
+	}
+}
+
+/* Run one order of the seven steps (@order: a permutation keeping each actor's own order). */
+static void sleep_model_run(const int *order, int empty)
+{
+	struct sleep_model m;
+	unsigned int start;
+	int i;
+
+	sleep_model_open(&m, empty);
+	start = m.ring;
+	for (i = 0; i < SO_STEPS; i++)
+		sleep_model_step(&m, order[i]);
+	assert_exact(&m.p);
+	if (m.looked == start) {
+		/* asleep since its look: what came after it must have made an edge */
+		if (edges(&m) != 1)
+			fail_msg("lost wake: order %d%d%d%d%d%d%d, %s", order[0], order[1], order[2],
+				 order[3], order[4], order[5], order[6], empty ? "EMPTY" : "SHOWN");
+		rsk_ready_edge_seen(&m.p.st); /* the report taken, before the ring is looked at */
+		m.looked = m.ring;
+		assert_int_equal(edges(&m), 0); /* still counted: it sleeps again */
+		sleep_model_step(&m, SB_POST);
+		sleep_model_step(&m, SB_WAKE);
+		assert_int_equal(edges(&m), 1);
+	}
+	rsk_ready_sleep(&m.p.st, 0);
+	assert_exact(&m.p);
+	close(m.ep);
+	rp_close(&m.p);
+}
+
+/* Every interleaving of the owner's, A's and B's steps, each actor's in its own order. */
+static int sleep_model_all(int *order, int depth, int *next, int empty)
+{
+	static const int last[3] = {SO_LOOK, SA_TOKEN, SB_WAKE};
+	int a, runs = 0;
+
+	if (depth == SO_STEPS) {
+		sleep_model_run(order, empty);
+		return 1;
+	}
+	for (a = 0; a < 3; a++) {
+		if (next[a] > last[a])
+			continue;
+		order[depth] = next[a]++;
+		runs += sleep_model_all(order, depth + 1, next, empty);
+		next[a]--;
+	}
+	return runs;
+}
+
+static void test_sleeper_waker_every_order(void **state)
+{
+	int order[SO_STEPS], empty;
+
+	(void)state;
+	for (empty = 0; empty < 2; empty++) {
+		int next[3] = {SO_COUNT, SA_POST, SB_POST};
+
+		/* 7! / (2! 3! 2!) orders */
+		assert_int_equal(sleep_model_all(order, 0, next, empty), 210);
+	}
 }
 
 /* Stale tokens are trimmed in one read down to the number kept; nothing when at or below it. */
@@ -1072,6 +1211,7 @@ int main(void)
 		T(test_claim_show_and_edges),
 		T(test_lazy_owner_no_edges),
 		T(test_lazy_sleeper_one_edge),
+		T(test_sleeper_waker_every_order),
 		T(test_trim_keeps),
 		T(test_edge_bound_counts_drops),
 		T(test_failed_token_is_dropped),
