@@ -1086,10 +1086,10 @@ static struct rsk_conn_rec *rsk_conn_rec_take(struct rsk_conn *c)
 	if (r != NULL)
 		HASH_DEL(rsk_conn_reg, r);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
-	if (r != NULL)
+	if (r != NULL) {
 		(void)rsk_conn_take_quiet(c); /* no scan looks for it any more */
-	if (r != NULL)
 		rsk_conn_unwatch(r);
+	}
 	return r;
 }
 

@@ -494,7 +494,6 @@ static void test_data_clash_mod_restores_registration(void **state)
 	close(p[1]);
 }
 
-/* A closed connection leaves the mirror; the set then has nothing lazy. */
 /*
  * One look reports every ready candidate that fits, wherever the rotor stands, and a look
  * with less room goes on where the last one stopped. The scan once moved its rotor inside
@@ -536,6 +535,7 @@ static void test_scan_reports_every_ready(void **state)
 	assert_int_equal(seen, all);
 }
 
+/* A closed connection leaves the mirror; the set then has nothing lazy. */
 static void test_close_leaves(void **state)
 {
 	struct epoll_event ev[4];
