@@ -38,6 +38,7 @@ void rsk_config_defaults(struct rsk_config *c)
 	c->upgrade_bytes = RSK_DEFAULT_UPGRADE_BYTES;
 	c->upgrade_ms = RSK_DEFAULT_UPGRADE_MS;
 	c->orphan_ms = RSK_DEFAULT_ORPHAN_MS;
+	c->fastwait = 1; /* eager tokens (0) stay for comparison and as a way out */
 }
 
 enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)

@@ -175,6 +175,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.inline_size, RSK_DEFAULT_INLINE);
 	assert_int_equal(cfg.connect_timeout_ms, RSK_DEFAULT_CONNECT_TIMEOUT_MS);
 	assert_int_equal(cfg.orphan_ms, 60000); /* the kernel's tcp_fin_timeout */
+	assert_int_equal(cfg.fastwait, 1);
 	assert_string_equal(cfg.device, "");
 	/* rsk_config_defaults and a parse of an empty environment agree exactly. */
 	assert_memory_equal(&cfg, &defaults, sizeof(cfg));
@@ -241,6 +242,8 @@ static void test_numeric_valid(void **state)
 	expect_uint(RDMASOCK_ENV_INLINE, "1024", &cfg.inline_size, 1024);
 	expect_uint(RDMASOCK_ENV_CONNECT_TIMEOUT_MS, "1", &cfg.connect_timeout_ms, 1);
 	expect_uint(RDMASOCK_ENV_CONNECT_TIMEOUT_MS, "60000", &cfg.connect_timeout_ms, 60000);
+	expect_uint(RDMASOCK_ENV_FASTWAIT, "0", &cfg.fastwait, 0);
+	expect_uint(RDMASOCK_ENV_FASTWAIT, "1", &cfg.fastwait, 1);
 	expect_uint(RDMASOCK_ENV_ORPHAN_MS, "1", &cfg.orphan_ms, 1);
 	expect_uint(RDMASOCK_ENV_ORPHAN_MS, "3600000", &cfg.orphan_ms, 3600000);
 }
@@ -317,6 +320,7 @@ static void test_numeric_range_rejected(void **state)
 	expect_rejected(RDMASOCK_ENV_SPIN_US, "4294967296"); /* UINT_MAX + 1: no wrap to 0 */
 	expect_rejected(RDMASOCK_ENV_SPIN_US, "4294967346"); /* wraps to 50 in 32 bits */
 
+	expect_rejected(RDMASOCK_ENV_FASTWAIT, "2");
 	expect_rejected(RDMASOCK_ENV_ORPHAN_MS, "0");
 	expect_rejected(RDMASOCK_ENV_ORPHAN_MS, "3600001");
 
