@@ -160,8 +160,13 @@ void rsk_ready_token(struct rsk_ready_state *st, int ctl)
 {
 	char token = 'r';
 
-	if (rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
-		__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST); /* full (or gone) */
+	if (rsk_sys_send(ctl, &token, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1)
+		return;
+	__atomic_add_fetch(&st->dropped, 1, __ATOMIC_SEQ_CST); /* full (or gone) */
+	/* If this was a sleeper's edge (a kick), no edge came: a KICKED left set would stop
+	 * every later waker, and the sleeper would sleep through them. Clearing it for a token
+	 * that was not the kick only risks one more token. */
+	rsk_ready_unkick(st);
 }
 
 void rsk_ready_sleep(struct rsk_ready_state *st, int on)

@@ -498,6 +498,37 @@ static void test_edge_bound_counts_drops(void **state)
 	rp_close(&p);
 }
 
+/*
+ * A sleeper's edge (a kick) whose write fails, because the app end's queue is full: no edge
+ * came, so KICKED must not stay, or every later waker would find it and write nothing while
+ * the owner sleeps. The next message claims the kick again.
+ */
+static void test_failed_kick_is_claimed_again(void **state)
+{
+	struct rp p;
+	int i;
+
+	(void)state;
+	rp_open(&p);
+	for (i = 0; i < 100000 && p.st.dropped == 0; i++) { /* fill the app end */
+		rsk_ready_count_raise(&p.st);
+		rsk_ready_token(&p.st, p.ctl);
+	}
+	assert_int_equal(p.st.dropped, 1);
+	p.st.lazy = 1;
+	rsk_ready_sleep(&p.st, 1);
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE); /* its write fails: the queue is full */
+	assert_int_equal(p.st.dropped, 2);
+	assert_int_equal(p.st.sleep & RSK_SLEEP_KICKED, 0);
+	for (i = 0; i < 100000 && rsk_ready_trim(&p.st, p.app, 0) > 0; i++)
+		; /* the owner took its tokens: room again */
+	assert_int_equal(queued(p.app), 0);
+	assert_int_equal(wake(&p, 0), RSK_CLAIM_WAKE); /* the edge, this time */
+	assert_int_equal(queued(p.app), 1);
+	rsk_ready_sleep(&p.st, 0);
+	rp_close(&p);
+}
+
 /* A token whose write fails is dropped: the owner must not wait for it. */
 static void test_failed_token_is_dropped(void **state)
 {
@@ -1215,6 +1246,7 @@ int main(void)
 		T(test_trim_keeps),
 		T(test_edge_bound_counts_drops),
 		T(test_failed_token_is_dropped),
+		T(test_failed_kick_is_claimed_again),
 		T(test_unclaim_after_reader_consumed),
 		T(test_lower_takes_exactly_its_tokens),
 		T(test_lower_waits_for_token_on_its_way),
