@@ -14,8 +14,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -332,11 +334,13 @@ static int rsk_upg_held_here(const struct rsk_upg *u)
 
 /* Client: the shared record of our sending side's move (RSK_CONN_TX_*), taking the move
  * when no holder has (then RSK_CONN_TX_TCP comes back). A holder in another process moving
- * it right now is waited for (bounded: it may have died in the middle). */
+ * it right now is waited for on the record itself (a shared futex: its mark wakes us), and
+ * bounded: it may have died in the middle. */
 static int rsk_upg_tx_turn(struct rsk_upg *u)
 {
-	int64_t end = rsk_now_ms() + 2 * RSK_UPG_FLUSH_MS;
-	int was;
+	int64_t end = rsk_now_ms() + 2 * RSK_UPG_FLUSH_MS, left;
+	struct timespec ts;
+	uint32_t was;
 
 	for (;;) {
 		rsk_conn_lock(u->c);
@@ -345,18 +349,23 @@ static int rsk_upg_tx_turn(struct rsk_upg *u)
 			u->c->tx_moved = RSK_CONN_TX_MOVING;
 		rsk_conn_unlock(u->c);
 		if (was != RSK_CONN_TX_MOVING)
-			return was;
-		if (rsk_now_ms() >= end)
+			return (int)was;
+		left = end - rsk_now_ms();
+		if (left <= 0)
 			return RSK_CONN_TX_FAILED;
-		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
+		ts.tv_sec = left / 1000;
+		ts.tv_nsec = (left % 1000) * 1000000;
+		(void)rsk_sys_futex(&u->c->tx_moved, FUTEX_WAIT, RSK_CONN_TX_MOVING, &ts);
 	}
 }
 
 static void rsk_upg_tx_mark(struct rsk_upg *u, int how)
 {
 	rsk_conn_lock(u->c);
-	u->c->tx_moved = how;
+	u->c->tx_moved = (uint32_t)how;
 	rsk_conn_unlock(u->c);
+	/* other holders wait for the end of our move (rsk_upg_tx_turn) */
+	(void)rsk_sys_futex(&u->c->tx_moved, FUTEX_WAKE, INT32_MAX, NULL);
 }
 
 /*

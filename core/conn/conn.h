@@ -58,7 +58,7 @@ struct rsk_conn {
 	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
 	/* A client's move (calls/upgrade.c), seen by every process holding the connection (a
 	 * fork while its offer was out): which holder moves our sending side, once for all. */
-	int tx_moved; /* enum rsk_conn_tx_moved */
+	uint32_t tx_moved; /* enum rsk_conn_tx_moved; a shared futex word while MOVING */
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
