@@ -31,15 +31,18 @@ int rsk_fw_active;
 static int rsk_fw_mirrors;
 
 /*
- * Fairness: with lazy connections ready, a wait still asks the kernel (a zero-timeout real
- * wait) after this many answers from user space or this long since it last asked, so the
- * set's kernel fds (a listener, a pipe, a TCP socket) wait at most that long past their event.
- * A wait that finds nothing in user space asks the kernel at once, and then every
- * RSK_FW_SPIN_POLL_US while it spins.
+ * Fairness: a look asks the kernel (a zero-timeout real wait) once RSK_FW_FAIR_RETURNS
+ * answers from user space (at a wait's first look) or RSK_FW_FAIR_US have passed since the
+ * set's last real look, whether it is a wait's first look or one of its spin; so while the
+ * process is awake (answering lazy connections, or spinning for them) the set's kernel fds (a
+ * listener, a pipe, a TCP socket) are reported at most that long past their event. A wait
+ * that sleeps needs no look first: its sleep is the kernel's answer. A zero-timeout wait that
+ * finds nothing in user space asks the kernel at once (its "nothing" must hold for every fd).
+ * RSK_FW_FAIR_US is the bound the busy case always had: spinning between answers is the
+ * same busy state, and asking every 10 us of it made more system calls than the messages.
  */
 #define RSK_FW_FAIR_RETURNS 16
 #define RSK_FW_FAIR_US 1000
-#define RSK_FW_SPIN_POLL_US 10
 #define RSK_FW_SPIN_YIELD_US 20
 #define RSK_FW_CLOCK_EVERY 8
 /* Past this many candidates a user-space scan costs more than the system call it saves. */
@@ -607,7 +610,8 @@ static int rsk_fw_real(struct rsk_fw *m, struct epoll_event *ev, int max, int64_
 
 /*
  * One look at the set: the kernel (zero timeout) when @real, then user space for the rest.
- * Returns a count or -errno. m locked.
+ * @defer: when user space has nothing, leave the kernel to the caller (a spin asks it by the
+ * fairness rule, a sleep is its answer). Returns a count or -errno. m locked.
  */
 static int rsk_fw_look(struct rsk_fw *m, struct epoll_event *ev, int max, int real, int defer,
 		       int64_t now)
@@ -619,7 +623,7 @@ static int rsk_fw_look(struct rsk_fw *m, struct epoll_event *ev, int max, int re
 		return n;
 	n = rsk_fw_scan(m, ev, n, max, &kernel);
 	if (!real && n == 0 && !kernel && defer)
-		return 0; /* the spin asks the kernel within RSK_FW_SPIN_POLL_US */
+		return 0; /* the spin or the sleep asks the kernel */
 	if (!real && (n == 0 || kernel))
 		return rsk_fw_look(m, ev, max, 1, 0, now); /* nothing here: the kernel's fds, at once */
 	if (!real)
@@ -642,10 +646,11 @@ static int rsk_fw_look_locked(struct rsk_fw *m, struct epoll_event *ev, int max,
 
 /*
  * Before sleeping in the kernel: this thread counts as a sleeper of every candidate's
- * connection (the set's first sleeper makes the count), then one more look, so nothing
- * that came before the count is slept through; whatever comes after it, the peer writes a
- * token for, an edge the kernel reports. Stale tokens stay (a few are trimmed in one read once
- * they pile up). No system call per connection. m locked; the caller ends the sleep with
+ * connection (the set's first sleeper makes the count), then one more look at the rings, so
+ * nothing that came before the count is slept through; whatever comes after it, the peer
+ * writes a token for, an edge the kernel reports. The kernel's fds need no look here: the
+ * sleep reports them at once. Stale tokens stay (a few are trimmed in one read once they pile
+ * up). No system call per connection. m locked; the caller ends the sleep with
  * rsk_fw_sleep_end.
  */
 static int rsk_fw_prepare(struct rsk_fw *m, struct epoll_event *ev, int max)
@@ -664,7 +669,7 @@ static int rsk_fw_prepare(struct rsk_fw *m, struct epoll_event *ev, int max)
 			rsk_conn_unlock(c);
 		}
 	}
-	return rsk_fw_look(m, ev, max, 1, 0, rsk_now_us());
+	return rsk_fw_look(m, ev, max, 0, 1, rsk_now_us());
 }
 
 /* A sleep (or its prepare) is over; the set's last sleeper ends the counts. m locked. */
@@ -679,15 +684,16 @@ static void rsk_fw_sleep_end(struct rsk_fw *m)
 }
 
 /*
- * Spin like rsk_io_wait_spin: user-space looks every round, the kernel's every
- * RSK_FW_SPIN_POLL_US (the look before the spin asked user space only, so the first comes
- * after that long), a yield every RSK_FW_SPIN_YIELD_US. Returns a count or -errno.
+ * Spin like rsk_io_wait_spin: user-space looks every round; the kernel's by the fairness
+ * rule (RSK_FW_FAIR_US since the set's last real look), at once when a candidate became the
+ * kernel's (it ends: EOF, hang-up) or a quiet endpoint showed an arrival; a yield every
+ * RSK_FW_SPIN_YIELD_US. Returns a count or -errno.
  */
 static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_t *spent_us)
 {
-	int64_t start = rsk_now_us(), now = start, real = start, yielded = start, budget;
+	int64_t start = rsk_now_us(), now = start, yielded = start, budget;
 	unsigned int rounds = 0;
-	int n;
+	int n, kernel;
 
 	budget = (int64_t)rsk_config.spin_us;
 	*spent_us = 0;
@@ -697,11 +703,11 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_
 			now = rsk_now_us();
 		pthread_mutex_lock(&m->lock);
 		m->gen++;
-		n = rsk_fw_scan(m, ev, 0, max, &(int){0});
-		if (n == 0 && (now - real >= RSK_FW_SPIN_POLL_US || rsk_conn_harvest_quiet())) {
+		kernel = 0;
+		n = rsk_fw_scan(m, ev, 0, max, &kernel);
+		if (n == 0 && (kernel || now - m->real_us >= RSK_FW_FAIR_US ||
+			       rsk_conn_harvest_quiet()))
 			n = rsk_fw_look(m, ev, max, 1, 0, now);
-			real = now;
-		}
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
@@ -735,6 +741,10 @@ static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 		rsk_fw_sleep_end(m);
 		m->gen++;
 		n = got > 0 ? rsk_fw_filter(m, ev, got, &(int){0}) : got;
+		if (got >= 0 && got < max) { /* a real look with room for all: the rule starts over */
+			m->real_us = rsk_now_us();
+			m->fast_returns = 0;
+		}
 		pthread_mutex_unlock(&m->lock);
 		if (got <= 0 || n > 0)
 			return n; /* events; the timeout; an error (EINTR) the application must see */
@@ -763,7 +773,7 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	}
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
 	(void)rsk_conn_harvest_quiet(); /* quiet endpoints' arrivals show in the kernel's look */
-	n = rsk_fw_look_locked(m, ev, max, timeout != 0 && rsk_config.spin_us != 0);
+	n = rsk_fw_look_locked(m, ev, max, timeout != 0); /* a spin or a sleep follows */
 	if (n == 0 && timeout != 0 && rsk_config.spin_us != 0)
 		n = rsk_fw_spin(m, ev, max, &spent);
 	if (n == 0 && timeout != 0) {
@@ -773,6 +783,8 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 			rsk_conn_sleep_begin(); /* before prepare's last look: quiet ones armed */
 			n = rsk_fw_sleep(m, ev, max, timeout, mask);
 			rsk_conn_sleep_end();
+		} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
+			n = rsk_fw_look_locked(m, ev, max, 0);
 		}
 	}
 	rsk_fw_put(m);

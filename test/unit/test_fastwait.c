@@ -5,7 +5,8 @@
  * edge-triggered in the kernel, so a wait that sleeps leaves every stale token in place (no
  * read per connection) and is woken by one token its peer writes for it; tokens that pile
  * up are trimmed in one read; a kernel fd in the same set is reported within the fairness
- * bound while the connection stays ready; edge-triggered registrations, dup, poll and
+ * bound while the connection stays ready, and while the process spins for it, a spin that
+ * asks the kernel only by that bound; edge-triggered registrations, dup, poll and
  * fork-like events leave the connection eager and exact, with the application's own events
  * given back to the kernel; close takes it out.
  */
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,12 +22,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/ready.h"
 #include "base/clock.h"
+#include "base/real.h"
 #include "conn/conn.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
@@ -33,8 +37,10 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 
-/* The fairness bound of fastwait.c (user-space answers between two real looks). */
+/* The fairness bounds of fastwait.c (user-space answers, and microseconds, between two real
+ * looks while the process is awake). */
 #define FAIR_RETURNS 16
+#define FAIR_US 1000
 
 /* More connections for the tests that drain several (client and server ends). */
 #define MORE 3
@@ -45,6 +51,32 @@ struct fx {
 	int mcl[MORE], msv[MORE];
 };
 static struct fx F;
+
+/*
+ * The library's real epoll_wait calls, counted by a wrapper put in its slot of rsk_real (the
+ * table every call of core/ into libc goes through); zero-timeout looks and sleeps apart.
+ */
+static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
+static int looks, sleeps;
+
+static int counting_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	__atomic_add_fetch(timeout == 0 ? &looks : &sleeps, 1, __ATOMIC_SEQ_CST);
+	return libc_epoll_wait(epfd, ev, max, timeout);
+}
+
+static void count_real_waits(int on)
+{
+	if (on && libc_epoll_wait == NULL) {
+		libc_epoll_wait = RSK_REAL(epoll_wait);
+		__atomic_store_n(&rsk_real.epoll_wait, counting_epoll_wait, __ATOMIC_RELEASE);
+	} else if (!on && libc_epoll_wait != NULL) {
+		__atomic_store_n(&rsk_real.epoll_wait, libc_epoll_wait, __ATOMIC_RELEASE);
+		libc_epoll_wait = NULL;
+	}
+	__atomic_store_n(&looks, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sleeps, 0, __ATOMIC_SEQ_CST);
+}
 
 static int setup(void **state)
 {
@@ -76,6 +108,7 @@ static int teardown(void **state)
 	int i;
 
 	(void)state;
+	count_real_waits(0); /* a failed test may leave the wrapper in */
 	rsk_fw_fd_gone(F.ep);
 	close(F.ep);
 	for (i = 0; i < MORE; i++) {
@@ -419,6 +452,150 @@ static void test_fairness(void **state)
 	close(p[1]);
 }
 
+/* A peer that sends one message @delay_us after each round the main thread asks for
+ * (`asked`), @rounds of them or until `stop`; each wait for a request is bounded (10 s). */
+struct pacer {
+	pthread_t t;
+	int cl, rounds, delay_us;
+	int asked, failed, stop;
+};
+
+static void *pacer_run(void *arg)
+{
+	struct pacer *p = arg;
+	struct timespec d = {.tv_sec = 0, .tv_nsec = (long)p->delay_us * 1000};
+	int64_t end;
+	ssize_t rc;
+	int i;
+
+	for (i = 0; i < p->rounds && !__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST); i++) {
+		end = rsk_now_us() + 10 * 1000 * 1000;
+		while (__atomic_load_n(&p->asked, __ATOMIC_SEQ_CST) <= i && rsk_now_us() < end)
+			sched_yield();
+		nanosleep(&d, NULL);
+		rc = ucl_send(p->cl, "m", 1, MSG_DONTWAIT); /* a full ring (a slow reader): skip */
+		if (rc != 1 && rc != -EAGAIN)
+			__atomic_store_n(&p->failed, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+static void pacer_start(struct pacer *p, int rounds, int delay_us, int asked)
+{
+	memset(p, 0, sizeof(*p));
+	p->cl = F.cl;
+	p->rounds = rounds;
+	p->delay_us = delay_us;
+	p->asked = asked;
+	assert_int_equal(pthread_create(&p->t, NULL, pacer_run, p), 0);
+}
+
+static void pacer_join(struct pacer *p)
+{
+	__atomic_store_n(&p->stop, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->asked, p->rounds, __ATOMIC_SEQ_CST);
+	assert_int_equal(pthread_join(p->t, NULL), 0);
+	assert_int_equal(p->failed, 0);
+}
+
+/*
+ * A wait that spins for a lazy connection whose peer answers within the spin window makes
+ * at most one zero-timeout real epoll_wait per FAIR_US of spinning (the fairness look for the
+ * set's kernel fds), plus one: consecutive looks are FAIR_US apart, so the bound holds however
+ * slow the machine (a sleep, should the peer be late past the 2-s spin, adds no look). The
+ * old spin asked the kernel every 10 us: 247 looks in 4.9 ms here, against a bound of 5.
+ */
+static void test_spin_asks_kernel_by_fairness_only(void **state)
+{
+	enum { ROUNDS = 8, DELAY_US = 300 };
+	struct epoll_event ev[4];
+	struct pacer p;
+	int pp[2], i;
+	int64_t t0, elapsed;
+
+	(void)state;
+	rsk_config.spin_us = 2 * 1000 * 1000; /* the answers come within the spin: no sleep */
+	assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
+	ctl(EPOLL_CTL_ADD, pp[0], EPOLLIN, 2); /* a kernel fd in the set (never ready) */
+	pacer_start(&p, ROUNDS, DELAY_US, 0);
+	count_real_waits(1);
+	t0 = rsk_now_us();
+	for (i = 0; i < ROUNDS; i++) {
+		__atomic_store_n(&p.asked, i + 1, __ATOMIC_SEQ_CST);
+		assert_int_equal(fw_wait(ev, 4, 10000), 1);
+		assert_true(ev[0].data.u64 == 1);
+		drain();
+	}
+	elapsed = rsk_now_us() - t0;
+	i = __atomic_load_n(&looks, __ATOMIC_SEQ_CST);
+	print_message("%d real looks, %d sleeps in %lld us\n", i,
+		      __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), (long long)elapsed);
+	count_real_waits(0);
+	pacer_join(&p);
+	assert_true(i <= 1 + elapsed / FAIR_US);
+	close(pp[0]);
+	close(pp[1]);
+}
+
+/*
+ * A kernel fd (a pipe) in the set is reported within the fairness bound while a lazy
+ * connection keeps the process busy. First a single spin: the pipe is written after a real
+ * look, the connection's peer stays silent, and the spin itself reports the pipe by a
+ * zero-timeout look (without the spin's look it would spin the whole window and sleep). Then
+ * the peer answers every 200 us, the pipe is written between two answers, and no wait that
+ * starts FAIR_US or more after the write may miss it (each such wait asks the kernel before
+ * anything else: a later start only makes the look due sooner, so load cannot fail this).
+ */
+static void test_kernel_fd_while_busy(void **state)
+{
+	enum { ROUNDS = 200, DELAY_US = 200 };
+	struct epoll_event ev[4];
+	struct pacer p;
+	int pp[2], i, k, n, seen = 0, reads = 0;
+	int64_t t_w = 0, start;
+	char b[256];
+
+	(void)state;
+	rsk_config.spin_us = 2 * 1000 * 1000;
+	assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
+	ctl(EPOLL_CTL_ADD, pp[0], EPOLLIN, 2);
+	assert_int_equal(fw_wait(ev, 4, 0), 0); /* found nothing: asked the kernel */
+	count_real_waits(1);
+	assert_int_equal(write(pp[1], "k", 1), 1);
+	assert_int_equal(fw_wait(ev, 4, 10000), 1);
+	assert_true(ev[0].data.u64 == 2);
+	assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), 0); /* the spin saw it */
+	assert_true(__atomic_load_n(&looks, __ATOMIC_SEQ_CST) >= 1);
+	count_real_waits(0);
+	assert_int_equal(read(pp[0], &(char){0}, 1), 1);
+
+	pacer_start(&p, ROUNDS, DELAY_US, ROUNDS);
+	for (i = 0; i < ROUNDS && !seen; i++) {
+		if (i == 3) {
+			assert_int_equal(write(pp[1], "k", 1), 1);
+			t_w = rsk_now_us();
+		}
+		start = rsk_now_us();
+		n = fw_wait(ev, 4, 10000);
+		assert_true(n >= 1);
+		for (k = 0; k < n; k++) {
+			if (ev[k].data.u64 == 2)
+				seen = 1;
+			else /* not drain(): the peer may post between its two reads */
+				while (ucl_recv(F.sv, b, sizeof(b), 0) > 0 && ++reads < 100000)
+					;
+		}
+		if (i >= 3 && !seen)
+			assert_true(start - t_w < FAIR_US);
+	}
+	pacer_join(&p);
+	assert_true(seen);
+	close(pp[0]);
+	close(pp[1]);
+}
+
 /* What another kind of wait may see goes eager for good, its app end exact. */
 static void assert_eager_exact(void)
 {
@@ -556,6 +733,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sleep_trims_piled_tokens, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_taint_restores_registration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fairness, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spin_asks_kernel_by_fairness_only, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_fd_while_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dup_goes_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_edge_triggered_is_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_goes_eager, setup, teardown),
