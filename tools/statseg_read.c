@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/statseg.h"
 #include "rdmasock.h"
 #include "statseg_read.h"
 
@@ -147,6 +148,7 @@ int rsk_seg_list(pid_t *pids, int max)
 
 	if (d == NULL)
 		return 0;
+	(void)rsk_statseg_sweep(); /* dead and reused pids' files, claimed before removal */
 	while ((e = readdir(d)) != NULL && n < max) {
 		if (strncmp(e->d_name, RSK_STATSEG_PREFIX, plen) != 0)
 			continue;

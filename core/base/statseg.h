@@ -47,6 +47,15 @@ void rsk_statseg_set_addrs(struct rsk_statseg_sock *rec, const struct sockaddr_s
  */
 void rsk_statseg_sweep_own(void);
 
+/*
+ * Remove the stale segments in the directory: those whose process is gone (SIGKILL, _exit,
+ * a crash: no destructor ran), or whose pid now belongs to a process started later; never a
+ * live writer's, other users' or names that are not segments. Bounded (a few thousand
+ * entries, a few hundred removals). The publisher runs it once per image as it starts;
+ * `rdmasock stat` too. Returns the number removed.
+ */
+int rsk_statseg_sweep(void);
+
 /* A forked child: the parent's segment and thread are not ours; start the child's own. */
 void rsk_statseg_atfork_child(void);
 
