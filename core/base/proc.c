@@ -64,6 +64,12 @@ int rsk_proc_each_fd(int (*fn)(int fd, void *arg), void *arg)
 	return 0;
 }
 
+/* glibc's own name for clone(), exported beside it. Sanitizers interpose clone() (TSan
+ * treats every clone as a fork and would run its fork-child bookkeeping in the middle
+ * process, on our memory, as if the cloning thread were a new process); __clone is the real
+ * one. The middle's fork() still goes through a sanitizer's fork, as a fork of ours does. */
+extern int __clone(int (*fn)(void *arg), void *stack, int flags, void *arg, ...);
+
 /* The middle process's stack, which the grandchild goes on using for its main thread (it
  * never returns into the program's frames). Reserved, touched only as far as used. */
 #define RSK_PROC_ORPHAN_STACK (1u << 20)
@@ -126,7 +132,7 @@ int rsk_proc_spawn_orphan(int (*fn)(void *arg), void *arg)
 	/* Exit signal 0 (no SIGCHLD in the flags): nothing is sent to us when it ends, the
 	 * kernel never reaps it for a program that ignores SIGCHLD, and only a wait with
 	 * __WCLONE or __WALL sees it. CLONE_VFORK: we go on once it has ended. */
-	mid = clone(rsk_proc_mid_main, stk + len, CLONE_VM | CLONE_VFORK, &m);
+	mid = __clone(rsk_proc_mid_main, stk + len, CLONE_VM | CLONE_VFORK, &m);
 	rc = mid < 0 ? -errno : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc == 0)
