@@ -292,13 +292,27 @@ static int rsk_seg_is_stale(int fd, pid_t pid)
 	return start != 0 && start != h.start_time;
 }
 
+/* Put a claimed file back under @orig, never replacing a file there: RENAME_NOREPLACE, or
+ * a hard link where the filesystem has no such rename. 0, or -errno (-EEXIST: one is). */
+static int rsk_seg_put_back(int dfd, const char *claim, const char *orig)
+{
+	if (renameat2(dfd, claim, dfd, orig, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(dfd, claim, dfd, orig, 0) < 0)
+		return -errno;
+	(void)unlinkat(dfd, claim, 0);
+	return 0;
+}
+
 /*
  * Remove @name (a candidate for @pid) if it is stale, never a live writer's file. Judging by
  * name and then unlinking the name would race with a new process of the same pid creating
  * its segment in between, so the file is first claimed: renamed (atomically) to a name only
- * this sweeper uses, judged there, and then unlinked, or renamed back without replacing
- * anything (EEXIST: the owner exec'd and made a new one; ours is then its old image's).
- * Returns 1 if removed.
+ * this sweeper uses, judged there, and then unlinked, or put back (EEXIST: the owner exec'd
+ * and made a new one meanwhile; the claimed one is then its old image's). A claim that
+ * cannot be put back otherwise stays for a sweep after ours. Returns 1 if removed.
  */
 static int rsk_seg_reap(int dfd, const char *name, pid_t pid)
 {
@@ -314,7 +328,7 @@ static int rsk_seg_reap(int dfd, const char *name, pid_t pid)
 		stale = rsk_seg_is_stale(fd, pid);
 		(void)rsk_sys_close(fd);
 	}
-	if (!stale && renameat2(dfd, claim, dfd, orig, RENAME_NOREPLACE) == 0)
+	if (!stale && rsk_seg_put_back(dfd, claim, orig) != -EEXIST)
 		return 0;
 	return unlinkat(dfd, claim, 0) == 0;
 }

@@ -289,7 +289,8 @@ static void test_sweep_dead_and_live(void **state)
  * A file claimed by a sweeper that died while judging it ("PID.sweep-Q", Q gone): put back
  * under its name when its writer lives (complete header with its start time, or no header
  * yet: a writer creating it), removed when the writer is dead or its pid was reused (another
- * start time). A claim whose sweeper lives is its business.
+ * start time), or when its name holds a newer file (never replaced). A claim whose sweeper
+ * lives is its business.
  */
 static void test_sweep_claims(void **state)
 {
@@ -323,6 +324,28 @@ static void test_sweep_claims(void **state)
 	put_seg(c4, dead_pid(4), 1);
 	assert_int_equal(rsk_statseg_sweep(), 1);
 	assert_false(there(c4));
+
+	/* live and its own, but the name holds a newer file (the owner exec'd and made one):
+	 * the claimed one is the old image's; the newer one stays as it is */
+	put_seg(orig, 0, 0);
+	NAME(c1, "%s.sweep-%d", orig, (int)dead_pid(7));
+	put_seg(c1, lpid, start_of(lpid));
+	assert_int_equal(rsk_statseg_sweep(), 1);
+	assert_false(there(c1));
+	assert_true(there(orig));
+	{
+		struct rsk_statseg_hdr h;
+		char p[PATH_MAX];
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/%s", dir, orig);
+		f = fopen(p, "r");
+		assert_non_null(f);
+		assert_int_equal(fread(&h, sizeof(h), 1, f), 1);
+		fclose(f);
+		assert_int_equal(h.magic, 0); /* the newer (junk) one, not the claimed one */
+	}
+	gone(orig);
 
 	NAME(c5, RSK_STATSEG_PREFIX "%d.sweep-%d", (int)dead_pid(6), (int)lpid);
 	put_seg(c5, dead_pid(6), 1); /* its sweeper (lpid here) is at work */
