@@ -278,11 +278,12 @@ static pid_t rsk_seg_candidate(const char *name)
 /* Is the claimed file @fd, named for @pid, a dead writer's? The pid is gone, or it is alive
  * with another start time than the complete header's (reused). Otherwise (alive and the
  * same, or a header not written yet: a writer creating it) it is live. */
-static int rsk_seg_is_stale(int fd, pid_t pid)
+static int rsk_seg_is_stale(int fd, pid_t pid, const void *arg)
 {
 	struct rsk_statseg_hdr h;
 	uint64_t start;
 
+	(void)arg;
 	if (rsk_seg_pid_gone(pid))
 		return 1;
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != RSK_STATSEG_MAGIC ||
@@ -314,7 +315,8 @@ static int rsk_seg_put_back(int dfd, const char *claim, const char *orig)
  * and made a new one meanwhile; the claimed one is then its old image's). A claim that
  * cannot be put back otherwise stays for a sweep after ours. Returns 1 if removed.
  */
-static int rsk_seg_reap(int dfd, const char *name, pid_t pid)
+static int rsk_seg_reap(int dfd, const char *name, pid_t pid,
+			int (*is_stale)(int fd, pid_t pid, const void *arg), const void *arg)
 {
 	char claim[96], orig[64];
 	int fd, stale = 0;
@@ -325,7 +327,7 @@ static int rsk_seg_reap(int dfd, const char *name, pid_t pid)
 		return 0; /* gone meanwhile, or another user's (a sticky directory) */
 	fd = openat(dfd, claim, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0) {
-		stale = rsk_seg_is_stale(fd, pid);
+		stale = is_stale(fd, pid, arg);
 		(void)rsk_sys_close(fd);
 	}
 	if (!stale && rsk_seg_put_back(dfd, claim, orig) != -EEXIST)
@@ -355,10 +357,33 @@ int rsk_statseg_sweep(void)
 	       !__atomic_load_n(&rsk_seg_stopping, __ATOMIC_ACQUIRE) && (e = readdir(d)) != NULL) {
 		pid = rsk_seg_candidate(e->d_name);
 		if (pid != 0 && rsk_seg_sweepable(dirfd(d), e->d_name))
-			removed += rsk_seg_reap(dirfd(d), e->d_name, pid);
+			removed += rsk_seg_reap(dirfd(d), e->d_name, pid, rsk_seg_is_stale, NULL);
 	}
 	closedir(d);
 	return removed;
+}
+
+/* The claimed file is the one the caller judged (same device and inode)? */
+static int rsk_seg_same_file(int fd, pid_t pid, const void *arg)
+{
+	const struct stat *judged = arg;
+	struct stat st;
+
+	(void)pid;
+	return fstat(fd, &st) == 0 && st.st_dev == judged->st_dev && st.st_ino == judged->st_ino;
+}
+
+int rsk_statseg_remove(pid_t pid, const struct stat *judged)
+{
+	char name[64];
+	int dfd = open(rsk_seg_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC), n;
+
+	if (dfd < 0)
+		return 0;
+	snprintf(name, sizeof(name), RSK_STATSEG_PREFIX "%d", (int)pid);
+	n = rsk_seg_reap(dfd, name, pid, rsk_seg_same_file, judged);
+	(void)rsk_sys_close(dfd);
+	return n;
 }
 
 /* Once per image (not in a forked child), on the publisher thread before its first sleep:

@@ -9,6 +9,7 @@
 #define RSK_BASE_STATSEG_H
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "statseg_layout.h"
 
@@ -55,6 +56,14 @@ void rsk_statseg_sweep_own(void);
  * `rdmasock stat` too. Returns the number removed.
  */
 int rsk_statseg_sweep(void);
+
+/*
+ * Remove the segment named for @pid if it still is the file @judged (device and inode) that
+ * the caller found stale (a reader: an exec'd image's, a reused pid's). Claimed first, as
+ * the sweep does, so a newer file a process made under that name meanwhile stays. 1 if
+ * removed.
+ */
+int rsk_statseg_remove(pid_t pid, const struct stat *judged);
 
 /* A forked child: the parent's segment and thread are not ours; start the child's own. */
 void rsk_statseg_atfork_child(void);

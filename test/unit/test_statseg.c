@@ -2,7 +2,8 @@
  * Unit tests of the live stats segment's writer (core/base/statseg.c), driven the way
  * `rdmasock stat` drives it (add one to `readers`, FUTEX_WAKE, wait for `generation`):
  * stale segments are swept (dead pids' removed, live ones' kept or put back, other names
- * untouched, a bounded number per sweep, and once by a new publisher), a previous image's
+ * untouched, a bounded number per sweep, and once by a new publisher; a reader's removal
+ * takes only the file it judged), a previous image's
  * file is swept at start, a leftover file of our pid is replaced, the file is 0600 with a complete header and is
  * never published before a reader asks; a bump publishes the registered rows and the
  * process totals (open kernel rows' bytes added) under the seqlock; a full segment counts
@@ -355,6 +356,43 @@ static void test_sweep_claims(void **state)
 	reap_live(lpid, wr);
 }
 
+/* A reader's removal of a file it judged stale (rsk_statseg_remove): that file goes, but a
+ * newer one made under the name since (the pid's new image) stays. */
+static void test_remove_judged_file_only(void **state)
+{
+	char name[64], p[PATH_MAX];
+	struct stat judged, st;
+	pid_t lpid;
+	int wr;
+
+	(void)state;
+	lpid = live_child(&wr);
+	NAME(name, RSK_STATSEG_PREFIX "%d", (int)lpid);
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	put_seg(name, lpid, start_of(lpid));
+	assert_int_equal(stat(p, &judged), 0);
+	assert_int_equal(rsk_statseg_remove(lpid, &judged), 1);
+	assert_false(there(name));
+
+	put_seg(name, lpid, start_of(lpid));
+	assert_int_equal(stat(p, &judged), 0);
+	put_seg("newer", 0, 0); /* a newer file under the name (made while the old one exists,
+				 * so another inode) */
+	{
+		char q[PATH_MAX];
+
+		snprintf(q, sizeof(q), "%s/newer", dir);
+		assert_int_equal(rename(q, p), 0);
+	}
+	assert_int_equal(stat(p, &st), 0);
+	assert_true(st.st_ino != judged.st_ino);
+	assert_int_equal(rsk_statseg_remove(lpid, &judged), 0);
+	assert_true(there(name));
+	gone(name);
+	assert_int_equal(rsk_statseg_remove(lpid, &judged), 0); /* nothing there */
+	reap_live(lpid, wr);
+}
+
 /* One sweep removes a bounded number; the next ones go on. */
 static void test_sweep_bounded(void **state)
 {
@@ -560,6 +598,7 @@ int main(void)
 		cmocka_unit_test(test_sweep_dead_and_live),
 		cmocka_unit_test(test_sweep_claims),
 		cmocka_unit_test(test_sweep_bounded),
+		cmocka_unit_test(test_remove_judged_file_only),
 		cmocka_unit_test(test_sweep_own),
 		cmocka_unit_test(test_start_replaces_leftover),
 		cmocka_unit_test(test_bump_publishes),
