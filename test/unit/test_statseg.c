@@ -3,12 +3,12 @@
  * `rdmasock stat` drives it (add one to `readers`, FUTEX_WAKE, wait for `generation`):
  * stale segments are swept (dead pids' removed, live ones' kept or put back, other names
  * untouched, a bounded number per sweep, and once by a new publisher; a reader's removal
- * takes only the file it judged), a previous image's
- * file is swept at start, a leftover file of our pid is replaced, the file is 0600 with a complete header and is
- * never published before a reader asks; a bump publishes the registered rows and the
- * process totals (open kernel rows' bytes added) under the seqlock; a full segment counts
- * what it dropped; a forked child makes its own segment and leaves the parent's alone; stop
- * removes the file. The tests share one segment and run in order.
+ * takes only the file it judged); a previous image's file is swept at start, a leftover
+ * file of our pid is replaced, the file is 0600 with a complete header and is never
+ * published before a reader asks; a bump publishes the registered rows and the process
+ * totals (open kernel rows' bytes added) under the seqlock; a full segment counts what it
+ * dropped; a forked child makes its own segment and leaves the parent's alone; stop removes
+ * the file. The tests share one segment and run in order.
  */
 #include <arpa/inet.h>
 #include <errno.h>
