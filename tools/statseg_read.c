@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/statseg.h"
 #include "rdmasock.h"
 #include "statseg_read.h"
 
@@ -80,7 +81,7 @@ static int rsk_seg_header_ok(const struct rsk_statseg_hdr *h, pid_t pid, off_t s
 	       rsk_statseg_size(h->capacity) <= (uint64_t)size;
 }
 
-static int rsk_seg_map_file(int fd, pid_t pid, struct rsk_seg_proc *p)
+static int rsk_seg_map_file(int fd, pid_t pid, struct rsk_seg_proc *p, struct stat *out)
 {
 	struct stat st;
 
@@ -90,6 +91,7 @@ static int rsk_seg_map_file(int fd, pid_t pid, struct rsk_seg_proc *p)
 		return -EPROTO;
 	if (st.st_uid != geteuid() && geteuid() != 0)
 		return -EACCES; /* mode 0600 already says so; never read another user's */
+	*out = st;
 	if (!rsk_seg_alive(pid))
 		return -ESRCH; /* whatever it holds, its writer is gone */
 	p->map_len = (size_t)st.st_size;
@@ -109,6 +111,7 @@ static int rsk_seg_map_file(int fd, pid_t pid, struct rsk_seg_proc *p)
 
 int rsk_seg_open(pid_t pid, struct rsk_seg_proc *p)
 {
+	struct stat st;
 	int fd, rc;
 
 	memset(p, 0, sizeof(*p));
@@ -116,10 +119,10 @@ int rsk_seg_open(pid_t pid, struct rsk_seg_proc *p)
 	fd = open(p->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	rc = rsk_seg_map_file(fd, pid, p);
+	rc = rsk_seg_map_file(fd, pid, p, &st);
 	close(fd);
-	if (rc == -ESRCH)
-		(void)unlink(p->path); /* its process is gone: clean up after it */
+	if (rc == -ESRCH) /* its writer is gone: remove that file, not a newer one of the pid */
+		(void)rsk_statseg_remove(pid, &st);
 	if (rc < 0)
 		rsk_seg_close(p);
 	return rc;
@@ -147,6 +150,7 @@ int rsk_seg_list(pid_t *pids, int max)
 
 	if (d == NULL)
 		return 0;
+	(void)rsk_statseg_sweep(); /* dead and reused pids' files, claimed before removal */
 	while ((e = readdir(d)) != NULL && n < max) {
 		if (strncmp(e->d_name, RSK_STATSEG_PREFIX, plen) != 0)
 			continue;

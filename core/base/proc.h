@@ -23,4 +23,17 @@ void rsk_proc_forked_child(void);
  * directory fd left out) until @fn returns nonzero. -errno if the directory cannot be read. */
 int rsk_proc_each_fd(int (*fn)(int fd, void *arg), void *arg);
 
+/*
+ * Start @fn(@arg) in a process that is not our child: a grandchild whose parent, the middle
+ * process, ends at once, so that init (or a subreaper) adopts it, as a daemon's double fork
+ * does. Unlike fork()+fork(), the program never sees a SIGCHLD for the middle process nor a
+ * child of ours that its waitpid(-1) could reap, whatever its SIGCHLD disposition: the
+ * middle is cloned with no exit signal and reaped here (__WCLONE). @fn runs in a glibc
+ * fork() of the middle (a consistent copy of this process, atfork handlers run), on a
+ * private 1 MiB stack, with every signal blocked; its return value is the grandchild's exit
+ * status (it should return rather than call _exit). 0 once the grandchild exists, -errno
+ * (-EAGAIN: the middle could not fork it).
+ */
+int rsk_proc_spawn_orphan(int (*fn)(void *arg), void *arg);
+
 #endif

@@ -2,13 +2,18 @@
  * Writer of the live stats segment (statseg.h). The segment is a 0600 file created with
  * O_EXCL and mapped shared; a publisher thread with every signal blocked sleeps untimed on
  * the segment's `readers` futex word, so a process that nobody watches never wakes, and
- * publishes every 500 ms for 10 s after each reader bump. The file is unlinked at exit.
+ * publishes every 500 ms for 10 s after each reader bump. The file is unlinked at exit; the
+ * files of processes that could not (SIGKILL, _exit) are swept by the next process that
+ * makes one, on its publisher thread.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +147,8 @@ void rsk_statseg_set_addrs(struct rsk_statseg_sock *rec, const struct sockaddr_s
  * changes the word and wakes it; it then publishes every PERIOD_MS until the linger ends.
  * The loop ends when the segment is stopped (exit) and the thread is woken once more.
  */
+static void rsk_seg_sweep_once(void);
+
 static void *rsk_seg_main(void *arg)
 {
 	/* From 0, the fresh segment's count: a reader that bumped before we ran is seen. */
@@ -149,6 +156,7 @@ static void *rsk_seg_main(void *arg)
 	int64_t until = 0, last = 0, now;
 
 	(void)arg;
+	rsk_seg_sweep_once();
 	while (!__atomic_load_n(&rsk_seg_stopping, __ATOMIC_ACQUIRE)) {
 		now_r = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 		now = rsk_now_ms();
@@ -173,13 +181,15 @@ static void *rsk_seg_main(void *arg)
 	return NULL;
 }
 
-/* /proc/self/stat's starttime: readers tell a reused pid from ours by it. */
-static uint64_t rsk_seg_self_start(void)
+/* /proc/PID/stat's starttime (@pid 0: ours), 0 if unknown: tells a reused pid from a writer. */
+static uint64_t rsk_seg_proc_start(pid_t pid)
 {
 	char line[1024];
 	ssize_t n;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	int fd;
 
+	snprintf(line, sizeof(line), "/proc/%d/stat", pid != 0 ? (int)pid : (int)getpid());
+	fd = open(line, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	n = rsk_sys_read(fd, line, sizeof(line) - 1);
@@ -190,15 +200,19 @@ static uint64_t rsk_seg_self_start(void)
 	return rsk_statseg_starttime(line);
 }
 
+static const char *rsk_seg_dir(void)
+{
+	const char *dir = getenv(RDMASOCK_ENV_STAT_DIR);
+
+	return dir == NULL || dir[0] == '\0' ? RSK_STATSEG_DIR : dir;
+}
+
 /* This process's segment name into @out. 0 or -ENAMETOOLONG. */
 static int rsk_seg_name(char *out, size_t size)
 {
-	const char *dir = getenv(RDMASOCK_ENV_STAT_DIR);
 	int n;
 
-	if (dir == NULL || dir[0] == '\0')
-		dir = RSK_STATSEG_DIR;
-	n = snprintf(out, size, "%s/" RSK_STATSEG_PREFIX "%d", dir, (int)getpid());
+	n = snprintf(out, size, "%s/" RSK_STATSEG_PREFIX "%d", rsk_seg_dir(), (int)getpid());
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
@@ -208,6 +222,184 @@ void rsk_statseg_sweep_own(void)
 
 	if (rsk_seg_name(name, sizeof(name)) == 0)
 		(void)unlink(name); /* ENOENT but after an exec; never another user's (sticky) */
+}
+
+/* ---- stale segments: those of processes that ended without removing theirs ---- */
+
+/* One sweep reads at most SCAN directory entries and removes at most REMOVE files, so its
+ * cost is bounded however many leftovers a machine collected; later processes go on. */
+#define RSK_SEG_SWEEP_SCAN 4096
+#define RSK_SEG_SWEEP_REMOVE 256
+#define RSK_SEG_CLAIM ".sweep-" /* "rdmasock-stat.PID.sweep-SWEEPER": a file being judged */
+
+static int rsk_seg_swept; /* this image swept already (a forked child inherits the 1) */
+
+static int rsk_seg_pid_gone(pid_t pid)
+{
+	return kill(pid, 0) < 0 && errno == ESRCH; /* EPERM: it exists (another user's) */
+}
+
+/* A decimal pid at @p, without sign or leading zero: the pid (*@end: what follows), else 0. */
+static pid_t rsk_seg_parse_pid(const char *p, const char **end)
+{
+	long v = 0;
+	int n;
+
+	for (n = 0; p[n] >= '0' && p[n] <= '9' && n < 10; n++)
+		v = v * 10 + (p[n] - '0');
+	*end = p + n;
+	return n == 0 || p[0] == '0' || v > INT_MAX ? 0 : (pid_t)v;
+}
+
+/*
+ * @name: "rdmasock-stat.PID", or a claimed "rdmasock-stat.PID.sweep-Q" whose sweeper Q died
+ * while judging it. Returns PID when the name is a candidate (its process looks gone, or its
+ * sweeper does), else 0: garbage names, live pids and claims under way are left alone.
+ */
+static pid_t rsk_seg_candidate(const char *name)
+{
+	size_t plen = strlen(RSK_STATSEG_PREFIX), clen = strlen(RSK_SEG_CLAIM);
+	const char *end, *end2;
+	pid_t pid, q;
+
+	if (strncmp(name, RSK_STATSEG_PREFIX, plen) != 0)
+		return 0;
+	pid = rsk_seg_parse_pid(name + plen, &end);
+	if (pid == 0)
+		return 0;
+	if (*end == '\0')
+		return rsk_seg_pid_gone(pid) ? pid : 0;
+	if (strncmp(end, RSK_SEG_CLAIM, clen) != 0)
+		return 0;
+	q = rsk_seg_parse_pid(end + clen, &end2);
+	return q != 0 && *end2 == '\0' && rsk_seg_pid_gone(q) ? pid : 0;
+}
+
+/* Is the claimed file @fd, named for @pid, a dead writer's? The pid is gone, or it is alive
+ * with another start time than the complete header's (reused). Otherwise (alive and the
+ * same, or a header not written yet: a writer creating it) it is live. */
+static int rsk_seg_is_stale(int fd, pid_t pid, const void *arg)
+{
+	struct rsk_statseg_hdr h;
+	uint64_t start;
+
+	(void)arg;
+	if (rsk_seg_pid_gone(pid))
+		return 1;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != RSK_STATSEG_MAGIC ||
+	    h.pid != pid)
+		return 0;
+	start = rsk_seg_proc_start(pid);
+	return start != 0 && start != h.start_time;
+}
+
+/* Put a claimed file back under @orig, never replacing a file there: RENAME_NOREPLACE, or
+ * a hard link where the filesystem has no such rename. 0, or -errno (-EEXIST: one is). */
+static int rsk_seg_put_back(int dfd, const char *claim, const char *orig)
+{
+	if (renameat2(dfd, claim, dfd, orig, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(dfd, claim, dfd, orig, 0) < 0)
+		return -errno;
+	(void)unlinkat(dfd, claim, 0);
+	return 0;
+}
+
+/*
+ * Remove @name (a candidate for @pid) if it is stale, never a live writer's file. Judging by
+ * name and then unlinking the name would race with a new process of the same pid creating
+ * its segment in between, so the file is first claimed: renamed (atomically) to a name only
+ * this sweeper uses, judged there, and then unlinked, or put back (EEXIST: the owner exec'd
+ * and made a new one meanwhile; the claimed one is then its old image's). A claim that
+ * cannot be put back otherwise stays for a sweep after ours. Returns 1 if removed.
+ */
+static int rsk_seg_reap(int dfd, const char *name, pid_t pid,
+			int (*is_stale)(int fd, pid_t pid, const void *arg), const void *arg)
+{
+	char claim[96], orig[64];
+	int fd, stale = 0;
+
+	snprintf(orig, sizeof(orig), RSK_STATSEG_PREFIX "%d", (int)pid);
+	snprintf(claim, sizeof(claim), "%s" RSK_SEG_CLAIM "%d", orig, (int)getpid());
+	if (renameat(dfd, name, dfd, claim) < 0)
+		return 0; /* gone meanwhile, or another user's (a sticky directory) */
+	fd = openat(dfd, claim, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		stale = is_stale(fd, pid, arg);
+		(void)rsk_sys_close(fd);
+	}
+	if (!stale && rsk_seg_put_back(dfd, claim, orig) != -EEXIST)
+		return 0;
+	return unlinkat(dfd, claim, 0) == 0;
+}
+
+/* Only regular files of ours (root: anyone's) are judged; links and others are not. */
+static int rsk_seg_sweepable(int dfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	       (st.st_uid == geteuid() || geteuid() == 0);
+}
+
+int rsk_statseg_sweep(void)
+{
+	DIR *d = opendir(rsk_seg_dir());
+	struct dirent *e;
+	int seen = 0, removed = 0;
+	pid_t pid;
+
+	if (d == NULL)
+		return 0;
+	while (seen++ < RSK_SEG_SWEEP_SCAN && removed < RSK_SEG_SWEEP_REMOVE &&
+	       !__atomic_load_n(&rsk_seg_stopping, __ATOMIC_ACQUIRE) && (e = readdir(d)) != NULL) {
+		pid = rsk_seg_candidate(e->d_name);
+		if (pid != 0 && rsk_seg_sweepable(dirfd(d), e->d_name))
+			removed += rsk_seg_reap(dirfd(d), e->d_name, pid, rsk_seg_is_stale, NULL);
+	}
+	closedir(d);
+	return removed;
+}
+
+/* The claimed file is the one the caller judged (same device and inode)? */
+static int rsk_seg_same_file(int fd, pid_t pid, const void *arg)
+{
+	const struct stat *judged = arg;
+	struct stat st;
+
+	(void)pid;
+	return fstat(fd, &st) == 0 && st.st_dev == judged->st_dev && st.st_ino == judged->st_ino;
+}
+
+int rsk_statseg_remove(pid_t pid, const struct stat *judged)
+{
+	char name[64];
+	int dfd = open(rsk_seg_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC), n;
+
+	if (dfd < 0)
+		return 0;
+	snprintf(name, sizeof(name), RSK_STATSEG_PREFIX "%d", (int)pid);
+	n = rsk_seg_reap(dfd, name, pid, rsk_seg_same_file, judged);
+	(void)rsk_sys_close(dfd);
+	return n;
+}
+
+/* Once per image (not in a forked child), on the publisher thread before its first sleep:
+ * never on an application thread, and only in processes that make a segment themselves. */
+static void rsk_seg_sweep_once(void)
+{
+	int n;
+
+	if (rsk_seg_swept)
+		return;
+	rsk_seg_swept = 1;
+	rsk_thread_work_begin(); /* a fork waits: the directory's fd and memory are not copied */
+	n = rsk_statseg_sweep();
+	rsk_thread_work_end();
+	if (n > 0)
+		rsk_dbg("removed %d stale stats segment(s)", n);
 }
 
 /* The file, 0600 and ours alone. A leftover with our pid is a dead process's: replace it
@@ -241,7 +433,7 @@ static void rsk_seg_init_header(struct rsk_statseg_hdr *h)
 	h->rec_size = sizeof(struct rsk_statseg_sock);
 	h->capacity = RSK_STATSEG_CAPACITY;
 	h->pid = (int32_t)getpid();
-	h->start_time = rsk_seg_self_start();
+	h->start_time = rsk_seg_proc_start(0);
 	snprintf(h->program, sizeof(h->program), "%s", rsk_stats_program());
 	__atomic_store_n(&h->magic, RSK_STATSEG_MAGIC, __ATOMIC_RELEASE); /* complete now */
 }

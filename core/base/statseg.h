@@ -9,6 +9,7 @@
 #define RSK_BASE_STATSEG_H
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "statseg_layout.h"
 
@@ -46,6 +47,23 @@ void rsk_statseg_set_addrs(struct rsk_statseg_sock *rec, const struct sockaddr_s
  * fork+exec of programs that never track a socket leaves nothing behind. One unlink().
  */
 void rsk_statseg_sweep_own(void);
+
+/*
+ * Remove the stale segments in the directory: those whose process is gone (SIGKILL, _exit,
+ * a crash: no destructor ran), or whose pid now belongs to a process started later; never a
+ * live writer's, other users' or names that are not segments. Bounded (a few thousand
+ * entries, a few hundred removals). The publisher runs it once per image as it starts;
+ * `rdmasock stat` too. Returns the number removed.
+ */
+int rsk_statseg_sweep(void);
+
+/*
+ * Remove the segment named for @pid if it still is the file @judged (device and inode) that
+ * the caller found stale (a reader: an exec'd image's, a reused pid's). Claimed first, as
+ * the sweep does, so a newer file a process made under that name meanwhile stays. 1 if
+ * removed.
+ */
+int rsk_statseg_remove(pid_t pid, const struct stat *judged);
 
 /* A forked child: the parent's segment and thread are not ours; start the child's own. */
 void rsk_statseg_atfork_child(void);

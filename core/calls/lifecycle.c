@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -474,14 +473,19 @@ static void rsk_life_helper_stats(void)
 }
 
 /* The helper (a grandchild, adopted by init) runs the relays taken for it until every one
- * is over. For an exec (@go_rd: the go pipe), only once the exec happened; if it failed, it
- * leaves them to their process. Never returns. */
-static void rsk_life_helper(int go_rd)
+ * is over. For an exec (@arg: the go pipe; the helper keeps its reading end), only once the
+ * exec happened; if it failed, it leaves them to their process. Returns its exit status. */
+static int rsk_life_helper(void *arg)
 {
+	const int *go = arg;
+	int go_rd = go != NULL ? go[0] : -1;
 	ssize_t k = 0;
 	char b;
 	int n;
 
+	rsk_thread_fork_child(); /* the gate we were forked through is the program's */
+	if (go != NULL)
+		(void)rsk_sys_close(go[1]);
 	rsk_proc_forked_child();
 	rsk_life_helper_signals();
 	/* Out of the program's session and process group: a Ctrl-C, a terminal's hang-up or a
@@ -495,7 +499,7 @@ static void rsk_life_helper(int go_rd)
 	while (go_rd >= 0 && (k = rsk_sys_read(go_rd, &b, 1)) == -EINTR)
 		;
 	if (k != 0)
-		_exit(0); /* the exec failed (a byte), or we cannot tell: the relays stay there */
+		return 0; /* the exec failed (a byte), or we cannot tell: the relays stay there */
 	if (go_rd >= 0)
 		(void)rsk_sys_close(go_rd);
 	else /* the program's own line reports its history; ours, what the relays move */
@@ -504,42 +508,22 @@ static void rsk_life_helper(int go_rd)
 	n = rsk_relay_adopt_all();
 	rsk_relay_wait_done(n);
 	rsk_life_helper_stats();
-	_exit(0);
+	return 0;
 }
 
 /*
- * Fork the helper for the relays taken for it: a grandchild, so that init adopts it and the
- * program never sees a child of its own (the middle process is reaped here at once). @go:
- * the exec hand-off's go pipe (the helper keeps its reading end), or NULL: it starts now.
- * With the fork gate (base/thread.h): no thread of ours holds a lock the helper needs.
- * 0 once the helper exists, or -errno.
+ * Start the helper for the relays taken for it, as a process the program never sees as a
+ * child (base/proc.h: no SIGCHLD, nothing for its waitpid(-1)), adopted by init. @go: the
+ * exec hand-off's go pipe, or NULL: it starts now. With the fork gate (base/thread.h): no
+ * thread of ours holds a lock the helper needs. 0 once the helper exists, or -errno.
  */
-static int rsk_life_spawn(const int *go)
+static int rsk_life_spawn(int *go)
 {
-	int err = errno, st = 0, rc = 0;
-	pid_t mid, h;
+	int rc;
 
 	rsk_thread_fork_prepare();
-	mid = RSK_REAL(fork)();
-	if (mid == 0) { /* the middle process */
-		rsk_thread_fork_child();
-		if (go != NULL)
-			(void)rsk_sys_close(go[1]);
-		h = RSK_REAL(fork)();
-		if (h == 0)
-			rsk_life_helper(go != NULL ? go[0] : -1);
-		_exit(h < 0);
-	}
+	rc = rsk_proc_spawn_orphan(rsk_life_helper, go);
 	rsk_thread_fork_parent();
-	if (mid < 0)
-		rc = -errno;
-	while (rc == 0 && waitpid(mid, &st, 0) < 0 && errno == EINTR)
-		;
-	/* A program that reaps every child (SIGCHLD ignored, or its handler's wait) may take the
-	 * middle one's status first: the helper exists then, as it does in nearly every case. */
-	if (rc == 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
-		rc = -EAGAIN; /* the middle one could not fork the helper */
-	errno = err;
 	return rc;
 }
 

@@ -3,8 +3,9 @@
 # redis-benchmark shm clients and a plain (not preloaded) redis-cli: rows, transports and
 # fallback reasons are right, counts rise between two samples, nothing is published before
 # anyone reads, a process without sockets has no segment and no thread, segments are 0600
-# and unreadable to another user, dead processes' (and exec'd images') segments are cleaned,
-# exits remove theirs, and the default directory is /dev/shm.
+# and unreadable to another user, dead processes' (and exec'd images') segments are cleaned
+# by stat, an _exit'ed process's by the next preloaded process, exits remove theirs, and the
+# default directory is /dev/shm.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cli_lib.sh"
 need redis-server redis-cli redis-benchmark python3
@@ -63,6 +64,18 @@ execd execplain plain
 "$RSK_CLI" stat -p "$PID_execplain" >/dev/null 2>&1 && fail "stat read the segment of an exec'd image"
 [ ! -e "$(seg "$PID_execplain")" ] || fail "stat did not remove the exec'd image's stale segment"
 stop_bg execplain
+
+# A process that ends by _exit (no destructor) leaves its segment; the next preloaded process
+# that makes one sweeps it from its publisher thread as it starts, with no stat run.
+quit=$("$RSK_CLI" run -- python3 -c 'import os, socket
+s = socket.socket()
+print(os.getpid(), flush=True)
+os._exit(0)')
+[ -e "$(seg "$quit")" ] || fail "the _exit test program left no segment to sweep"
+"$RSK_CLI" run -- python3 -c 'import socket, time
+s = socket.socket()
+time.sleep(0.5)'
+[ ! -e "$(seg "$quit")" ] || fail "the next preloaded process did not sweep an _exit'ed one's segment"
 
 # Without RDMASOCK_STAT_DIR the segment is /dev/shm/rdmasock-stat.PID, gone at exit.
 if [ -d /dev/shm ] && [ -w /dev/shm ]; then

@@ -7,7 +7,9 @@
 # calls, and RDMASOCK_STATS must show shm carrying them. Cases: line-buffered fprintf/fgets,
 # 1 MiB by fwrite/fread, 8 MiB written by a forked child while the parent reads (fork after
 # the relay started), stdio mixed with send()/write()/recv() from the first byte and from
-# mid-stream, write() + getc(), an epoll registration made before fdopen, bash's /dev/tcp (builtins through stdout, read, and an exec'd
+# mid-stream, write() + getc(), an epoll registration made before fdopen, a program with a
+# SIGCHLD handler or SIGCHLD ignored and a waitpid(-1) thread (no SIGCHLD, no child of the
+# library to reap), bash's /dev/tcp (builtins through stdout, read, and an exec'd
 # head reading 1 MiB), and an inetd-style server (socket on stdin/stdout, exec of sed -u; one
 # that asks the socket its names and options after the exec; and exec of a job that writes 4 MiB and is interrupted with its process group at once), and a
 # server that writes 4 MiB through stdio and dies at once without destructors (_exit,
@@ -32,6 +34,16 @@ for m in lines bulk mix late getc epoll "big 8"; do
 	echo "stdio_peer $m: ok"
 done
 [ "$m" = "big 8" ] || fail "the mode list was cut short"
+
+# The relay's helper is no child of the program: with a SIGCHLD handler (with and without
+# SA_NOCLDWAIT) or SIGCHLD ignored, and a thread in waitpid(-1) for a child of its own, the
+# program gets no SIGCHLD, reaps only its own child and has none left after (kernel TCP too).
+for m in sigchld sigchld_nocldwait sigchld_ign; do
+	out=$(pre timeout 60 "$RSK_PROGS/stdio_peer" "$m" "$port" 2>&1) || fail "stdio_peer $m: $out"
+	echo "$out" | grep -q "^stdio_peer: $m: ok$" || fail "stdio_peer $m: $out"
+	! echo "$out" | grep -q "helper not forked" || fail "stdio_peer $m: no helper: $out"
+	echo "stdio_peer $m: ok"
+done
 
 # bash: builtins write through stdout (a dup of the socket onto 1) and read through stdin;
 # then (bash started the relay itself: a relay reads for the process that started it) a

@@ -40,8 +40,14 @@
  *                             says it is (names, SO_DOMAIN, SO_PROTOCOL, TCP_NODELAY set
  *                             and read back), as a TCP socket's would say
  *   stdio_peer names_client PORT   reads that line and checks it against its own socket
+ *   stdio_peer sigchld PORT   with a SIGCHLD handler, a child of its own and a thread in
+ *                             waitpid(-1) for it, runs `lines`: no SIGCHLD, nothing reaped
+ *                             but its child, no child left (the relay's helper is not its
+ *                             child); sigchld_ign and sigchld_nocldwait: the same with
+ *                             SIGCHLD ignored, or a handler with SA_NOCLDWAIT
  * Prints "stdio_peer: MODE: ok" and exits 0, or says what went wrong and exits 1.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <stdio.h>
@@ -554,6 +560,89 @@ static void inetd_client(int port)
 	close(fd);
 }
 
+/* ---- the relay's helper is no child of the program ---- */
+
+static volatile sig_atomic_t chld_signals;
+
+static void on_chld(int sig)
+{
+	(void)sig;
+	chld_signals++;
+}
+
+struct reaper {
+	pid_t own;    /* the program's own child, which the reaper waits for */
+	pid_t other;  /* a pid it reaped that the program never made (0: none) */
+};
+
+/* A thread in a blocking waitpid(-1) while the relay starts, as a program that reaps every
+ * child does: it must get its own child and nothing else. */
+static void *reaper_main(void *arg)
+{
+	struct reaper *r = arg;
+	pid_t p;
+	int st;
+
+	while ((p = waitpid(-1, &st, 0)) != r->own) {
+		if (p > 0 && r->other == 0)
+			r->other = p;
+		if (p < 0 && errno != EINTR)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * sigchld PORT (a SIGCHLD handler), sigchld_ign (SIGCHLD ignored), sigchld_nocldwait (a
+ * handler with SA_NOCLDWAIT): the program has a child of its own and a thread blocked in
+ * waitpid(-1) for it, then relays a connection (fdopen, 2,000 lines). Over kernel TCP no
+ * SIGCHLD comes and only its own child is reaped; so here: no SIGCHLD before its child ends,
+ * the reaper gets that child only, and then no child at all is left (not even a clone
+ * child, __WALL: the library reaps what it made).
+ */
+static void sigchld_mode(int port, const char *how)
+{
+	struct reaper r = {0, 0};
+	struct sigaction sa;
+	pthread_t t;
+	int gate[2], st;
+	char b;
+	pid_t p;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = strcmp(how, "sigchld_ign") == 0 ? SIG_IGN : on_chld;
+	sa.sa_flags = SA_RESTART | (strcmp(how, "sigchld_nocldwait") == 0 ? SA_NOCLDWAIT : 0);
+	if (sigaction(SIGCHLD, &sa, NULL) < 0 || pipe(gate) < 0)
+		die("sigaction/pipe: %s", strerror(errno));
+	r.own = fork();
+	if (r.own < 0)
+		die("fork: %s", strerror(errno));
+	if (r.own == 0) {
+		close(gate[1]);
+		_exit(read(gate[0], &b, 1) < 0);
+	}
+	close(gate[0]);
+	if (sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_NOCLDWAIT) &&
+	    pthread_create(&t, NULL, reaper_main, &r) != 0)
+		die("pthread_create");
+	lines(port); /* the relay starts: its helper is forked */
+	if (chld_signals != 0)
+		die("%d SIGCHLD before the program's own child ended", (int)chld_signals);
+	close(gate[1]);
+	if (sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_NOCLDWAIT)) {
+		pthread_join(t, NULL);
+		if (r.other != 0)
+			die("waitpid(-1) reaped pid %d, which the program never made", (int)r.other);
+	} else { /* its child is reaped by the kernel: wait until it is gone */
+		while (waitpid(r.own, &st, 0) == r.own || errno == EINTR)
+			;
+	}
+	p = waitpid(-1, &st, WNOHANG | __WALL);
+	if (p != -1 || errno != ECHILD)
+		die("a child is left to reap: waitpid(-1, __WALL) gave %d (%s)", (int)p,
+		    p < 0 ? strerror(errno) : "a pid");
+}
+
 int main(int argc, char **argv)
 {
 	int port;
@@ -601,6 +690,8 @@ int main(int argc, char **argv)
 		die_writer(port, 0);
 	else if (strcmp(argv[1], "kill_writer") == 0)
 		die_writer(port, 1);
+	else if (strncmp(argv[1], "sigchld", 7) == 0)
+		sigchld_mode(port, argv[1]);
 	else
 		die("unknown mode %s", argv[1]);
 	printf("stdio_peer: %s: ok\n", argv[1]);

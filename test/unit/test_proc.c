@@ -3,15 +3,21 @@
  * (a forked child sees the parent's until rsk_proc_forked_child() refreshes it, which is why
  * the fork hooks must call it before anything else), and the fork counter counts exactly,
  * also when threads fork at once; the fd walk reports every open fd, never its own
- * directory's, and stops when asked.
+ * directory's, and stops when asked; a process started by rsk_proc_spawn_orphan is never
+ * the program's to see: no SIGCHLD (handler, SA_NOCLDWAIT, ignored, default), no child left
+ * for waitpid(-1, __WALL), none taken by a thread blocked in waitpid(-1), and it starts
+ * with every signal blocked and another parent.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -157,6 +163,128 @@ static void test_each_fd(void **state)
 	close(p[1]);
 }
 
+/* ---- rsk_proc_spawn_orphan: a grandchild the program never sees ---- */
+
+static volatile sig_atomic_t chld_seen;
+
+static void on_chld(int sig)
+{
+	(void)sig;
+	chld_seen++;
+}
+
+/* In the grandchild: report its parent, whether SIGTERM is blocked (all are, at first), and
+ * its pid, through the pipe in @arg; then end with status 7 (nobody of ours collects it). */
+static int orphan_report(void *arg)
+{
+	int *p = arg;
+	sigset_t cur;
+	long msg[3];
+
+	close(p[0]);
+	sigprocmask(SIG_SETMASK, NULL, &cur);
+	msg[0] = (long)getppid();
+	msg[1] = sigismember(&cur, SIGTERM);
+	msg[2] = (long)getpid();
+	if (write(p[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+		return 1;
+	return 7;
+}
+
+/* Start one with SIGCHLD handled as @how says; check what proc.h promises. */
+static void spawn_with(void (*how)(int), int flags)
+{
+	struct sigaction sa, old;
+	long msg[3];
+	int p[2], st;
+	pid_t w;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = how;
+	sa.sa_flags = flags;
+	assert_int_equal(sigaction(SIGCHLD, &sa, &old), 0);
+	assert_int_equal(pipe(p), 0);
+	chld_seen = 0;
+	errno = 1234;
+	assert_int_equal(rsk_proc_spawn_orphan(orphan_report, p), 0);
+	assert_int_equal(errno, 1234); /* left as it was */
+	/* The middle process ended before the call returned: a SIGCHLD for it would have been
+	 * delivered by now (on our way out of the wait). */
+	assert_int_equal(chld_seen, 0);
+	w = waitpid(-1, &st, WNOHANG | __WALL); /* no child left, not even a clone child */
+	assert_int_equal(w, -1);
+	assert_int_equal(errno, ECHILD);
+	close(p[1]);
+	assert_int_equal(read(p[0], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	close(p[0]);
+	assert_true(msg[0] != (long)getpid()); /* its parent: the middle, then init's side */
+	assert_int_equal(msg[1], 1);
+	assert_true(msg[2] > 0 && msg[2] != (long)getpid());
+	assert_int_equal(chld_seen, 0); /* nor when the grandchild ended */
+	assert_int_equal(sigaction(SIGCHLD, &old, NULL), 0);
+}
+
+/* A program with a SIGCHLD handler gets no signal and has nothing to reap; one that ignores
+ * SIGCHLD, or asks SA_NOCLDWAIT, has no zombie of ours left either (the kernel reaps only
+ * SIGCHLD children for it: the library must reap its own). */
+static void test_spawn_orphan_invisible(void **state)
+{
+	(void)state;
+	spawn_with(on_chld, SA_RESTART);
+	spawn_with(on_chld, SA_RESTART | SA_NOCLDWAIT);
+	spawn_with(SIG_IGN, 0);
+	spawn_with(SIG_DFL, 0);
+}
+
+/* A thread in a blocking waitpid(-1) for the program's own child meanwhile gets that child
+ * and nothing else (with fork+fork it could take the middle process). */
+struct waiter {
+	pid_t own, got_other;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	pid_t p;
+
+	while ((p = waitpid(-1, NULL, 0)) != w->own)
+		if (p > 0)
+			w->got_other = p;
+		else if (errno != EINTR)
+			break;
+	return NULL;
+}
+
+static void test_spawn_orphan_waitpid_thread(void **state)
+{
+	struct waiter w = {0, 0};
+	pthread_t t;
+	int gate[2], p[2], i;
+	long msg[3];
+	char b;
+
+	(void)state;
+	assert_int_equal(pipe(gate), 0);
+	w.own = fork();
+	assert_true(w.own >= 0);
+	if (w.own == 0) {
+		close(gate[1]);
+		_exit(read(gate[0], &b, 1) < 0);
+	}
+	close(gate[0]);
+	assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(pipe(p), 0);
+		assert_int_equal(rsk_proc_spawn_orphan(orphan_report, p), 0);
+		close(p[1]);
+		assert_int_equal(read(p[0], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+		close(p[0]);
+	}
+	close(gate[1]);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.got_other, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +293,8 @@ int main(void)
 		cmocka_unit_test(test_forks_counter),
 		cmocka_unit_test(test_forks_counter_concurrent),
 		cmocka_unit_test(test_each_fd),
+		cmocka_unit_test(test_spawn_orphan_invisible),
+		cmocka_unit_test(test_spawn_orphan_waitpid_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
