@@ -21,6 +21,7 @@ struct rsk_hist_slot {
 
 static struct rsk_hist_slot rsk_hist[RSK_HIST_SLOTS];
 static pthread_mutex_t rsk_hist_lock = PTHREAD_MUTEX_INITIALIZER;
+static int rsk_hist_nsetups; /* direct setups in progress (atomic) */
 
 static int rsk_hist_key(const struct sockaddr *a, uint8_t key[18])
 {
@@ -98,6 +99,28 @@ void rsk_hist_note(const struct sockaddr *dest, int short_lived)
 	if (sl->n < RSK_HIST_DEPTH)
 		sl->n++;
 	pthread_mutex_unlock(&rsk_hist_lock);
+}
+
+int rsk_hist_setup_begin(void)
+{
+	int n = __atomic_load_n(&rsk_hist_nsetups, __ATOMIC_RELAXED);
+
+	do {
+		if (n >= RSK_HIST_SETUPS)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&rsk_hist_nsetups, &n, n + 1, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+void rsk_hist_setup_end(void)
+{
+	__atomic_sub_fetch(&rsk_hist_nsetups, 1, __ATOMIC_ACQ_REL);
+}
+
+int rsk_hist_setups(void)
+{
+	return __atomic_load_n(&rsk_hist_nsetups, __ATOMIC_ACQUIRE);
 }
 
 void rsk_hist_clear(void)

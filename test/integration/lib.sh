@@ -250,6 +250,7 @@ for o in lines:
     # A server cannot tell a client that stays on TCP from one without the library: it
     # counts such a connection as no_peer (the client's own line says tcp_first).
     tcp_first += o["fallbacks"].get("tcp_first", 0) + o["fallbacks"].get("no_peer", 0)
+    tcp_first += o["fallbacks"].get("setup_limit", 0) # started on TCP in a burst: the same
 total = sum(bytes_.values())
 print("connections %s, bytes %s, tcp_first %d" % (conns, bytes_, tcp_first))
 # The defaults ("auto") keep a connection on TCP when the destination's history says its
