@@ -54,16 +54,19 @@ static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr 
  * Start on TCP (and move later) rather than set the transport up now? A fallback reason
  * (tcp_first, setup_limit), or -1: set it up, holding a setup in progress (s->setup_held)
  * when the application will not wait for it inside this call (a non-blocking connect of a
- * transport that does not finish its setup here). Taken before anything is committed.
+ * transport that does not finish its setup here, to a destination without a verdict).
+ * Taken before anything is committed.
  */
 static int rsk_connect_tcp_first(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
 				 const struct sockaddr *dest)
 {
 	enum rsk_start st = rsk_config_start(&rsk_config, cm->slow_setup);
+	int verdict = st == RSK_START_LEARN ? rsk_hist_verdict(dest) : -1;
 
-	if (st == RSK_START_TCP || (st == RSK_START_LEARN && rsk_hist_short(dest)))
+	if (st == RSK_START_TCP || verdict == 1)
 		return RDMASOCK_FB_TCP_FIRST;
-	if (st != RSK_START_LEARN || cm->dial_sync ||
+	/* (a destination whose connections live on earns every setup back: direct) */
+	if (st != RSK_START_LEARN || verdict == 0 || cm->dial_sync ||
 	    !(rsk_sys_fcntl(fd, F_GETFL, 0) & O_NONBLOCK))
 		return -1;
 	if (!rsk_hist_setup_begin())

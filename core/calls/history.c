@@ -62,14 +62,14 @@ int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls)
 	return age_ms < (int64_t)rsk_config.upgrade_ms || calls < RSK_HIST_AGE_CALLS;
 }
 
-int rsk_hist_short(const struct sockaddr *dest)
+int rsk_hist_verdict(const struct sockaddr *dest)
 {
 	struct rsk_hist_slot *sl;
 	uint8_t key[18];
-	int shorts = 0, i, rc = 0;
+	int shorts = 0, i, rc = -1;
 
 	if (rsk_hist_key(dest, key) < 0)
-		return 0;
+		return -1;
 	pthread_mutex_lock(&rsk_hist_lock);
 	sl = rsk_hist_slot(key);
 	if (memcmp(sl->key, key, 18) == 0 && sl->n >= RSK_HIST_DEPTH / 2) {
@@ -79,6 +79,11 @@ int rsk_hist_short(const struct sockaddr *dest)
 	}
 	pthread_mutex_unlock(&rsk_hist_lock);
 	return rc;
+}
+
+int rsk_hist_short(const struct sockaddr *dest)
+{
+	return rsk_hist_verdict(dest) == 1;
 }
 
 void rsk_hist_note(const struct sockaddr *dest, int short_lived)

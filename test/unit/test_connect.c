@@ -31,6 +31,7 @@
 #include "unit_calls.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
+#define RSK_HIST_DEPTH_VERDICT 4 /* connections ended before a destination has a verdict */
 #define SHM RDMASOCK_TRANSPORT_SHM
 
 static int setup(void **state)
@@ -390,6 +391,29 @@ static void test_setup_limit(void **state)
 	ucl_close(l);
 }
 
+/* A destination whose connections live on earns every setup back: a burst to it all goes
+ * direct, holding nothing (the limit is for destinations without a verdict). */
+static void test_setup_limit_lived(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd[RSK_HIST_SETUPS + 1], i, accel;
+
+	(void)state;
+	config_learn();
+	for (i = 0; i < RSK_HIST_DEPTH_VERDICT; i++)
+		rsk_hist_note((const struct sockaddr *)&a, 0);
+	for (i = 0; i < RSK_HIST_SETUPS + 1; i++) {
+		fd[i] = ucl_socket(SOCK_NONBLOCK);
+		accel = 0;
+		assert_int_equal(ucl_connect(fd[i], &a, &accel), -EINPROGRESS);
+		assert_int_equal(accel, 1);
+	}
+	assert_int_equal(rsk_hist_setups(), 0);
+	for (i = 0; i < RSK_HIST_SETUPS + 1; i++)
+		ucl_close(fd[i]);
+	ucl_close(l);
+}
+
 /*
  * Setups that end inside connect() hold nothing afterwards: a fallback found during the setup
  * (no peer listens there), and a non-blocking connect whose handshake did not finish (a full
@@ -448,6 +472,7 @@ int main(void)
 		T(test_so_error_tcp_first),
 		T(test_tcp_first),
 		T(test_setup_limit),
+		T(test_setup_limit_lived),
 		T(test_setup_limit_ends),
 	};
 

@@ -71,6 +71,24 @@ static void test_verdict(void **state)
 	assert_false(rsk_hist_short(SA(a)));
 }
 
+/* The verdict: none until half the depth ended, then short or not by majority. */
+static void test_verdict_values(void **state)
+{
+	struct sockaddr_in a = dst(7300);
+	int i;
+
+	(void)state;
+	assert_int_equal(rsk_hist_verdict(SA(a)), -1);
+	for (i = 0; i < 3; i++)
+		rsk_hist_note(SA(a), 0);
+	assert_int_equal(rsk_hist_verdict(SA(a)), -1);
+	rsk_hist_note(SA(a), 0);
+	assert_int_equal(rsk_hist_verdict(SA(a)), 0);
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(a), 1);
+	assert_int_equal(rsk_hist_verdict(SA(a)), 1);
+}
+
 /* Setups in progress: RSK_HIST_SETUPS at once, then none until one ends (test_connect.c
  * drives the connects that take and give them back). */
 static void test_setups(void **state)
@@ -98,6 +116,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_is_short),
 		T(test_verdict),
+		T(test_verdict_values),
 		T(test_setups),
 	};
 
