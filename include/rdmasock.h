@@ -69,6 +69,10 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_FD_LIMIT,      /* "fd_limit": too close to RLIMIT_NOFILE for a hidden fd */
 	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": started on TCP and ended before it moved */
 	RDMASOCK_FB_OTHER_USER,    /* "other_user": the same-host peer runs as another user */
+	/* "setup_limit": started on TCP while the process had as many accelerated setups in
+	 * progress as it allows at once (a burst of non-blocking connects), and ended before
+	 * it moved */
+	RDMASOCK_FB_SETUP_LIMIT,
 	RDMASOCK_FB_COUNT
 };
 

@@ -100,6 +100,7 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int rc, saved;
 
 	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd)))) {
+		rsk_connect_again(fd); /* the result of a non-blocking connect, asked for */
 		errno = EISCONN;
 		return -1;
 	}

@@ -50,12 +50,46 @@ static int rsk_connect_policy(struct rsk_sock *s, int fd, const struct sockaddr 
 	return *cm != NULL ? -1 : (int)why;
 }
 
-/* Start on TCP (and move later) rather than set the transport up now? */
-static int rsk_connect_tcp_first(const struct rsk_cm_ops *cm, const struct sockaddr *dest)
+/*
+ * Start on TCP (and move later) rather than set the transport up now? A fallback reason
+ * (tcp_first, setup_limit), or -1: set it up, holding a setup in progress (s->setup_held)
+ * when the application will not wait for it inside this call (a non-blocking connect of a
+ * transport that does not finish its setup here, to a destination without a verdict).
+ * Taken before anything is committed.
+ */
+static int rsk_connect_tcp_first(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
+				 const struct sockaddr *dest)
 {
 	enum rsk_start st = rsk_config_start(&rsk_config, cm->slow_setup);
+	int verdict = st == RSK_START_LEARN ? rsk_hist_verdict(dest) : -1;
 
-	return st == RSK_START_TCP || (st == RSK_START_LEARN && rsk_hist_short(dest));
+	if (st == RSK_START_TCP || verdict == 1)
+		return RDMASOCK_FB_TCP_FIRST;
+	/* (a destination whose connections live on earns every setup back: direct) */
+	if (st != RSK_START_LEARN || verdict == 0 || cm->dial_sync ||
+	    !(rsk_sys_fcntl(fd, F_GETFL, 0) & O_NONBLOCK))
+		return -1;
+	if (!rsk_hist_setup_begin())
+		return RDMASOCK_FB_SETUP_LIMIT;
+	__atomic_store_n(&s->setup_held, 1, __ATOMIC_RELEASE);
+	return -1;
+}
+
+void rsk_connect_seen(struct rsk_sock *s)
+{
+	if (__atomic_load_n(&s->setup_held, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&s->setup_held, 0, __ATOMIC_ACQ_REL))
+		rsk_hist_setup_end();
+}
+
+void rsk_connect_again(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	rsk_connect_seen(s);
+	rsk_sock_put(s);
 }
 
 struct rsk_client {
@@ -208,7 +242,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 {
 	struct rsk_client u = {.app = -1, .ctl = -1, .tcp = -1};
 	struct rsk_sock *s = rsk_sock_get(fd);
-	int why;
+	int why, first;
 
 	if (s == NULL)
 		return 0;
@@ -220,9 +254,9 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	}
 	s->port = rsk_sa_port(addr); /* (the kernel's connect rejects a short @addr) */
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
-	if (why < 0 && s->upg == NULL && rsk_connect_tcp_first(u.cm, addr) &&
+	if (why < 0 && s->upg == NULL && (first = rsk_connect_tcp_first(s, fd, u.cm, addr)) >= 0 &&
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
-		why = RDMASOCK_FB_TCP_FIRST; /* the kernel connect; it may move later */
+		why = first; /* the kernel connect; it may move later */
 	if (why < 0)
 		why = rsk_client_setup(&u, fd, addr, len);
 	if (why >= 0 && u.d.start_tcp) { /* not now, but once connected (shm: no bell) */
@@ -234,11 +268,16 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 		s->fb_reason = (enum rdmasock_fallback)why;
 		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));
 		rsk_client_undo(&u);
+		rsk_connect_seen(s); /* no setup (any taken above) */
 		rsk_sock_put(s);
 		return 0;
 	}
 	*rc = u.cm->dial_sync ? rsk_connect_sync(s, fd, addr, len, &u)
 			      : rsk_connect_async(s, fd, addr, len, &u);
+	/* Only a setup that went on past this call is in progress: connected at once, failed
+	 * or left on TCP (a withdrawn offer), it is over. */
+	if (*rc != -EINPROGRESS || s->conn == NULL)
+		rsk_connect_seen(s);
 	rsk_sock_put(s);
 	return 1;
 }

@@ -21,6 +21,7 @@ struct rsk_hist_slot {
 
 static struct rsk_hist_slot rsk_hist[RSK_HIST_SLOTS];
 static pthread_mutex_t rsk_hist_lock = PTHREAD_MUTEX_INITIALIZER;
+static int rsk_hist_nsetups; /* direct setups in progress (atomic) */
 
 static int rsk_hist_key(const struct sockaddr *a, uint8_t key[18])
 {
@@ -61,14 +62,14 @@ int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls)
 	return age_ms < (int64_t)rsk_config.upgrade_ms || calls < RSK_HIST_AGE_CALLS;
 }
 
-int rsk_hist_short(const struct sockaddr *dest)
+int rsk_hist_verdict(const struct sockaddr *dest)
 {
 	struct rsk_hist_slot *sl;
 	uint8_t key[18];
-	int shorts = 0, i, rc = 0;
+	int shorts = 0, i, rc = -1;
 
 	if (rsk_hist_key(dest, key) < 0)
-		return 0;
+		return -1;
 	pthread_mutex_lock(&rsk_hist_lock);
 	sl = rsk_hist_slot(key);
 	if (memcmp(sl->key, key, 18) == 0 && sl->n >= RSK_HIST_DEPTH / 2) {
@@ -78,6 +79,11 @@ int rsk_hist_short(const struct sockaddr *dest)
 	}
 	pthread_mutex_unlock(&rsk_hist_lock);
 	return rc;
+}
+
+int rsk_hist_short(const struct sockaddr *dest)
+{
+	return rsk_hist_verdict(dest) == 1;
 }
 
 void rsk_hist_note(const struct sockaddr *dest, int short_lived)
@@ -98,6 +104,28 @@ void rsk_hist_note(const struct sockaddr *dest, int short_lived)
 	if (sl->n < RSK_HIST_DEPTH)
 		sl->n++;
 	pthread_mutex_unlock(&rsk_hist_lock);
+}
+
+int rsk_hist_setup_begin(void)
+{
+	int n = __atomic_load_n(&rsk_hist_nsetups, __ATOMIC_RELAXED);
+
+	do {
+		if (n >= RSK_HIST_SETUPS)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&rsk_hist_nsetups, &n, n + 1, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+void rsk_hist_setup_end(void)
+{
+	__atomic_sub_fetch(&rsk_hist_nsetups, 1, __ATOMIC_ACQ_REL);
+}
+
+int rsk_hist_setups(void)
+{
+	return __atomic_load_n(&rsk_hist_nsetups, __ATOMIC_ACQUIRE);
 }
 
 void rsk_hist_clear(void)

@@ -23,8 +23,32 @@ int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls);
 /* Connections to @dest ended short recently (most of the last few)? 0 without history. */
 int rsk_hist_short(const struct sockaddr *dest);
 
+/* The same as a verdict: 1 short, 0 they live on, -1 not enough history to tell. */
+int rsk_hist_verdict(const struct sockaddr *dest);
+
 /* A client connection to @dest ended; @short_lived: before it would have moved. */
 void rsk_hist_note(const struct sockaddr *dest, int short_lived);
+
+/*
+ * Direct setups in progress: connections set up on a transport at connect whose connect the
+ * application has not seen finish yet (calls/connect.c holds one per such socket, and
+ * releases it when the application asks for the result, makes a data call, or closes, or
+ * when the connect fails or stays on TCP). At RSK_HIST_SETUPS at once, the next connection
+ * to a destination without a verdict starts on TCP (and moves later if it lives; one whose
+ * connections live on earns its setup back and goes direct):
+ * a burst of non-blocking connects would otherwise all pay a setup at once, serialised in
+ * the server's accept loop (100 at a time ran at 500-800 conn/s where kernel TCP ran
+ * 8,000-12,000), as SMC's limit_smc_hs keeps connections on TCP while handshakes queue. A
+ * connect the application waits for (blocking) finishes inside the call and holds nothing:
+ * connections made one after another all go direct, however many stay open.
+ */
+#define RSK_HIST_SETUPS 8
+/* Take one: 1, or 0 when RSK_HIST_SETUPS are in progress (start on TCP). */
+int rsk_hist_setup_begin(void);
+/* One taken with rsk_hist_setup_begin ended. */
+void rsk_hist_setup_end(void);
+/* Setups in progress now (tests, rdmasock stat). */
+int rsk_hist_setups(void);
 
 /* Forget everything (tests; a forked child keeps its parent's, which is still true). */
 void rsk_hist_clear(void);

@@ -372,13 +372,14 @@ static void rsk_life_end_lent(struct rsk_sock *s, int fd)
 }
 
 /* The last fd of a tracked socket closes: its TCP-first state goes, a lent connect that is
- * still under way ends, and a client's connection tells the destination history how long
+ * still under way ends, a setup it held is over, and a client's connection tells the destination history how long
  * it lived. */
 static void rsk_life_closed(struct rsk_sock *s, int fd)
 {
 	struct rsk_conn *c = s->conn;
 	uint64_t bytes, msgs;
 
+	rsk_connect_seen(s); /* closed before the application saw its connect finish */
 	rsk_life_end_lent(s, fd);
 	if (s->upg != NULL) {
 		rsk_upg_release(s, fd);

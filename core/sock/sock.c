@@ -56,6 +56,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->relayed = 0;
 	s->from_lst = 0;
 	s->tcp_lent = 0;
+	s->setup_held = 0;
 	s->lst = NULL;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;

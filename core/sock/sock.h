@@ -59,6 +59,9 @@ struct rsk_sock {
 	 * read it yet, as of this many forks (calls/lifecycle.c, at the last close) */
 	int tcp_lent;
 	unsigned int forks_at_lend;
+	/* connected here: a direct setup the application has not seen finish yet holds one of
+	 * the process's setups in progress (calls/connect.c, rsk_connect_seen; atomic) */
+	int setup_held;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	/* listening: its port (every connection it accepts has it locally); connecting: the

@@ -229,8 +229,8 @@ PY
 }
 
 # assert_carried TRANSPORT MIN_CONNS [PROGRAM]: TRANSPORT accounted at least MIN_CONNS
-# connections and carried at least 99% of all bytes (sent + received, every transport); no
-# other transport counted a connection.
+# connections and carried at least 99% of all bytes (sent + received, every transport; 95%
+# in "auto", below); no other transport counted a connection.
 assert_carried() {
 	python3 - "$RSK_STATS" "$1" "$2" "${3:-}" "$RSK_TEST_TRANSPORT" <<'PY' || fail "stats do not show $1 carrying the traffic"
 import json, sys
@@ -250,6 +250,7 @@ for o in lines:
     # A server cannot tell a client that stays on TCP from one without the library: it
     # counts such a connection as no_peer (the client's own line says tcp_first).
     tcp_first += o["fallbacks"].get("tcp_first", 0) + o["fallbacks"].get("no_peer", 0)
+    tcp_first += o["fallbacks"].get("setup_limit", 0) # started on TCP in a burst: the same
 total = sum(bytes_.values())
 print("connections %s, bytes %s, tcp_first %d" % (conns, bytes_, tcp_first))
 # The defaults ("auto") keep a connection on TCP when the destination's history says its
@@ -269,7 +270,12 @@ if conns.get(want, 0) < min_conns:
 others = {t: n for t, n in conns.items() if t != want and n}
 if others:
     sys.exit("connections on other transports: %s" % others)
-if total == 0 or bytes_.get(want, 0) < 0.99 * total:
+# In "auto", a burst of non-blocking connects to a destination without a verdict sets up only
+# 8 at connect (setup_limit, docs/design.md); the rest start on TCP and move after their first
+# calls, which the kernel carried: 1.9% of redis-benchmark -c 50's bytes (every connection
+# moved, so none is a kernel connection to fold in above).
+share = 0.95 if variant == "auto" and want != "kernel" else 0.99
+if total == 0 or bytes_.get(want, 0) < share * total:
     sys.exit("%s carried %d of %d bytes" % (want, bytes_.get(want, 0), total))
 PY
 }

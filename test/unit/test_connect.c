@@ -5,7 +5,9 @@
  * listener without a shm companion) with the fallback reason each records; an accelerated
  * connect over loopback shm (0 blocking, EINPROGRESS non-blocking, as TCP says, and the
  * bytes then flow); a refused connect (ECONNREFUSED, nothing counted); and the kernel
- * connect's bookkeeping (connect_done, SO_ERROR settling a pending non-blocking connect).
+ * connect's bookkeeping (connect_done, SO_ERROR settling a pending non-blocking connect);
+ * the limit on setups in progress (a burst of non-blocking connects: the ones past it start
+ * on TCP, and every way a setup ends gives its place back).
  * The dial_sync path (verbs) needs a device and is left to the Soft-RoCE guest.
  */
 #include <errno.h>
@@ -22,11 +24,14 @@
 #include <cmocka.h>
 
 #include "base/stats.h"
+#include "calls/history.h"
+#include "calls/sockopt.h"
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
+#define RSK_HIST_DEPTH_VERDICT 4 /* connections ended before a destination has a verdict */
 #define SHM RDMASOCK_TRANSPORT_SHM
 
 static int setup(void **state)
@@ -316,6 +321,142 @@ static void test_tcp_first(void **state)
 	ucl_close(l);
 }
 
+/* Setups in progress: auto (TCP first learnt per destination), no history yet. */
+static void config_learn(void)
+{
+	rsk_config.tcp_first = RSK_TCP_FIRST_AUTO;
+	rsk_hist_clear();
+	assert_int_equal(rsk_hist_setups(), 0);
+}
+
+/* A non-blocking connect that went direct and holds a setup in progress. */
+static int connect_held(const struct sockaddr_in *a, int held_before)
+{
+	int fd = ucl_socket(SOCK_NONBLOCK), accel = 0;
+
+	assert_int_equal(ucl_connect(fd, a, &accel), -EINPROGRESS);
+	assert_int_equal(accel, 1);
+	assert_non_null(ucl_sock(fd)->conn);
+	assert_int_equal(rsk_hist_setups(), held_before + 1);
+	return fd;
+}
+
+/*
+ * A burst of non-blocking connects: RSK_HIST_SETUPS go direct and stay in progress until the
+ * application sees them finish; the next starts on TCP (setup_limit, a socket that can move,
+ * decided before anything was committed), while a blocking connect, finished inside the call,
+ * still goes direct and holds nothing. Each way the application sees a connect finish gives
+ * one place back, once: SO_ERROR (asked twice), a connect again, a data call, a close.
+ */
+static void test_setup_limit(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd[RSK_HIST_SETUPS], extra, blk, i, accel = 1, rc, err = -1;
+	socklen_t elen = sizeof(err);
+	char b;
+
+	(void)state;
+	config_learn();
+	for (i = 0; i < RSK_HIST_SETUPS; i++)
+		fd[i] = connect_held(&a, i);
+	extra = ucl_socket(SOCK_NONBLOCK);
+	rc = ucl_connect(extra, &a, &accel);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	assert_int_equal(accel, 0);
+	assert_null(ucl_sock(extra)->conn);
+	assert_non_null(ucl_sock(extra)->upg); /* on TCP, and it may move later */
+	assert_int_equal(ucl_sock(extra)->fb_reason, RDMASOCK_FB_SETUP_LIMIT);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS);
+	blk = ucl_socket(0);
+	assert_int_equal(ucl_connect(blk, &a, &accel), 0);
+	assert_int_equal(accel, 1);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS);
+	assert_int_equal(rsk_opt_get(fd[0], SOL_SOCKET, SO_ERROR, &err, &elen), 0);
+	assert_int_equal(err, 0);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS - 1);
+	assert_int_equal(rsk_opt_get(fd[0], SOL_SOCKET, SO_ERROR, &err, &elen), 0);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS - 1); /* once */
+	rsk_connect_again(fd[1]);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS - 2);
+	assert_int_equal(ucl_recv(fd[2], &b, 1, 0), -EAGAIN);
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS - 3);
+	ucl_close(fd[3]); /* closed before the application asked */
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS - 4);
+	fd[3] = connect_held(&a, RSK_HIST_SETUPS - 4); /* a place given back is taken again */
+	for (i = 0; i < RSK_HIST_SETUPS; i++)
+		ucl_close(fd[i]);
+	assert_int_equal(rsk_hist_setups(), 0);
+	ucl_close(extra);
+	ucl_close(blk);
+	ucl_close(l);
+}
+
+/* A destination whose connections live on earns every setup back: a burst to it all goes
+ * direct, holding nothing (the limit is for destinations without a verdict). */
+static void test_setup_limit_lived(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd[RSK_HIST_SETUPS + 1], i, accel;
+
+	(void)state;
+	config_learn();
+	for (i = 0; i < RSK_HIST_DEPTH_VERDICT; i++)
+		rsk_hist_note((const struct sockaddr *)&a, 0);
+	for (i = 0; i < RSK_HIST_SETUPS + 1; i++) {
+		fd[i] = ucl_socket(SOCK_NONBLOCK);
+		accel = 0;
+		assert_int_equal(ucl_connect(fd[i], &a, &accel), -EINPROGRESS);
+		assert_int_equal(accel, 1);
+	}
+	assert_int_equal(rsk_hist_setups(), 0);
+	for (i = 0; i < RSK_HIST_SETUPS + 1; i++)
+		ucl_close(fd[i]);
+	ucl_close(l);
+}
+
+/*
+ * Setups that end inside connect() hold nothing afterwards: a fallback found during the setup
+ * (no peer listens there), and a non-blocking connect whose handshake did not finish (a full
+ * backlog: the offer is withdrawn and the connection stays on TCP, reason handshake).
+ */
+static void test_setup_limit_ends(void **state)
+{
+	uint16_t port;
+	int dead = ucm_tcp_bound(0, &port), fd, l, plain[2], i, rc;
+	struct sockaddr_in a = ucm_lo4(port);
+
+	(void)state;
+	config_learn();
+	fd = ucl_socket(SOCK_NONBLOCK);
+	rc = ucl_connect(fd, &a, NULL);
+	assert_true(rc == -EINPROGRESS || rc == -ECONNREFUSED);
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_NO_PEER);
+	assert_int_equal(rsk_hist_setups(), 0);
+	ucl_close(fd);
+	close(dead);
+	/* backlog 0: the kernel queues one connection; two plain ones fill it */
+	l = ucm_tcp_bound(0, &port);
+	a = ucm_lo4(port);
+	assert_int_equal(rsk_sock_track(l, AF_INET, RSK_SOCK_NEW), 0);
+	assert_int_equal(listen(l, 0), 0);
+	rsk_accept_listen_done(l, 0);
+	for (i = 0; i < 2; i++) {
+		plain[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		(void)connect(plain[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	usleep(20000);
+	fd = ucl_socket(SOCK_NONBLOCK);
+	assert_int_equal(ucl_connect(fd, &a, NULL), -EINPROGRESS);
+	if (ucl_sock(fd)->conn == NULL) /* (a slow host may have let it in after all) */
+		assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_HANDSHAKE);
+	assert_int_equal(rsk_hist_setups(), ucl_sock(fd)->conn != NULL);
+	ucl_close(fd);
+	assert_int_equal(rsk_hist_setups(), 0);
+	for (i = 0; i < 2; i++)
+		close(plain[i]);
+	ucl_close(l);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -330,6 +471,9 @@ int main(void)
 		T(test_so_error_settles),
 		T(test_so_error_tcp_first),
 		T(test_tcp_first),
+		T(test_setup_limit),
+		T(test_setup_limit_lived),
+		T(test_setup_limit_ends),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

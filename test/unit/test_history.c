@@ -1,7 +1,7 @@
 /*
  * Unit tests for core/calls/history.c, the destination history: what counts as short, the
  * verdict once enough connections to a destination ended (most of the last few short: start
- * on TCP), per destination.
+ * on TCP), per destination; the count of setups in progress and its limit.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -71,6 +71,44 @@ static void test_verdict(void **state)
 	assert_false(rsk_hist_short(SA(a)));
 }
 
+/* The verdict: none until half the depth ended, then short or not by majority. */
+static void test_verdict_values(void **state)
+{
+	struct sockaddr_in a = dst(7300);
+	int i;
+
+	(void)state;
+	assert_int_equal(rsk_hist_verdict(SA(a)), -1);
+	for (i = 0; i < 3; i++)
+		rsk_hist_note(SA(a), 0);
+	assert_int_equal(rsk_hist_verdict(SA(a)), -1);
+	rsk_hist_note(SA(a), 0);
+	assert_int_equal(rsk_hist_verdict(SA(a)), 0);
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(a), 1);
+	assert_int_equal(rsk_hist_verdict(SA(a)), 1);
+}
+
+/* Setups in progress: RSK_HIST_SETUPS at once, then none until one ends (test_connect.c
+ * drives the connects that take and give them back). */
+static void test_setups(void **state)
+{
+	int i;
+
+	(void)state;
+	assert_int_equal(rsk_hist_setups(), 0);
+	for (i = 0; i < RSK_HIST_SETUPS; i++)
+		assert_true(rsk_hist_setup_begin());
+	assert_false(rsk_hist_setup_begin());
+	assert_int_equal(rsk_hist_setups(), RSK_HIST_SETUPS);
+	rsk_hist_setup_end();
+	assert_true(rsk_hist_setup_begin());
+	assert_false(rsk_hist_setup_begin());
+	for (i = 0; i < RSK_HIST_SETUPS; i++)
+		rsk_hist_setup_end();
+	assert_int_equal(rsk_hist_setups(), 0);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -78,6 +116,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_is_short),
 		T(test_verdict),
+		T(test_verdict_values),
+		T(test_setups),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

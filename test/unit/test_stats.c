@@ -646,7 +646,7 @@ static void test_names(void **state)
 	static const char *const fb[RDMASOCK_FB_COUNT] = {
 		"policy",   "no_peer",   "not_local", "no_device",   "no_route",  "refused",
 		"timeout",  "memlock",   "resources", "handshake",   "unsupported",
-		"negative_cache", "fd_limit",  "tcp_first", "other_user",
+		"negative_cache", "fd_limit",  "tcp_first", "other_user", "setup_limit",
 	};
 	unsigned int r;
 
