@@ -248,13 +248,18 @@ static void test_user_space_answers(void **state)
 	rs = rsk_ep_ready(conn_of(F.sv)->ep);
 	assert_int_equal(fw_wait(ev, 4, 0), 0);
 
+	count_real_waits(1);
 	send1("hello");
 	assert_int_equal(fw_wait(ev, 4, 0), 1);
 	assert_int_equal(ev[0].events, EPOLLIN);
 	assert_true(ev[0].data.u64 == 0xabcdef0123ull);
 	drain();
-	/* the kernel still sees the stale token; the mirror says nothing is ready */
-	assert_int_equal(epoll_wait(F.ep, ev, 4, 0), 1);
+	/* The kernel still sees the stale token (its edge), unless the fairness rule's real look
+	 * took that edge first: 1 ms since the previous one, which a preempted test can take. */
+	if (__atomic_load_n(&looks, __ATOMIC_SEQ_CST) == 0)
+		assert_int_equal(epoll_wait(F.ep, ev, 4, 0), 1);
+	count_real_waits(0);
+	/* the mirror says nothing is ready */
 	assert_int_equal(fw_wait(ev, 4, 0), 0);
 	/* further messages find it SHOWN: the sender writes no token */
 	raised = __atomic_load_n(&rs->rx, __ATOMIC_SEQ_CST) >> 1;
