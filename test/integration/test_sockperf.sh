@@ -40,9 +40,12 @@ if kind == "pp":
     tsent, trecv = int(m.group(1)), int(m.group(2))
     m = need(r"\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)")
     sent, recv = int(m.group(2)), int(m.group(3))
-    # ping-pong: one message in flight at a time
+    # ping-pong: one message in flight at a time. On failure the report's tail goes with it:
+    # sockperf skips a reply it counts dropped or out of order (an rx time below the last),
+    # and only its error line and the latency percentiles tell which happened.
     if sent <= 0 or recv <= 0 or not 0 <= sent - recv <= 1 or not 0 <= tsent - trecv <= 1:
-        sys.exit("%s: sent %d received %d (total run %d/%d)" % (path, sent, recv, tsent, trecv))
+        sys.exit("%s: sent %d received %d (total run %d/%d); the report:\n%s"
+                 % (path, sent, recv, tsent, trecv, text[-2500:]))
     lat = float(need(r"avg-latency=([0-9.]+)").group(1))
     obs = int(need(r"Total (\d+) observations").group(1))
     if lat <= 0 or obs <= 0:
