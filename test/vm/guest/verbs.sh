@@ -634,8 +634,9 @@ peerdeath() {
 
 # 7b. A peer's last writes (test/progs/lastwords): a preloaded sender writes 100,000 bytes
 # (writes of 1 B to 20 KB) and ends by close, exit, _exit, SIGKILL, SIGSEGV, SO_LINGER 0,
-# close over unread data or shutdown(SHUT_RDWR) with its fd kept open; the preloaded reader must print the line the same program prints
-# over kernel TCP in this guest (every byte, then EOF or ECONNRESET). Both ends preloaded.
+# close over unread data or shutdown(SHUT_RDWR) with its fd kept open; the preloaded reader
+# must print the line the same program prints over kernel TCP in this guest (every byte,
+# then EOF or ECONNRESET). Both ends preloaded.
 # The limit (docs/design.md, "How a connection ends"): over verbs a process that dies with
 # no code run (SIGKILL, a crash) loses what Nagle still held in its user-space stage (less
 # than one buffer, RDMASOCK_BUF_SIZE) and the peer cannot tell whether it did, so there the
