@@ -1,11 +1,14 @@
 /*
  * Library start and end: the constructor resolves libc and reads the configuration (any
- * wrapper may get there first: both steps are idempotent), the destructor writes the
- * RDMASOCK_STATS line. Also the rdmasock_* entry points of include/rdmasock.h.
+ * wrapper may get there first: both steps are idempotent), the destructor ends our streams
+ * and writes the RDMASOCK_STATS line; _exit ends the streams too. Also the rdmasock_* entry
+ * points of include/rdmasock.h.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/fdhide.h"
@@ -88,6 +91,26 @@ __attribute__((destructor)) static void rsk_destructor(void)
 	if (rc < 0)
 		rsk_err("cannot write RDMASOCK_STATS \"%s\": %s", rsk_config.stats_file,
 			strerror(-rc));
+}
+
+/*
+ * _exit skips the destructor above, but the kernel still ends a dying process's TCP sockets
+ * in order: ours too (rsk_life_quick_exit), then the process goes as glibc's _exit does. No
+ * stats line: _exit runs nothing of the program's either.
+ */
+RSK_EXPORT void _exit(int status)
+{
+	if (__atomic_load_n(&rsk_initialised, __ATOMIC_ACQUIRE))
+		rsk_life_quick_exit();
+	for (;;) {
+		(void)RSK_REAL(syscall)(SYS_exit_group, status);
+		(void)RSK_REAL(syscall)(SYS_exit, status);
+	}
+}
+
+RSK_EXPORT void _Exit(int status)
+{
+	_exit(status);
 }
 
 RSK_EXPORT const char *rdmasock_version(void)

@@ -93,5 +93,7 @@ void rsk_life_init(void);
 
 /* Process exit: end every accelerated stream this process is the last holder of. */
 void rsk_life_exit(void);
+/* _exit/_Exit: the same, bounded in time, unless this is a vfork child (see lifecycle.c). */
+void rsk_life_quick_exit(void);
 
 #endif

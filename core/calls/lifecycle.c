@@ -1,16 +1,18 @@
 /*
  * The process's life-cycle hooks: epoll registrations of sockets still being set up, fork
  * (what a child gets: shared connections where the transport allows, relays or detached
- * copies where it does not), and exit (an orderly end for our streams, as the kernel gives
- * TCP).
+ * copies where it does not), and exit and _exit (an orderly end for our streams, as the
+ * kernel gives TCP).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -350,6 +352,50 @@ void rsk_life_exit(void)
 {
 	rsk_relay_exit_all(); /* what the application wrote into relay pipes goes out first */
 	rsk_sock_walk_accel(rsk_life_exit_one);
+}
+
+/*
+ * _exit (and _Exit): no destructor runs, yet the kernel closes a dying process's TCP sockets
+ * in order, FIN after every byte its send() returned for (verbs cannot leave them behind as
+ * shm does: rsk_ep_stage). So our streams get exit()'s end here too, from a thread of ours:
+ * _exit may come from a signal handler that interrupted this thread inside the library,
+ * holding a lock the flush needs; then the wait ends at its bound (each linger is bounded
+ * by RSK_LINGER_MS) and the process goes as it would have without us.
+ */
+#define RSK_LIFE_QUICK_EXIT_MS 2500
+
+static sem_t rsk_life_quick_done;
+
+static void *rsk_life_quick_body(void *arg)
+{
+	(void)arg;
+	rsk_life_exit();
+	sem_post(&rsk_life_quick_done);
+	return NULL;
+}
+
+void rsk_life_quick_exit(void)
+{
+	struct timespec end;
+
+	/* Nothing of ours to end (most _exit calls: a forked child of a shell, say); or a vfork
+	 * child, whose connections are its parent's. */
+	if ((__atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) == 0 && rsk_relay_count() == 0) ||
+	    rsk_proc_pid() != getpid())
+		return;
+	if (sem_init(&rsk_life_quick_done, 0, 0) < 0 ||
+	    clock_gettime(CLOCK_REALTIME, &end) < 0)
+		return;
+	end.tv_sec += RSK_LIFE_QUICK_EXIT_MS / 1000;
+	end.tv_nsec += (RSK_LIFE_QUICK_EXIT_MS % 1000) * 1000000L;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	if (rsk_thread_spawn(rsk_life_quick_body, NULL, NULL) < 0)
+		return;
+	while (sem_timedwait(&rsk_life_quick_done, &end) < 0 && errno == EINTR)
+		;
 }
 
 /* Is kernel socket @fd still sending its SYN? */

@@ -15,6 +15,9 @@
  *   segv        a crash: SIGSEGV (core dumps off)
  *   linger0     100 ms later, SO_LINGER {1, 0} and close(): an abortive close
  *   unread      we send it 20 bytes, it reads 10, and 100 ms later closes: its kernel resets
+ *   shutrdwr    shutdown(SHUT_RDWR) and no close: it keeps the fd open 2 s, then exit(0). The
+ *               stream must end at the shutdown (a FIN), while it lives: the result line
+ *               then says ", after the peer exited" when the end came only with its exit
  * We read from the start, concurrently with its writes, and check each byte. Prints
  *   lastwords: MODE: BYTES bytes, then END
  * where END is EOF or the errno name of the read that ended the stream. The integration test
@@ -61,6 +64,12 @@ static int sender(int port, const char *mode, size_t total)
 		if (strcmp(mode, "unread") == 0)
 			usleep(100000); /* the second 10 bytes have arrived, unread */
 		close(fd);
+		exit(0);
+	}
+	if (strcmp(mode, "shutrdwr") == 0) {
+		if (shutdown(fd, SHUT_RDWR) < 0)
+			die("shutdown: %s", strerror(errno));
+		sleep(2); /* the fd stays open */
 		exit(0);
 	}
 	if (strcmp(mode, "exit") == 0)
@@ -141,7 +150,7 @@ int main(int argc, char **argv)
 	char buf[16384];
 	const char *mode;
 	ssize_t r, bad;
-	int fd, e = 0, st;
+	int fd, e = 0, st, gone;
 	pid_t pid;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -171,7 +180,11 @@ int main(int argc, char **argv)
 		}
 		got += (size_t)r;
 	}
-	waitpid(pid, &st, 0);
-	printf("lastwords: %s: %zu bytes, then %s\n", mode, got, end_name(r, e));
+	/* shutrdwr: did the end come while the sender still held its fd? */
+	gone = waitpid(pid, &st, WNOHANG) == pid;
+	if (!gone)
+		waitpid(pid, &st, 0);
+	printf("lastwords: %s: %zu bytes, then %s%s\n", mode, got, end_name(r, e),
+	       gone && strcmp(mode, "shutrdwr") == 0 ? ", after the peer exited" : "");
 	return r < 0 && e != ECONNRESET ? 1 : 0;
 }

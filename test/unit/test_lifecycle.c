@@ -295,6 +295,30 @@ static void test_exit_ends_streams(void **state)
 	accel_close(&a, 1);
 }
 
+/* _exit: the same end, from a thread of ours; nothing at all when no connection is live. */
+static void test_quick_exit_ends_streams(void **state)
+{
+	struct accel a;
+	char buf[8];
+	struct iovec iov = {buf, sizeof(buf)};
+	int i;
+
+	(void)state;
+	accel_open(&a);
+	/* accel_open does not register it: to the fast path, the process holds no connection */
+	rsk_life_quick_exit();
+	assert_ptr_equal(a.s->conn, a.c);
+	__atomic_add_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	rsk_life_quick_exit(); /* returns once the thread ended the stream */
+	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
+	assert_null(a.s->conn);
+	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
+		unit_sleep_ms(1);
+	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 0); /* EOF: a FIN, not a reset */
+	assert_true(a.peer->ops->peer_closed(a.peer));
+	accel_close(&a, 1);
+}
+
 /* ---- stdio: a shm connection switched to a relay with its own pipe, and exec ---- */
 
 /* A shm connection as the application has it: attached and registered, the peer its waker
@@ -431,6 +455,7 @@ int main(void)
 		T(test_fork_prepare_and_failed),
 		T(test_fork_child),
 		T(test_exit_ends_streams),
+		T(test_quick_exit_ends_streams),
 		T(test_stdio_relays_shm),
 		T(test_exec_handoff_failed),
 	};

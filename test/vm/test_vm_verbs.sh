@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Role: ctest vm_verbs (host side). Boots the Soft-RoCE guest once with a preload library,
 # the test programs and the applications, and runs guest/verbs.sh there: redis, iperf3,
-# sockperf, 1 GiB integrity, non-blocking connect, mixed peers and peer death, every stream
+# sockperf, 1 GiB integrity, non-blocking connect, mixed peers, peer death and a dying peer's
+# last writes, every stream
 # crossing rxe0 -> rxe1. The same scenarios run against librdmasock (the default), rsocket's
 # librspreload.so or no preload at all (kernel TCP, the reference). Prints one RSK-VM-VERBS
 # line per scenario again at the end. Exit: the guest's (1 if a scenario failed), 77 when no
@@ -45,7 +46,7 @@ if [ $mode != kernel ]; then
 fi
 
 progs=${RSK_PROGS:-$TOP/build/test/progs}
-for p in integrity mixed_peer peerdeath; do
+for p in integrity mixed_peer peerdeath lastwords; do
 	[ -x "$progs/$p" ] || { say "test program $progs/$p not built (RSK_PROGS)"; exit 1; }
 done
 progs=$(readlink -f "$progs")
@@ -66,7 +67,7 @@ args=(--timeout "${RSK_VM_VERBS_TIMEOUT:-900}")
 args+=(--env "RSK_VM_MODE=$mode" --env "RSK_VM_PRELOAD=$preload" --env "RSK_VM_PROGS=$progs")
 args+=(--bin "$probe" --env "RSK_VM_PROBE=$probe" --bin "$nbc" --env "RSK_VM_NBCONNECT=$nbc")
 [ -z "$preload" ] || args+=(--bin "$preload")
-for p in integrity mixed_peer peerdeath; do args+=(--bin "$progs/$p"); done
+for p in integrity mixed_peer peerdeath lastwords; do args+=(--bin "$progs/$p"); done
 for app in redis-server redis-benchmark iperf3 sockperf; do
 	if command -v "$app" >/dev/null; then
 		args+=(--bin "$app")

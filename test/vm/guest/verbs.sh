@@ -14,7 +14,7 @@
 #   RSK_VM_TRANSPORT  RDMASOCK_TRANSPORT of preloaded processes in rdmasock mode (verbs)
 #   RSK_VM_EXPECT     the transport that must carry the streams in rdmasock mode (verbs);
 #                     kernel or shm check the harness itself against a library without verbs
-#   RSK_VM_PROGS      directory of test/progs (integrity, mixed_peer, peerdeath)
+#   RSK_VM_PROGS      directory of test/progs (integrity, mixed_peer, peerdeath, lastwords)
 #   RSK_VM_PROBE, RSK_VM_NBCONNECT   vm_probe and nbconnect
 #   RSK_VM_INTEGRITY_BYTES  each way, suffix K/M/G (default 1G); RSK_VM_INTEGRITY_SECS its
 #                     time limit (200)
@@ -63,6 +63,7 @@ SCENARIO_TIMEOUT_integrity=${SCENARIO_TIMEOUT_integrity:-$((INTEGRITY_SECS + 30)
 SCENARIO_TIMEOUT_nbconnect=${SCENARIO_TIMEOUT_nbconnect:-40}
 SCENARIO_TIMEOUT_mixed_plain_client=${SCENARIO_TIMEOUT_mixed_plain_client:-45}
 SCENARIO_TIMEOUT_mixed_plain_server=${SCENARIO_TIMEOUT_mixed_plain_server:-45}
+SCENARIO_TIMEOUT_lastwords=${SCENARIO_TIMEOUT_lastwords:-150}
 SCENARIO_TIMEOUT_tcpfirst_redis=${SCENARIO_TIMEOUT_tcpfirst_redis:-90}
 SCENARIO_TIMEOUT_tcpfirst_integrity=${SCENARIO_TIMEOUT_tcpfirst_integrity:-$((INTEGRITY_SECS + 30))}
 for s in server_recv server_epoll client_recv client_send; do
@@ -631,6 +632,50 @@ peerdeath() {
 	rxe_check pair
 }
 
+# 7b. A peer's last writes (test/progs/lastwords): a preloaded sender writes 100,000 bytes
+# (writes of 1 B to 20 KB) and ends by close, exit, _exit, SIGKILL, SIGSEGV, SO_LINGER 0,
+# close over unread data or shutdown(SHUT_RDWR) with its fd kept open; the preloaded reader
+# must print the line the same program prints over kernel TCP in this guest (every byte,
+# then EOF or ECONNRESET). Both ends preloaded.
+# The limit (docs/design.md, "How a connection ends"): over verbs a process that dies with
+# no code run (SIGKILL, a crash) loses what Nagle still held in its user-space stage (less
+# than one buffer, RDMASOCK_BUF_SIZE) and the peer cannot tell whether it did, so there the
+# reader gets an in-order prefix that lacks at most that, then ECONNRESET, never EOF. The
+# kernel's own result and what librdmasock's shm gives are every byte, then EOF.
+LASTWORDS_MODES="close exit _exit kill segv linger0 unread shutrdwr"
+# lastwords_died_ok LINE MODE: LINE is the verbs limit's outcome for MODE (kill, segv).
+lastwords_died_ok() {
+	local n buf=${RDMASOCK_BUF_SIZE:-32768}
+	[[ $1 =~ ^lastwords:\ $2:\ ([0-9]+)\ bytes,\ then\ ECONNRESET$ ]] || return 1
+	n=${BASH_REMATCH[1]}
+	[ "$n" -le 100000 ] && [ $((100000 - n)) -lt "$buf" ] || return 1
+	note "$2: $n B (the stage's $((100000 - n)) B died), ECONNRESET"
+}
+sc_lastwords() {
+	local m want got bad="" seen=""
+	STATS=/tmp/stats.lastwords.jsonl
+	rxe_mark
+	for m in $LASTWORDS_MODES; do
+		want=$(plain 20 "$PROGS/lastwords" "$m" 2>&1) || die_sc "lastwords $m over kernel TCP: $want"
+		got=$(pre 20 "$PROGS/lastwords" "$m" 2>&1)
+		echo "kernel:    $want"
+		echo "preloaded: $got"
+		if [ "$got" = "$want" ]; then
+			seen="$seen $m"
+		elif [ "$CARRY" = rdma ] && [ "$MODE" = rdmasock ] && [[ $m == kill || $m == segv ]] &&
+			lastwords_died_ok "$got" "$m"; then
+			:
+		else
+			bad="$bad; $m: '${got#lastwords: }', kernel '${want#lastwords: $m: }'"
+		fi
+	done
+	note "as the kernel:${seen:- none}"
+	[ -z "$bad" ] || die_sc "differs from kernel TCP${bad}"
+	# the reader writes a stats line in every mode (a killed sender does not)
+	assert_carried "$EXPECT" 8 lastwords
+	rxe_check pair
+}
+
 # 8. TCP first, the default policy for verbs: a redis-benchmark making a new connection per
 # request (-k 0) stays on TCP (each counted tcp_first: an rdma_cm setup per request would
 # cost more than it earns); one keeping its connections moves them onto verbs mid-use.
@@ -742,7 +787,7 @@ run_sc() {
 echo "vm_verbs: mode $MODE, preload ${PRELOAD:-none}, transport ${RSK_VM_TRANSPORT:-verbs}," \
 	"expect $EXPECT ($CARRY), integrity $INTEGRITY_BYTES, redis -n $REDIS_N"
 [ "$MODE" = kernel ] || [ -e "$PRELOAD" ] || { echo "no preload library $PRELOAD"; exit 1; }
-for p in integrity mixed_peer peerdeath; do
+for p in integrity mixed_peer peerdeath lastwords; do
 	[ -x "$PROGS/$p" ] || { echo "test program $PROGS/$p missing"; exit 1; }
 done
 LINES_OUT=()
@@ -758,6 +803,7 @@ run_sc mixed_plain_server sc_mixed_plain_server
 for s in server_recv server_epoll client_recv client_send; do
 	run_sc "peerdeath_$s" peerdeath "$s"
 done
+run_sc lastwords sc_lastwords
 run_sc tcpfirst_redis sc_tcpfirst_redis
 run_sc tcpfirst_integrity sc_tcpfirst_integrity
 
