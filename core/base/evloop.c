@@ -42,6 +42,7 @@ static int rsk_ev_epfd = -1, rsk_ev_evfd = -1, rsk_ev_started;
 static pthread_t rsk_ev_thread;
 static __thread int rsk_ev_in_dispatch; /* this thread holds the lock in a callback */
 static void (*rsk_ev_tick_fn)(void);
+static void (*rsk_ev_async_fn)(void); /* rsk_evloop_run_async's one pending request */
 
 /* Tick request (seq_cst: a Dekker pair with the thread's announcement that it sleeps). */
 static int rsk_ev_tick_wanted;
@@ -154,6 +155,17 @@ static void rsk_ev_run_deferred(void)
 	}
 }
 
+/* First in a round: whoever asked may be waiting with a bound (an _exit). */
+static void rsk_ev_run_async(void)
+{
+	void (*fn)(void) = __atomic_load_n(&rsk_ev_async_fn, __ATOMIC_ACQUIRE);
+
+	if (fn == NULL)
+		return;
+	fn();
+	__atomic_store_n(&rsk_ev_async_fn, NULL, __ATOMIC_RELEASE);
+}
+
 static void *rsk_ev_main(void *arg)
 {
 	struct epoll_event ev[32];
@@ -167,6 +179,7 @@ static void *rsk_ev_main(void *arg)
 		if (n < 0 && n != -EINTR)
 			break;
 		rsk_thread_work_begin(); /* a fork waits for this round (thread.h) */
+		rsk_ev_run_async();
 		for (i = 0; i < n; i++)
 			rsk_ev_dispatch(ev[i].data.u64, ev[i].events);
 		rsk_ev_run_deferred();
@@ -303,6 +316,23 @@ int rsk_evloop_defer(void (*fn)(void *arg), void *arg)
 	return 0;
 }
 
+int rsk_evloop_run_async(void (*fn)(void))
+{
+	void (*none)(void) = NULL;
+	uint64_t one = 1;
+	int efd = __atomic_load_n(&rsk_ev_evfd, __ATOMIC_ACQUIRE);
+
+	if (!__atomic_load_n(&rsk_ev_started, __ATOMIC_ACQUIRE) || efd < 0)
+		return -ESRCH;
+	if (rsk_evloop_on_thread())
+		return -EDEADLK;
+	if (!__atomic_compare_exchange_n(&rsk_ev_async_fn, &none, fn, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return -EBUSY;
+	(void)rsk_sys_write(efd, &one, sizeof(one));
+	return 0;
+}
+
 void rsk_evloop_set_tick(void (*fn)(void))
 {
 	__atomic_store_n(&rsk_ev_tick_fn, fn, __ATOMIC_RELEASE);
@@ -340,6 +370,7 @@ void rsk_evloop_atfork_child(void)
 	rsk_ev_epfd = rsk_ev_evfd = -1;
 	rsk_ev_started = 0;
 	rsk_ev_sleeping = 0;
+	rsk_ev_async_fn = NULL; /* the parent's request, for the parent's thread */
 	for (i = 0; i < rsk_ev_nslots; i++) /* stale handles held above stay stale */
 		if (rsk_ev_slots[i].used)
 			rsk_ev_slot_put(i);

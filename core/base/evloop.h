@@ -40,6 +40,15 @@ void rsk_evloop_unwatch(rsk_watch_t w);
 int rsk_evloop_defer(void (*fn)(void *arg), void *arg);
 
 /*
+ * Run @fn once on the loop thread, asked from anywhere, a signal handler included: an atomic
+ * exchange and a write(2), no lock and no allocation, so it cannot wait for whatever the
+ * interrupted thread holds (rsk_evloop_defer allocates and takes the loop's lock). One request
+ * at a time. 0, -ESRCH when the thread does not run (none started in this process), -EDEADLK
+ * on the loop thread itself (it would wait for itself), -EBUSY while a request is pending.
+ */
+int rsk_evloop_run_async(void (*fn)(void));
+
+/*
  * The tick: @fn runs on the loop thread after every round, and the loop wakes at least every
  * millisecond while a tick is requested. rsk_evloop_request_tick() is cheap when a request
  * is already pending; rsk_evloop_take_tick() returns 1 and clears the request if there was

@@ -357,21 +357,41 @@ void rsk_life_exit(void)
 /*
  * _exit (and _Exit): no destructor runs, yet the kernel closes a dying process's TCP sockets
  * in order, FIN after every byte its send() returned for (verbs cannot leave them behind as
- * shm does: rsk_ep_stage). So our streams get exit()'s end here too, from a thread of ours:
- * _exit may come from a signal handler that interrupted this thread inside the library,
- * holding a lock the flush needs; then the wait ends at its bound (each linger is bounded
- * by RSK_LINGER_MS) and the process goes as it would have without us.
+ * shm does: rsk_ep_stage). So our streams get exit()'s end here too, on another thread:
+ * _exit may come from a signal handler that interrupted this thread inside the library or
+ * libc, holding a lock the flush needs (a connection's, malloc's); then the wait ends at its
+ * bound (each linger is bounded by RSK_LINGER_MS) and the process goes as it would have
+ * without us. The event loop's thread does it when it runs: asking it takes an atomic and a
+ * write, both safe in a signal handler. Only a process without one (a forked child that has
+ * not needed it yet) starts a thread for it, which allocates: the one case where an _exit
+ * from a handler that interrupted malloc could wait on malloc's lock, as before any of this
+ * an exit() from such a handler could.
  */
 #define RSK_LIFE_QUICK_EXIT_MS 2500
 
 static sem_t rsk_life_quick_done;
 
+static void rsk_life_quick_run(void)
+{
+	rsk_life_exit();
+	sem_post(&rsk_life_quick_done);
+}
+
 static void *rsk_life_quick_body(void *arg)
 {
 	(void)arg;
-	rsk_life_exit();
-	sem_post(&rsk_life_quick_done);
+	rsk_life_quick_run();
 	return NULL;
+}
+
+/* Start the flush elsewhere: 0, or -errno when it cannot run (then nothing is waited for). */
+static int rsk_life_quick_start(void)
+{
+	int rc = rsk_evloop_run_async(rsk_life_quick_run);
+
+	if (rc == -ESRCH)
+		rc = rsk_thread_spawn(rsk_life_quick_body, NULL, NULL) < 0 ? -EAGAIN : 0;
+	return rc;
 }
 
 void rsk_life_quick_exit(void)
@@ -392,7 +412,7 @@ void rsk_life_quick_exit(void)
 		end.tv_sec++;
 		end.tv_nsec -= 1000000000L;
 	}
-	if (rsk_thread_spawn(rsk_life_quick_body, NULL, NULL) < 0)
+	if (rsk_life_quick_start() < 0)
 		return;
 	while (sem_timedwait(&rsk_life_quick_done, &end) < 0 && errno == EINTR)
 		;

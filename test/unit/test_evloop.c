@@ -4,11 +4,13 @@
  * never runs again (also for an event already harvested, and for a slot recycled with the
  * same fd and arg: a stale close event must not reset a new connection), unwatch waiting for
  * a running callback, deferred work, the tick, calls from callbacks, many watches, fork (and
- * a fork through the fork gate never landing inside a round of the loop), and
- * rsk_evloop_start() with nothing watched (the tick alone needs the thread).
+ * a fork through the fork gate never landing inside a round of the loop),
+ * rsk_evloop_start() with nothing watched (the tick alone needs the thread), and
+ * rsk_evloop_run_async (asked from a signal handler while a callback holds the loop's lock).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -902,6 +904,90 @@ static void test_start_without_watch(void **state)
 	assert_int_equal(unit_in_child(start_child, NULL, 5000), 0);
 }
 
+/* ---- run_async: what an _exit from a signal handler uses ---- */
+
+static struct {
+	int hold;     /* the blocking callback waits while 1 */
+	int in_cb;    /* it is running (holding the loop's lock) */
+	int cb_done;  /* it has returned */
+	int ran, on_thread, from_loop_rc;
+	int sig_rc;
+} ra;
+
+static void on_async(void)
+{
+	UNIT_INC(&ra.ran);
+	if (rsk_evloop_on_thread())
+		UNIT_INC(&ra.on_thread);
+}
+
+static void on_blocking_cb(void *arg, uint32_t events)
+{
+	(void)events;
+	pw_drain(((struct pw *)arg)->rfd);
+	/* on the loop thread: it would wait for itself */
+	__atomic_store_n(&ra.from_loop_rc, rsk_evloop_run_async(on_async), __ATOMIC_SEQ_CST);
+	__atomic_store_n(&ra.in_cb, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 500 && UNIT_LOAD(&ra.hold); i++)
+		unit_sleep_ms(10);
+	__atomic_store_n(&ra.cb_done, 1, __ATOMIC_SEQ_CST);
+}
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+	ra.sig_rc = rsk_evloop_run_async(on_async);
+}
+
+/*
+ * Asked from a signal handler while a callback holds the loop's lock, run_async returns at
+ * once (rsk_evloop_defer would wait for the lock); the function runs on the loop thread once
+ * the round ends, and only once; a second request while one is pending is refused.
+ */
+static void test_run_async(void **state)
+{
+	struct pw *p = pw_new();
+	struct sigaction sa, old;
+
+	(void)state;
+	memset(&ra, 0, sizeof(ra));
+	ra.hold = 1;
+	assert_int_equal(rsk_evloop_watch(p->rfd, EPOLLIN, on_blocking_cb, p, &p->h), 0);
+	pw_poke(p);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&ra.in_cb), WAIT_MS));
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigusr1;
+	assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+	assert_int_equal(raise(SIGUSR1), 0); /* returns: it did not wait for the lock */
+	assert_int_equal(sigaction(SIGUSR1, &old, NULL), 0);
+	assert_int_equal(ra.sig_rc, 0);
+	assert_int_equal(UNIT_LOAD(&ra.cb_done), 0);
+	assert_int_equal(UNIT_LOAD(&ra.ran), 0); /* not inside someone else's round */
+	assert_int_equal(rsk_evloop_run_async(on_async), -EBUSY);
+	assert_int_equal(UNIT_LOAD(&ra.from_loop_rc), -EDEADLK);
+	__atomic_store_n(&ra.hold, 0, __ATOMIC_SEQ_CST);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&ra.ran) == 1, WAIT_MS));
+	assert_int_equal(UNIT_LOAD(&ra.on_thread), 1);
+	unit_sleep_ms(QUIET_MS);
+	assert_int_equal(UNIT_LOAD(&ra.ran), 1);
+	/* the request is taken: the next one is accepted and runs too */
+	assert_int_equal(rsk_evloop_run_async(on_async), 0);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&ra.ran) == 2, WAIT_MS));
+}
+
+static int async_child(void *arg)
+{
+	(void)arg;
+	rsk_evloop_atfork_child(); /* as our fork handler does: the thread stayed in the parent */
+	return rsk_evloop_run_async(on_async) == -ESRCH ? 0 : 1;
+}
+
+static void test_run_async_without_thread(void **state)
+{
+	(void)state;
+	assert_int_equal(unit_in_child(async_child, NULL, 5000), 0);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, arena_teardown)
 
 int main(void)
@@ -925,6 +1011,8 @@ int main(void)
 		T(test_atfork_child),
 		cmocka_unit_test_teardown(test_fork_waits_for_round, tick_teardown),
 		T(test_start_without_watch),
+		T(test_run_async),
+		T(test_run_async_without_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
