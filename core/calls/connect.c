@@ -129,6 +129,8 @@ static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr 
 		return u->d.why;
 	u->dialed = 1;
 	u->c->ep = u->d.ep;
+	/* Asked once, here: the readiness pair is made with it, and the switch needs it. */
+	rsk_conn_know(u->c, NULL, NULL, rsk_sys_fcntl(fd, F_GETFL, 0), -1);
 	if (rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp) < 0)
 		return RDMASOCK_FB_RESOURCES;
 	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
@@ -228,6 +230,8 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 	if (u->cm->dialed != NULL)
 		u->cm->dialed(&u->d);
 	u->dialed = 0; /* what the dial holds now belongs to the endpoint */
+	if (u->d.peer_len != 0) /* the withdraw's look at the handshake read it */
+		rsk_conn_know(u->c, NULL, (const struct sockaddr *)&u->d.peer, -1, -1);
 	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp, addr);
 	if (rc < 0) {
 		rsk_client_undo(u);

@@ -448,7 +448,9 @@ static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
 		    const struct sockaddr *dest)
 {
-	int fdfl = rsk_sys_fcntl(fd, F_GETFD, 0), fl = rsk_sys_fcntl(fd, F_GETFL, 0), i, rc;
+	/* (flags the caller knew are not asked again: rsk_conn_know) */
+	int fdfl = c->app_fdfl >= 0 ? c->app_fdfl : rsk_sys_fcntl(fd, F_GETFD, 0);
+	int fl = c->app_fl >= 0 ? c->app_fl : rsk_sys_fcntl(fd, F_GETFL, 0), i, rc;
 
 	if (ctl >= 0 && (ctl = rsk_fd_hide(ctl)) < 0)
 		return ctl;
@@ -466,7 +468,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		return rc;
 	}
 	(void)rsk_sys_close(app);
-	if (fl >= 0 && (fl & O_NONBLOCK))
+	if (fl >= 0 && (fl & O_NONBLOCK) && !c->pair_nonblock)
 		(void)rsk_sys_fcntl(fd, F_SETFL, O_NONBLOCK);
 	if (rsk_conn_attach(c, fd, ctl, tcp, fl >= 0 && (fl & O_NONBLOCK)) < 0)
 		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);

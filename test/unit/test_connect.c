@@ -29,6 +29,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_count.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define RSK_HIST_DEPTH_VERDICT 4 /* connections ended before a destination has a verdict */
@@ -122,6 +123,48 @@ static void test_accelerated_nonblocking(void **state)
 	assert_true(sv >= 0);
 	assert_int_equal(ucl_send(fd, "x", 1, 0), 1);
 	assert_int_equal(ucl_recv(sv, buf, sizeof(buf), 0), 1);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * The calls a non-blocking shm connect makes (issue 9, cheap setup). The application's flags
+ * are asked once each (F_GETFL, F_GETFD), and its O_NONBLOCK goes into the readiness pair
+ * when it is made: no F_SETFL at all (before: one on the ctl end, one on the app end after
+ * the switch). The look at the handshake reads the peer's name, which the connection keeps:
+ * one getpeername and no poll (before: a poll, then a getpeername); only a handshake not
+ * done at once (a busy host) adds the poll and a name read later.
+ */
+static void test_setup_calls(void **state)
+{
+	struct sockaddr_in a, got, cl;
+	int l = ucl_listen(&a), fd = ucl_socket(SOCK_NONBLOCK), sv;
+	socklen_t len = sizeof(got), clen = sizeof(cl);
+	struct ucn_counts n;
+
+	(void)state;
+	ucn_count(1);
+	assert_int_equal(ucl_connect(fd, &a, NULL), -EINPROGRESS);
+	n = ucn;
+	ucn_count(0);
+	assert_non_null(ucl_sock(fd)->conn);
+	assert_int_equal(n.setfl, 0);
+	assert_int_equal(n.getfl, 1);
+	assert_int_equal(n.getfd, 1);
+	assert_int_equal(n.getpeername, n.poll + 1);
+	assert_int_equal(n.getsockname, 1);
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK); /* the app end is non-blocking */
+	/* the name kept is the kernel's: the server's listening address */
+	assert_int_equal(rsk_opt_peername(fd, (struct sockaddr *)&got, &len), 0);
+	assert_int_equal(len, sizeof(a));
+	assert_memory_equal(&got, &a, sizeof(a));
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_int_equal(rsk_opt_sockname(fd, (struct sockaddr *)&cl, &clen), 0);
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_peername(sv, (struct sockaddr *)&got, &len), 0);
+	assert_memory_equal(&got, &cl, sizeof(cl)); /* each end's names match the other's */
 	ucl_close(fd);
 	ucl_close(sv);
 	ucl_close(l);
@@ -465,6 +508,7 @@ int main(void)
 		T(test_untracked),
 		T(test_accelerated_blocking),
 		T(test_accelerated_nonblocking),
+		T(test_setup_calls),
 		T(test_fallback_reasons),
 		T(test_no_peer),
 		T(test_refused),
