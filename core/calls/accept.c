@@ -78,13 +78,13 @@ static void rsk_accept_known(struct rsk_conn *c, const struct rsk_claim *cl, int
 		      (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
 }
 
-/* Build the accelerated connection from claim @cl for accepted socket @fd (accept4's
- * @flags). 0 or -errno. */
-static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
-			     struct rsk_claim *cl, int flags)
+/* Build the accelerated connection from claim @cl for accepted socket @s at @fd (accept4's
+ * @flags) of listener @ls. 0 or -errno. */
+static int rsk_accept_switch(struct rsk_sock *ls, struct rsk_sock *s, int fd,
+			     const struct rsk_cm_ops *cm, struct rsk_claim *cl, int flags)
 {
 	struct rsk_conn *c = rsk_conn_alloc(cl->nbuf, cm->ep_size != NULL ? cm->ep_size() : 0);
-	int app = -1, ctl = -1, tcp = -1, gone = 0, rc;
+	int app = -1, ctl = -1, tcp = -1, gone = 0, rc, opts;
 
 	if (c == NULL) {
 		cm->unclaim(cl, 0);
@@ -98,6 +98,8 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	rsk_accept_known(c, cl, flags);
 	if (rc == 0)
 		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
+	if (rc == 0 && (opts = rsk_sock_tcp_opts(ls)) != 0) /* inherited from the listener */
+		rsk_conn_know_opts(c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
 	/* The answer first: a client that finds us EMPTY then always has our ctl end to wake
 	 * us with (its claims before our initial look find the placeholder SHOWN, and the look
 	 * itself catches what they announced). */
@@ -188,7 +190,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
 		return fd;
 	}
 	if (rc > 0)
-		rc = rsk_accept_switch(s, fd, cm, &cl, flags);
+		rc = rsk_accept_switch(ls, s, fd, cm, &cl, flags);
 	if (rc < 0)
 		return rsk_accept_drop(fd, rc);
 	s->from_lst = rsk_listener_id(ls->lst);

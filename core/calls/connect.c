@@ -111,10 +111,11 @@ static void rsk_client_undo(struct rsk_client *u)
 }
 
 /* The endpoint, the connection's local parts and the offer: a fallback reason, or -1. */
-static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr *addr,
-			    socklen_t len)
+static int rsk_client_setup(struct rsk_client *u, struct rsk_sock *s, int fd,
+			    const struct sockaddr *addr, socklen_t len)
 {
 	const struct rsk_cm_ops *cm = u->cm;
+	int opts;
 
 	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
 	if (u->c == NULL)
@@ -133,6 +134,8 @@ static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr 
 	rsk_conn_know(u->c, NULL, NULL, rsk_sys_fcntl(fd, F_GETFL, 0), -1);
 	if (rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp) < 0)
 		return RDMASOCK_FB_RESOURCES;
+	if ((opts = rsk_sock_tcp_opts(s)) != 0) /* every setsockopt on it came through us */
+		rsk_conn_know_opts(u->c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
 	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
 		return u->d.why;
 	if (!cm->keeps_ctl) { /* the offer handed it to the peer, our waker */
@@ -262,7 +265,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
 		why = first; /* the kernel connect; it may move later */
 	if (why < 0)
-		why = rsk_client_setup(&u, fd, addr, len);
+		why = rsk_client_setup(&u, s, fd, addr, len);
 	if (why >= 0 && u.d.start_tcp) { /* not now, but once connected (shm: no bell) */
 		rsk_client_undo(&u);
 		if (s->upg != NULL || rsk_upg_client(s, fd, addr, len, u.cm) < 0)

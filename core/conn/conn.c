@@ -144,6 +144,13 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 	return c;
 }
 
+void rsk_conn_know_opts(struct rsk_conn *c, int nodelay, int cork)
+{
+	c->st.nodelay = nodelay != 0;
+	c->st.cork = cork != 0;
+	c->known |= RSK_CONN_KNOW_OPTS;
+}
+
 void rsk_conn_know(struct rsk_conn *c, const struct sockaddr *local, const struct sockaddr *peer,
 		   int fl, int fdfl)
 {
@@ -691,11 +698,13 @@ void rsk_conn_take_tcp(struct rsk_conn *c, int fd, const struct sockaddr *dest)
 
 	if (c->local_len != 0 && !(c->known & RSK_CONN_KNOW_LOCAL))
 		return; /* taken while the TCP connection was still up (an upgrade) */
-	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
+	if (!(c->known & RSK_CONN_KNOW_OPTS) &&
+	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
 		c->st.nodelay = v != 0;
 	len = sizeof(int);
 	v = 0;
-	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
+	if (!(c->known & RSK_CONN_KNOW_OPTS) &&
+	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
 		c->st.cork = v != 0;
 	c->local_len = (c->known & RSK_CONN_KNOW_LOCAL) ? c->local_len : sizeof(c->local);
 	if (!(c->known & RSK_CONN_KNOW_LOCAL) &&

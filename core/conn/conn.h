@@ -111,6 +111,9 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
  */
 #define RSK_CONN_KNOW_LOCAL 1
 #define RSK_CONN_KNOW_PEER 2
+#define RSK_CONN_KNOW_OPTS 4
+/* The TCP socket's TCP_NODELAY (@nodelay) and TCP_CORK (@cork), known: not asked. */
+void rsk_conn_know_opts(struct rsk_conn *c, int nodelay, int cork);
 void rsk_conn_know(struct rsk_conn *c, const struct sockaddr *local, const struct sockaddr *peer,
 		   int fl, int fdfl);
 void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp);

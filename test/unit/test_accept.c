@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +172,9 @@ static void test_switch_calls(void **state)
 	assert_int_equal(n.setfl, 0);
 	assert_int_equal(n.getsockname, 1);
 	assert_int_equal(n.getpeername, 1);
+	/* SO_PEERCRED of the rendezvous connection alone: the options are the listener's (all
+	 * set through us) */
+	assert_int_equal(n.getsockopt, 1);
 	assert_true(fcntl(sv, F_GETFL) & O_NONBLOCK);
 	assert_true(fcntl(sv, F_GETFD) & FD_CLOEXEC); /* (ucl_accept asks for SOCK_CLOEXEC) */
 	assert_int_equal(ucl_recv(sv, b, sizeof(b), 0), -EAGAIN);
@@ -184,6 +188,48 @@ static void test_switch_calls(void **state)
 	assert_memory_equal(&got, &cl, sizeof(cl));
 	ucl_close(c);
 	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * An accepted connection has its listener's TCP_NODELAY (the kernel copies it at the
+ * handshake): set through us before listen(), it is known and not asked; set while listening
+ * (queued connections may have the old value) it is asked again. Either way the accelerated
+ * connection reports the kernel's value.
+ */
+static void test_switch_listener_options(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), c = ucl_socket(0), one = 1, v, sv, i;
+	socklen_t len;
+	struct ucn_counts n;
+
+	(void)state;
+	/* (ucl_listen listens at once: the set below is while listening, for the second round) */
+	ucl_sock(l)->state = RSK_SOCK_NEW;
+	assert_int_equal(rsk_opt_plain_set(l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	ucl_sock(l)->state = RSK_SOCK_LISTENING;
+	for (i = 0; i < 2; i++) {
+		if (i == 1) {
+			c = ucl_socket(0);
+			assert_int_equal(
+				rsk_opt_plain_set(l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+		}
+		assert_int_equal(ucl_connect(c, &a, NULL), 0);
+		ucn_count(1);
+		sv = ucl_accept(l, 0);
+		n = ucn;
+		ucn_count(0);
+		assert_true(sv >= 0);
+		assert_non_null(ucl_sock(sv)->conn);
+		assert_int_equal(n.getsockopt, i == 0 ? 1 : 3); /* (SO_PEERCRED, and the two asked) */
+		v = 0;
+		len = sizeof(v);
+		assert_int_equal(rsk_opt_get(sv, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+		assert_int_equal(v, 1);
+		ucl_close(c);
+		ucl_close(sv);
+	}
 	ucl_close(l);
 }
 
@@ -362,6 +408,7 @@ int main(void)
 		T(test_kernel_listener_reason),
 		T(test_switch),
 		T(test_switch_calls),
+		T(test_switch_listener_options),
 		T(test_switch_peer_asked),
 		T(test_switch_wildcard),
 		T(test_client_already_exited),
