@@ -271,6 +271,23 @@ int rsk_fd_room_now(int any_fd, int want)
 	return n;
 }
 
+int rsk_fd_hide_at(int fd, int hidden)
+{
+	int rc;
+
+	if (!rsk_fd_is_internal(hidden))
+		return rsk_fd_hide(fd); /* not one of ours: never replace a number blindly */
+	/* The number stays open throughout (dup3 replaces its file atomically), so no other
+	 * thread can take it in between, and it stays marked internal. */
+	rc = rsk_sys_dup3(fd, hidden, O_CLOEXEC);
+	if (rc < 0) {
+		rsk_fd_unhide_close(hidden);
+		return rsk_fd_hide(fd);
+	}
+	(void)rsk_sys_close(fd);
+	return hidden;
+}
+
 void rsk_fd_unhide_close(int fd)
 {
 	rsk_fdtab_replace(fd, RSK_INTERNAL_SLOT, 0);

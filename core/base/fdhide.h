@@ -17,6 +17,14 @@ int rsk_fd_hide(int fd);
 /* Like rsk_fd_hide() but keeps @fd open: returns a hidden duplicate or -errno. */
 int rsk_fd_hide_dup(int fd);
 
+/*
+ * Move @fd onto @hidden, a hidden fd of ours that is done with (its file closes): one dup3
+ * instead of closing @hidden and finding a hidden number anew. Returns @hidden or -errno (as
+ * rsk_fd_hide; @fd is closed either way). @hidden that is not ours is left alone (@fd is
+ * hidden as by rsk_fd_hide then).
+ */
+int rsk_fd_hide_at(int fd, int hidden);
+
 /* Release an fd obtained from rsk_fd_hide(). */
 void rsk_fd_unhide_close(int fd);
 

@@ -41,14 +41,20 @@ static int rsk_ready_sndbuf_default;
 
 int rsk_ready_pair(int *app, int *ctl)
 {
-	int sv[2], rc = rsk_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), v = 0;
+	return rsk_ready_pair_flags(app, ctl, 0);
+}
+
+int rsk_ready_pair_flags(int *app, int *ctl, int nonblock)
+{
+	int type = SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0);
+	int sv[2], v = 0, rc = rsk_sys_socketpair(AF_UNIX, type, 0, sv);
 	socklen_t len = sizeof(v);
 
 	if (rc < 0)
 		return rc;
 	/* ctl is ours alone and must never block the thread that writes it (the event loop's
 	 * relay, a waker); the app end keeps the application's own flags. */
-	if ((rc = rsk_sys_fcntl(sv[1], F_SETFL, O_NONBLOCK)) < 0) {
+	if (!nonblock && (rc = rsk_sys_fcntl(sv[1], F_SETFL, O_NONBLOCK)) < 0) {
 		(void)rsk_sys_close(sv[0]);
 		(void)rsk_sys_close(sv[1]);
 		return rc;

@@ -70,6 +70,9 @@ struct rsk_ready_owner {
 
 /* Create a pair: *app (send buffer at the kernel default) and *ctl (non-blocking). 0/-errno. */
 int rsk_ready_pair(int *app, int *ctl);
+/* The same with both ends non-blocking (@nonblock), for an application fd that is: one
+ * system call fewer here, and none to make the app end non-blocking later. */
+int rsk_ready_pair_flags(int *app, int *ctl, int nonblock);
 
 /* ---- the waker's side (it holds @ctl) ---- */
 

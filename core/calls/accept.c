@@ -5,6 +5,7 @@
  * kernel reports a connection lost before accept), never left waiting.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 
@@ -64,12 +65,26 @@ int rsk_accept_begin(int fd)
 	return rc;
 }
 
-/* Build the accelerated connection from claim @cl for accepted socket @fd. 0 or -errno. */
-static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops *cm,
-			     struct rsk_claim *cl)
+/*
+ * What accept already told us of the new socket @fd, so that the switch asks the kernel
+ * nothing more: its peer (the address accept4 returned), its own address (the claim proved
+ * the offer by it) and its flags (exactly what accept4's @flags made them: an accepted
+ * socket inherits neither O_NONBLOCK nor FD_CLOEXEC from its listener).
+ */
+static void rsk_accept_known(struct rsk_conn *c, const struct rsk_claim *cl, int flags)
+{
+	rsk_conn_know(c, cl->own_len != 0 ? (const struct sockaddr *)&cl->own : NULL,
+		      (const struct sockaddr *)cl->peer, (flags & SOCK_NONBLOCK) ? O_NONBLOCK : 0,
+		      (flags & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
+}
+
+/* Build the accelerated connection from claim @cl for accepted socket @s at @fd (accept4's
+ * @flags) of listener @ls. 0 or -errno. */
+static int rsk_accept_switch(struct rsk_sock *ls, struct rsk_sock *s, int fd,
+			     const struct rsk_cm_ops *cm, struct rsk_claim *cl, int flags)
 {
 	struct rsk_conn *c = rsk_conn_alloc(cl->nbuf, cm->ep_size != NULL ? cm->ep_size() : 0);
-	int app = -1, ctl = -1, tcp = -1, gone = 0, rc;
+	int app = -1, ctl = -1, tcp = -1, gone = 0, rc, opts;
 
 	if (c == NULL) {
 		cm->unclaim(cl, 0);
@@ -80,8 +95,11 @@ static int rsk_accept_switch(struct rsk_sock *s, int fd, const struct rsk_cm_ops
 	cl->ep_mem = rsk_conn_ep_mem(c);
 	rc = cm->claim_open(cl);
 	c->ep = cl->ep;
+	rsk_accept_known(c, cl, flags);
 	if (rc == 0)
 		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
+	if (rc == 0 && (opts = rsk_sock_tcp_opts(ls)) != 0) /* inherited from the listener */
+		rsk_conn_know_opts(c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
 	/* The answer first: a client that finds us EMPTY then always has our ctl end to wake
 	 * us with (its claims before our initial look find the placeholder SHOWN, and the look
 	 * itself catches what they announced). */
@@ -140,10 +158,10 @@ static void rsk_accept_fd_pressure(struct rsk_sock *ls, int fd)
 	}
 }
 
-/* Claim and switch accepted socket @s (at @fd, from @peer) of listener @ls. Returns @fd or
- * -errno. */
+/* Claim and switch accepted socket @s (at @fd, from @peer, accept4's @flags) of listener
+ * @ls. Returns @fd or -errno. */
 static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
-			    const struct sockaddr_storage *peer)
+			    const struct sockaddr_storage *peer, int flags)
 {
 	const struct rsk_cm_ops *cm = NULL;
 	struct rsk_claim cl;
@@ -172,7 +190,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
 		return fd;
 	}
 	if (rc > 0)
-		rc = rsk_accept_switch(s, fd, cm, &cl);
+		rc = rsk_accept_switch(ls, s, fd, cm, &cl, flags);
 	if (rc < 0)
 		return rsk_accept_drop(fd, rc);
 	s->from_lst = rsk_listener_id(ls->lst);
@@ -200,7 +218,6 @@ int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, soc
 	struct rsk_sock *s;
 	int rc = fd;
 
-	(void)flags;
 	if (ls == NULL)
 		return fd;
 	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
@@ -208,7 +225,7 @@ int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, soc
 		if (ls->lst == NULL)
 			s->fb_reason = ls->fb_reason; /* why the listener has no companions */
 		else if (rsk_accept_peer(fd, addr, len, &peer) == 0)
-			rc = rsk_accept_claim(ls, s, fd, &peer);
+			rc = rsk_accept_claim(ls, s, fd, &peer, flags);
 		/* (no peer: already reset, the application will find out) */
 		if (rc >= 0 && !s->counted) /* an accelerated one was counted as it switched */
 			rsk_sock_count(s, ls->port);

@@ -111,10 +111,11 @@ static void rsk_client_undo(struct rsk_client *u)
 }
 
 /* The endpoint, the connection's local parts and the offer: a fallback reason, or -1. */
-static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr *addr,
-			    socklen_t len)
+static int rsk_client_setup(struct rsk_client *u, struct rsk_sock *s, int fd,
+			    const struct sockaddr *addr, socklen_t len)
 {
 	const struct rsk_cm_ops *cm = u->cm;
+	int opts;
 
 	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
 	if (u->c == NULL)
@@ -129,8 +130,12 @@ static int rsk_client_setup(struct rsk_client *u, int fd, const struct sockaddr 
 		return u->d.why;
 	u->dialed = 1;
 	u->c->ep = u->d.ep;
+	/* Asked once, here: the readiness pair is made with it, and the switch needs it. */
+	rsk_conn_know(u->c, NULL, NULL, rsk_sys_fcntl(fd, F_GETFL, 0), -1);
 	if (rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp) < 0)
 		return RDMASOCK_FB_RESOURCES;
+	if ((opts = rsk_sock_tcp_opts(s)) != 0) /* every setsockopt on it came through us */
+		rsk_conn_know_opts(u->c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
 	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
 		return u->d.why;
 	if (!cm->keeps_ctl) { /* the offer handed it to the peer, our waker */
@@ -228,6 +233,8 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 	if (u->cm->dialed != NULL)
 		u->cm->dialed(&u->d);
 	u->dialed = 0; /* what the dial holds now belongs to the endpoint */
+	if (u->d.peer_len != 0) /* the withdraw's look at the handshake read it */
+		rsk_conn_know(u->c, NULL, (const struct sockaddr *)&u->d.peer, -1, -1);
 	rc = rsk_sock_become(s, fd, u->c, u->app, u->ctl, u->tcp, addr);
 	if (rc < 0) {
 		rsk_client_undo(u);
@@ -258,7 +265,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
 		why = first; /* the kernel connect; it may move later */
 	if (why < 0)
-		why = rsk_client_setup(&u, fd, addr, len);
+		why = rsk_client_setup(&u, s, fd, addr, len);
 	if (why >= 0 && u.d.start_tcp) { /* not now, but once connected (shm: no bell) */
 		rsk_client_undo(&u);
 		if (s->upg != NULL || rsk_upg_client(s, fd, addr, len, u.cm) < 0)

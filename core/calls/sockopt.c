@@ -577,9 +577,15 @@ int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct rsk_opt_verdict v;
-	int rc = rsk_sys_setsockopt(fd, level, name, val, len), fam;
+	int rc = rsk_sys_setsockopt(fd, level, name, val, len), fam, on;
 	uint64_t uniq;
 
+	/* Kept on the socket, so that its setup need not ask (the kernel read an int). */
+	if (rc == 0 && rsk_opt_tcp_level(level) && (name == TCP_NODELAY || name == TCP_CORK) &&
+	    val != NULL && len >= sizeof(int)) {
+		memcpy(&on, val, sizeof(on));
+		rsk_sock_opt_seen(fd, name, on != 0);
+	}
 	if (rc != -EOPNOTSUPP || !rsk_opt_tcp_level(level) ||
 	    (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
 		return rc;

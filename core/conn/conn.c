@@ -139,8 +139,35 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 	pthread_mutexattr_destroy(&a);
 	c->holders = 1;
 	c->ctl_fd = c->tcp_fd = -1;
+	c->app_fl = c->app_fdfl = -1;
 	c->born_ms = rsk_now_ms();
 	return c;
+}
+
+void rsk_conn_know_opts(struct rsk_conn *c, int nodelay, int cork)
+{
+	c->st.nodelay = nodelay != 0;
+	c->st.cork = cork != 0;
+	c->known |= RSK_CONN_KNOW_OPTS;
+}
+
+void rsk_conn_know(struct rsk_conn *c, const struct sockaddr *local, const struct sockaddr *peer,
+		   int fl, int fdfl)
+{
+	if (local != NULL) {
+		c->local_len = rsk_sa_len(local);
+		memcpy(&c->local, local, c->local_len);
+		c->known |= RSK_CONN_KNOW_LOCAL;
+	}
+	if (peer != NULL) {
+		c->peer_len = rsk_sa_len(peer);
+		memcpy(&c->peer, peer, c->peer_len);
+		c->known |= RSK_CONN_KNOW_PEER;
+	}
+	if (fl >= 0)
+		c->app_fl = fl & O_NONBLOCK;
+	if (fdfl >= 0)
+		c->app_fdfl = fdfl & FD_CLOEXEC;
 }
 
 void *rsk_conn_ep_mem(struct rsk_conn *c)
@@ -157,8 +184,11 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
 {
 	int rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
 
+	/* A non-blocking application fd gets a non-blocking pair at once: no F_SETFL on its
+	 * ctl end now, nor on the app end once it is the application's. */
+	c->pair_nonblock = c->app_fl > 0;
 	if (rc == 0)
-		rc = rsk_ready_pair(app, ctl);
+		rc = rsk_ready_pair_flags(app, ctl, c->pair_nonblock);
 	if (rc == 0 && tcp != NULL && rsk_transport_cm(c->ep)->keeps_tcp &&
 	    (*tcp = rsk_fd_hide_dup(fd)) < 0)
 		rc = *tcp;
@@ -666,17 +696,25 @@ void rsk_conn_take_tcp(struct rsk_conn *c, int fd, const struct sockaddr *dest)
 	socklen_t len = sizeof(int);
 	int v = 0;
 
-	if (c->local_len != 0)
+	if (c->local_len != 0 && !(c->known & RSK_CONN_KNOW_LOCAL))
 		return; /* taken while the TCP connection was still up (an upgrade) */
-	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
+	if (!(c->known & RSK_CONN_KNOW_OPTS) &&
+	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0)
 		c->st.nodelay = v != 0;
 	len = sizeof(int);
 	v = 0;
-	if (rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
+	if (!(c->known & RSK_CONN_KNOW_OPTS) &&
+	    rsk_sys_getsockopt(fd, IPPROTO_TCP, TCP_CORK, &v, &len) == 0)
 		c->st.cork = v != 0;
-	c->local_len = sizeof(c->local);
-	if (rsk_sys_getsockname(fd, (struct sockaddr *)&c->local, &c->local_len) < 0)
+	c->local_len = (c->known & RSK_CONN_KNOW_LOCAL) ? c->local_len : sizeof(c->local);
+	if (!(c->known & RSK_CONN_KNOW_LOCAL) &&
+	    rsk_sys_getsockname(fd, (struct sockaddr *)&c->local, &c->local_len) < 0)
 		c->local_len = 0;
+	c->known &= ~RSK_CONN_KNOW_LOCAL; /* taken: a second call returns above */
+	if (c->known & RSK_CONN_KNOW_PEER) {
+		c->domain = c->local.ss_family;
+		return;
+	}
 	c->peer_len = sizeof(c->peer);
 	if (rsk_sys_getpeername(fd, (struct sockaddr *)&c->peer, &c->peer_len) < 0) {
 		c->peer_len = dest != NULL ? rsk_sa_len(dest) : 0; /* a connect still under way */

@@ -62,6 +62,11 @@ struct rsk_conn {
 	/* what getsockname/getpeername report, and the options set since */
 	struct sockaddr_storage local, peer;
 	socklen_t local_len, peer_len;
+	/* Known before the TCP socket is taken (rsk_conn_know): names the setup learnt anyway
+	 * (RSK_CONN_KNOW_LOCAL/PEER), and the application fd's flags (-1 unknown: asked). */
+	int known;
+	int app_fl, app_fdfl; /* O_NONBLOCK and FD_CLOEXEC of the application's fd */
+	int pair_nonblock;    /* the readiness pair was made non-blocking (rsk_conn_prepare) */
 	int64_t born_ms; /* set up at (the destination history asks how long it lived) */
 	struct rsk_conn_opt opts[RSK_CONN_OPTS];
 	int nopts;
@@ -97,6 +102,20 @@ struct rsk_rxmsg *rsk_conn_rxq(struct rsk_conn *c);
  * caller undoes with rsk_conn_discard (fds < 0 skipped).
  */
 int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp);
+
+/*
+ * What the caller knows already of the TCP socket the connection takes over, so that neither
+ * rsk_conn_prepare nor rsk_sock_become asks the kernel again: its own and its peer's address
+ * (NULL: not known), and the application fd's O_NONBLOCK (@fl) and FD_CLOEXEC (@fdfl)
+ * flags (-1: not known). With O_NONBLOCK known, the readiness pair is made with it.
+ */
+#define RSK_CONN_KNOW_LOCAL 1
+#define RSK_CONN_KNOW_PEER 2
+#define RSK_CONN_KNOW_OPTS 4
+/* The TCP socket's TCP_NODELAY (@nodelay) and TCP_CORK (@cork), known: not asked. */
+void rsk_conn_know_opts(struct rsk_conn *c, int nodelay, int cork);
+void rsk_conn_know(struct rsk_conn *c, const struct sockaddr *local, const struct sockaddr *peer,
+		   int fl, int fdfl);
 void rsk_conn_discard(struct rsk_conn *c, int app, int ctl, int tcp);
 
 /*

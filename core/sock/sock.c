@@ -116,6 +116,9 @@ int rsk_sock_track(int fd, int domain, int state)
 	s->domain = domain;
 	s->state = state;
 	s->nfds = 1;
+	/* A socket socket() just made has the kernel's defaults; any other (accepted, adopted)
+	 * is told or stays unknown. */
+	rsk_sock_opts_set(s, state == RSK_SOCK_NEW ? RSK_SOCK_OPT_KNOWN : 0);
 	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
 	rc = rsk_fdtab_store(fd, rsk_sock_slot(s));
 	if (rc < 0) {
@@ -123,6 +126,44 @@ int rsk_sock_track(int fd, int domain, int state)
 		rsk_sock_free(s);
 	}
 	return rc;
+}
+
+void rsk_sock_opts_set(struct rsk_sock *s, int bits)
+{
+	s->tcpopt_pid = rsk_proc_pid();
+	s->tcpopt_forks = rsk_proc_forks();
+	__atomic_store_n(&s->tcpopt, bits, __ATOMIC_RELEASE);
+}
+
+void rsk_sock_opt_seen(int fd, int name, int on)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int bit = name == TCP_NODELAY ? RSK_SOCK_OPT_NODELAY : RSK_SOCK_OPT_CORK, o;
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	o = __atomic_load_n(&s->tcpopt, __ATOMIC_ACQUIRE);
+	/* A listener's queued connections took the old value already: unknown from now on. */
+	if (s->state == RSK_SOCK_LISTENING)
+		o = 0;
+	else
+		o = on ? (o | bit) : (o & ~bit);
+	__atomic_store_n(&s->tcpopt, o, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+int rsk_sock_tcp_opts(const struct rsk_sock *s)
+{
+	int o = __atomic_load_n(&s->tcpopt, __ATOMIC_ACQUIRE);
+
+	/* A fork since (or in the child) shares the socket with a process whose setsockopt
+	 * calls we do not see. */
+	if (!(o & RSK_SOCK_OPT_KNOWN) || s->tcpopt_pid != rsk_proc_pid() ||
+	    s->tcpopt_forks != rsk_proc_forks())
+		return 0;
+	return o;
 }
 
 static int rsk_ref_inc_not_zero(int *refs)
@@ -448,7 +489,9 @@ static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
 		    const struct sockaddr *dest)
 {
-	int fdfl = rsk_sys_fcntl(fd, F_GETFD, 0), fl = rsk_sys_fcntl(fd, F_GETFL, 0), i, rc;
+	/* (flags the caller knew are not asked again: rsk_conn_know) */
+	int fdfl = c->app_fdfl >= 0 ? c->app_fdfl : rsk_sys_fcntl(fd, F_GETFD, 0);
+	int fl = c->app_fl >= 0 ? c->app_fl : rsk_sys_fcntl(fd, F_GETFL, 0), i, rc;
 
 	if (ctl >= 0 && (ctl = rsk_fd_hide(ctl)) < 0)
 		return ctl;
@@ -466,7 +509,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		return rc;
 	}
 	(void)rsk_sys_close(app);
-	if (fl >= 0 && (fl & O_NONBLOCK))
+	if (fl >= 0 && (fl & O_NONBLOCK) && !c->pair_nonblock)
 		(void)rsk_sys_fcntl(fd, F_SETFL, O_NONBLOCK);
 	if (rsk_conn_attach(c, fd, ctl, tcp, fl >= 0 && (fl & O_NONBLOCK)) < 0)
 		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);

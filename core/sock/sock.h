@@ -84,8 +84,26 @@ struct rsk_sock {
 	/* Sends of the move's stream still using its app end by number as the move ended
 	 * (calls/upgrade.c), and that number + 1 kept open for them (0: none). Under lock. */
 	int upg_scalls, upg_spare;
+	/* TCP_NODELAY and TCP_CORK as the kernel has them, while every change went through us
+	 * (RSK_SOCK_OPT_*; rsk_sock_tcp_opts): a setup then asks the kernel neither. Valid only
+	 * in the process that learnt them, before it forked (a child's setsockopt is unseen). */
+	int tcpopt;
+	pid_t tcpopt_pid;
+	unsigned int tcpopt_forks;
 	struct rsk_sock *next_free;
 };
+
+#define RSK_SOCK_OPT_KNOWN 1
+#define RSK_SOCK_OPT_NODELAY 2
+#define RSK_SOCK_OPT_CORK 4
+
+/* The options of a socket made now with @bits (RSK_SOCK_OPT_*: a new socket's are the
+ * kernel's defaults, KNOWN alone; an accepted one's its listener's, rsk_sock_tcp_opts). */
+void rsk_sock_opts_set(struct rsk_sock *s, int bits);
+/* The application set TCP_NODELAY or TCP_CORK (@name) on tracked @fd to @on, successfully. */
+void rsk_sock_opt_seen(int fd, int name, int on);
+/* RSK_SOCK_OPT_* bits of @s if known (KNOWN set), else 0: ask the kernel. */
+int rsk_sock_tcp_opts(const struct rsk_sock *s);
 
 /* Is this (domain, type) a socket the library manages? (AF_INET/AF_INET6 stream only.) */
 int rsk_sock_wanted(int domain, int type);

@@ -375,6 +375,11 @@ int rsk_shm_pool_count(void)
 	return n;
 }
 
+int rsk_shm_fd_kept(struct rsk_ep *ep, int fd)
+{
+	return fd >= 0 && RSK_SHM_EP(ep)->keep_fd == fd;
+}
+
 int rsk_shm_keeps_memfd(struct rsk_ep *ep)
 {
 	return RSK_SHM_EP(ep)->keep_fd >= 0;
@@ -445,7 +450,7 @@ static void rsk_shm_mapcache_put(struct rsk_shm_ep *e)
 /* A segment for a new connection: a pooled one made clean, or a fresh one. Its fd, or
  * -errno; *@keep the hidden copy we keep (-1: none). */
 static int rsk_shm_segment(const struct rsk_shm_layout *l, uint32_t nbuf, uint32_t buf_size,
-			   uint8_t **map, int *keep, ino_t *ino)
+			   int lend, uint8_t **map, int *keep, ino_t *ino)
 {
 	struct rsk_shm_kept k;
 	struct stat st;
@@ -454,7 +459,9 @@ static int rsk_shm_segment(const struct rsk_shm_layout *l, uint32_t nbuf, uint32
 	*keep = -1;
 	if (rsk_shm_pool_take(l, nbuf, buf_size, &k)) {
 		rsk_shm_scrub(k.map, l, nbuf, buf_size);
-		fd = rsk_sys_fcntl(k.fd, F_DUPFD_CLOEXEC, 0); /* the caller's to send and close */
+		/* Lent: the kept fd itself goes into the offer (SCM_RIGHTS sends a reference), no
+		 * copy of it to make and close (rsk_shm_fd_kept). */
+		fd = lend ? k.fd : rsk_sys_fcntl(k.fd, F_DUPFD_CLOEXEC, 0);
 		if (fd < 0) {
 			rsk_shm_pool_put(&k, 0);
 			return fd;
@@ -480,7 +487,8 @@ static int rsk_shm_segment(const struct rsk_shm_layout *l, uint32_t nbuf, uint32
 	return fd;
 }
 
-int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out)
+static int rsk_shm_create_open_as(uint32_t nbuf, uint32_t buf_size, void *mem,
+				  struct rsk_ep **out, int lend)
 {
 	struct rsk_shm_layout l;
 	uint8_t *map;
@@ -489,7 +497,7 @@ int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_
 
 	if (rc < 0)
 		return rc;
-	fd = rsk_shm_segment(&l, nbuf, buf_size, &map, &keep, &ino);
+	fd = rsk_shm_segment(&l, nbuf, buf_size, lend, &map, &keep, &ino);
 	if (fd < 0)
 		return fd;
 	rsk_shm_init(map, &l, nbuf, buf_size);
@@ -501,12 +509,23 @@ int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_
 			rsk_shm_pool_put(&k, 0);
 		else
 			munmap(map, l.total);
-		(void)rsk_sys_close(fd);
+		if (fd != keep)
+			(void)rsk_sys_close(fd);
 		return rc;
 	}
 	RSK_SHM_EP(*out)->keep_fd = keep;
 	RSK_SHM_EP(*out)->keep_ino = ino;
 	return fd;
+}
+
+int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out)
+{
+	return rsk_shm_create_open_as(nbuf, buf_size, mem, out, 0);
+}
+
+int rsk_shm_create_lend(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out)
+{
+	return rsk_shm_create_open_as(nbuf, buf_size, mem, out, 1);
 }
 
 int rsk_shm_open(int fd, enum rsk_shm_side side, int peer_ctl, void *mem, struct rsk_ep **out)
@@ -593,9 +612,13 @@ static void rsk_shm_resolve(struct rsk_shm_ep *e, int wait_ms)
 	fd = e->read_answer(e->answer_fd, wait_ms);
 	if (fd == -EAGAIN)
 		return;
-	rsk_fd_unhide_close(e->answer_fd);
+	/* The server's ctl end takes the answer connection's hidden number (done with it). */
+	if (fd >= 0)
+		fd = rsk_fd_hide_at(fd, e->answer_fd);
+	else
+		rsk_fd_unhide_close(e->answer_fd);
 	e->answer_fd = -1;
-	if (fd < 0 || (fd = rsk_fd_hide(fd)) < 0) {
+	if (fd < 0) {
 		e->broken = -ECONNRESET; /* the server declined after all: poll reports the reset */
 		e->owe = 0;
 		e->owe_tokens = 0;

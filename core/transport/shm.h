@@ -36,6 +36,10 @@ int rsk_shm_create(uint32_t nbuf, uint32_t buf_size);
  * one mapping: the file is ours, so nothing needs checking. Returns the fd or -errno.
  */
 int rsk_shm_create_open(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out);
+/* The same for an fd that is only sent (the offer): a reused segment's is the fd the endpoint
+ * keeps (rsk_shm_fd_kept), lent rather than copied, which the caller must not close; any
+ * other is the caller's to close. */
+int rsk_shm_create_lend(uint32_t nbuf, uint32_t buf_size, void *mem, struct rsk_ep **out);
 
 /*
  * Segments kept for reuse after their connection ended (rsk_shm_create_open takes them once
@@ -46,6 +50,8 @@ int rsk_shm_pool_count(void);
 int rsk_shm_mapcache_count(void);
 /* Does endpoint @ep keep a copy of its memfd for the pool (one hidden fd)? 1 or 0. */
 int rsk_shm_keeps_memfd(struct rsk_ep *ep);
+/* Is @fd the memfd endpoint @ep keeps (not the caller's to close)? 1 or 0. */
+int rsk_shm_fd_kept(struct rsk_ep *ep, int fd);
 /* A forked child: drop the inherited pool (the parent hands those segments out). */
 void rsk_shm_atfork_child(void);
 

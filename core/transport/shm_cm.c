@@ -52,13 +52,25 @@ static struct rsk_shm_dial *rsk_shm_dial_of(struct rsk_dial *d)
 	return (struct rsk_shm_dial *)d->priv;
 }
 
-static void rsk_shm_dial_close(struct rsk_shm_dial *p)
+/* Our copy of the memfd, once the offer no longer needs it: a reused segment's is the fd
+ * its endpoint keeps (sent as it is, never copied), any other is ours to close. */
+static void rsk_shm_dial_drop_memfd(struct rsk_dial *d)
 {
+	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
+
+	if (p->memfd >= 0 && !(d->ep != NULL && rsk_shm_fd_kept(d->ep, p->memfd)))
+		(void)rsk_sys_close(p->memfd);
+	p->memfd = -1;
+}
+
+static void rsk_shm_dial_close(struct rsk_dial *d)
+{
+	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
+
 	if (p->rdv >= 0)
 		rsk_fd_unhide_close(p->rdv);
-	if (p->memfd >= 0)
-		(void)rsk_sys_close(p->memfd);
-	p->rdv = p->memfd = -1;
+	p->rdv = -1;
+	rsk_shm_dial_drop_memfd(d);
 }
 
 /*
@@ -90,7 +102,9 @@ static int rsk_shm_dial(struct rsk_dial *d)
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
 		return rc;
 	}
-	if ((rc = rsk_shm_dial_owner(d, owner)) == 0 && !rung && !d->upgrade) {
+	/* A bell rung is our user's listener's (rsk_rdv_find rings no other): no need to ask
+	 * who we are again. */
+	if ((rc = rung ? 0 : rsk_shm_dial_owner(d, owner)) == 0 && !rung && !d->upgrade) {
 		/* The listener's accept may not look for an offer it was not told of: start on
 		 * TCP, whose offer comes once connected (its event loop watches for those). */
 		rsk_dbg("shm: the rendezvous' bell did not ring: starting on TCP");
@@ -108,9 +122,9 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	p->rdv = rc = rsk_fd_hide(p->rdv);
 	if (rc < 0)
 		return rc;
-	p->memfd = rc = rsk_shm_create_open(d->nbuf, d->buf_size, d->ep_mem, &d->ep);
+	p->memfd = rc = rsk_shm_create_lend(d->nbuf, d->buf_size, d->ep_mem, &d->ep);
 	if (rc < 0)
-		rsk_shm_dial_close(p);
+		rsk_shm_dial_close(d);
 	return rc < 0 ? rc : 0;
 }
 
@@ -138,8 +152,7 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 		d->why = RDMASOCK_FB_RESOURCES;
 		return rc;
 	}
-	(void)rsk_sys_close(p->memfd); /* the server got its copy; our mapping stays */
-	p->memfd = -1;
+	rsk_shm_dial_drop_memfd(d); /* the server got its copy; our mapping stays */
 	return 0;
 }
 
@@ -182,10 +195,18 @@ static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
 	struct rsk_shm_dial *p = rsk_shm_dial_of(d);
 	struct pollfd q = {.fd = p->rdv, .events = POLLIN};
 	char b = RSK_RDV_WITHDRAW;
+	socklen_t len = sizeof(d->peer);
+	int st;
+
+	/* A TCP socket has a peer name once its handshake is done (before: ENOTCONN): the
+	 * usual answer in one call, whose name the connection keeps (d->peer). */
+	if (rsk_sys_getpeername(fd, (struct sockaddr *)&d->peer, &len) == 0) {
+		d->peer_len = len;
+		return 0;
+	}
 	/* A loopback handshake is done when connect() returns, unless a busy host left the
 	 * packets to ksoftirqd: give it a moment (a full backlog pays it per connect). */
-	int st = rsk_shm_tcp_state(fd, RSK_HANDSHAKE_GRACE_MS);
-
+	st = rsk_shm_tcp_state(fd, RSK_HANDSHAKE_GRACE_MS);
 	if (st > 0)
 		return 0;
 	if (rsk_sys_send(p->rdv, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
@@ -200,7 +221,7 @@ static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
 
 static void rsk_shm_undial(struct rsk_dial *d)
 {
-	rsk_shm_dial_close(rsk_shm_dial_of(d));
+	rsk_shm_dial_close(d);
 }
 
 /* ---- server ---- */
@@ -758,21 +779,29 @@ static int rsk_sa_is_any(const struct sockaddr_storage *a)
  * it proves the offer comes from the process that owns the client's end.
  */
 static int rsk_offer_connected_here(const struct rsk_shm_listener *l, struct rsk_offer *e,
-				    const struct rsk_claim *cl)
+				    struct rsk_claim *cl)
 {
 	const struct sockaddr_storage *local = cl->local;
-	struct sockaddr_storage to, own;
-	socklen_t len = sizeof(to), olen = sizeof(own);
+	struct sockaddr_storage to;
+	socklen_t len = sizeof(to), olen = sizeof(cl->own);
 
 	if (e->fds[RSK_RDV_TCP] < 0 && e->to_known) /* an upgrade's, read while we held it */
 		to = e->to;
 	else if (rsk_sys_getpeername(e->fds[RSK_RDV_TCP], (struct sockaddr *)&to, &len) < 0)
 		return 0; /* not connected (or reset): not the end of an accepted connection */
-	if (local == NULL && !rsk_sa_is_any(&l->bound))
+	/* Either way the accepted connection's own address, exactly as getsockname would
+	 * report it: kept for it (cl->own), so the switch does not ask again. */
+	if (local == NULL && cl->own_len != 0) {
+		local = &cl->own; /* learnt for an earlier entry of this claim */
+	} else if (local == NULL && !rsk_sa_is_any(&l->bound)) {
 		local = &l->bound; /* every connection it accepts has exactly this address */
-	else if (local == NULL && cl->fd >= 0 &&
-		 rsk_sys_getsockname(cl->fd, (struct sockaddr *)&own, &olen) == 0)
-		local = &own;
+		cl->own = l->bound;
+		cl->own_len = rsk_sa_len((const struct sockaddr *)&l->bound);
+	} else if (local == NULL && cl->fd >= 0 &&
+		   rsk_sys_getsockname(cl->fd, (struct sockaddr *)&cl->own, &olen) == 0) {
+		local = &cl->own;
+		cl->own_len = olen;
+	}
 	if (local != NULL)
 		return rsk_addr_same_v4m((struct sockaddr *)&to, (const struct sockaddr *)local);
 	return rsk_sa_port((struct sockaddr *)&to) == rsk_sa_port((const struct sockaddr *)&l->bound);
@@ -780,7 +809,7 @@ static int rsk_offer_connected_here(const struct rsk_shm_listener *l, struct rsk
 
 /* Look at every pending entry; take the one whose socket is the other end of the connection
  * accepted from @cl->peer out of the list. */
-static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, const struct rsk_claim *cl)
+static struct rsk_offer *rsk_listen_scan(struct rsk_shm_listener *l, struct rsk_claim *cl)
 {
 	struct rsk_offer *e, **pp, *mine = NULL;
 
@@ -872,7 +901,7 @@ static int rsk_listen_quiet(struct rsk_shm_listener *l)
  * and handed it back at once could miss both again, and again, until one called its client
  * plain -- a client that then waits for an answer that never comes.
  */
-static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struct rsk_claim *cl)
+static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, struct rsk_claim *cl)
 {
 	int locked = rsk_lshared_lock(l->sh);
 	struct rsk_offer *e = rsk_listen_scan(l, cl);
@@ -888,7 +917,7 @@ static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, const struc
 	return e;
 }
 
-static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, const struct rsk_claim *cl,
+static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_claim *cl,
 					 int wait_ms, int *held_elsewhere)
 {
 	int64_t end = rsk_now_ms() + wait_ms, left;

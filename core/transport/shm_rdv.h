@@ -71,7 +71,8 @@ int rsk_rdv_exists(const struct sockaddr *bound);
 /* Client: connect to the rendezvous for @dest and ring its bell (below). The fd, -ENOENT (no
  * preloaded listener), or -errno; the listener's owner in *@owner and whether the bell rang
  * in *@rung (each may be NULL). A client that could not ring must not offer before its SYN:
- * the listener's accept may not look (it offers once connected, as TCP first does). */
+ * the listener's accept may not look (it offers once connected, as TCP first does). Only a
+ * listener of our own effective user is rung: a bell that rang says its owner is us. */
 int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung);
 
 /* Client: send the offer with its fds (RSK_RDV_*) on @conn. 0 or -errno. */

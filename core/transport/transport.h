@@ -246,6 +246,10 @@ struct rsk_dial {
 	int upgrade;
 	/* out: this connection cannot be set up before its SYN, but may start on TCP and move */
 	int start_tcp;
+	/* out (cm->withdraw): the TCP socket's peer as the kernel reports it, read to see that
+	 * the handshake is done (peer_len 0: not read) */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
 	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
 };
 
@@ -264,6 +268,10 @@ struct rsk_claim {
 	struct rsk_ep *ep;           /* out */
 	enum rdmasock_fallback why;  /* out, when claim finds nothing usable */
 	int upgrade;                 /* out: the client's TCP connection carries on until it moves */
+	/* out: the accepted connection's own address as the claim proved the offer by it (the
+	 * listener's, or asked of @fd), when it knows it exactly; own_len 0 when not */
+	struct sockaddr_storage own;
+	socklen_t own_len;
 	unsigned char priv[RSK_CM_PRIV] __attribute__((aligned(8)));
 };
 

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,11 +24,13 @@
 #include <cmocka.h>
 
 #include "base/stats.h"
+#include "calls/sockopt.h"
 #include "sock/listener.h"
 #include "transport/shm_rdv.h"
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_count.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
@@ -136,6 +139,97 @@ static void test_switch(void **state)
 	ucl_close(c);
 	assert_int_equal(ucl_recv(sv, b, sizeof(b), 0), 0); /* its close: EOF */
 	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * The calls an accelerated accept makes (issue 9, cheap setup): the accepted socket's flags
+ * are what accept4's flags made them, its peer is the address accept4 returned and its own
+ * address the one the claim proved the offer by, so it is asked nothing: no F_GETFL, F_GETFD
+ * or F_SETFL (before: one each, and one more F_SETFL on the readiness pair's ctl end), and
+ * only the offer's socket is asked its names (one getsockname, one getpeername; before: both
+ * again of the accepted socket). What getsockname and getpeername report is still the
+ * kernel's, and the connection stays non-blocking as accept4 made it.
+ */
+static void test_switch_calls(void **state)
+{
+	struct sockaddr_in a, got, cl;
+	int l = ucl_listen(&a), c = ucl_socket(0), sv;
+	socklen_t len = sizeof(got), clen = sizeof(cl);
+	struct ucn_counts n;
+	char b[8];
+
+	(void)state;
+	assert_int_equal(ucl_connect(c, &a, NULL), 0);
+	ucn_count(1);
+	sv = ucl_accept(l, SOCK_NONBLOCK);
+	n = ucn;
+	ucn_count(0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->conn);
+	assert_int_equal(n.getfl, 0);
+	assert_int_equal(n.getfd, 0);
+	assert_int_equal(n.setfl, 0);
+	assert_int_equal(n.getsockname, 1);
+	assert_int_equal(n.getpeername, 1);
+	/* SO_PEERCRED of the rendezvous connection alone: the options are the listener's (all
+	 * set through us) */
+	assert_int_equal(n.getsockopt, 1);
+	assert_true(fcntl(sv, F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(sv, F_GETFD) & FD_CLOEXEC); /* (ucl_accept asks for SOCK_CLOEXEC) */
+	assert_int_equal(ucl_recv(sv, b, sizeof(b), 0), -EAGAIN);
+	assert_int_equal(rsk_opt_sockname(sv, (struct sockaddr *)&got, &len), 0);
+	assert_int_equal(len, sizeof(a));
+	assert_memory_equal(&got, &a, sizeof(a));
+	assert_int_equal(rsk_opt_sockname(c, (struct sockaddr *)&cl, &clen), 0);
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_peername(sv, (struct sockaddr *)&got, &len), 0);
+	assert_int_equal(len, sizeof(cl));
+	assert_memory_equal(&got, &cl, sizeof(cl));
+	ucl_close(c);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * An accepted connection has its listener's TCP_NODELAY (the kernel copies it at the
+ * handshake): set through us before listen(), it is known and not asked; set while listening
+ * (queued connections may have the old value) it is asked again. Either way the accelerated
+ * connection reports the kernel's value.
+ */
+static void test_switch_listener_options(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), c = ucl_socket(0), one = 1, v, sv, i;
+	socklen_t len;
+	struct ucn_counts n;
+
+	(void)state;
+	/* (ucl_listen listens at once: the set below is while listening, for the second round) */
+	ucl_sock(l)->state = RSK_SOCK_NEW;
+	assert_int_equal(rsk_opt_plain_set(l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	ucl_sock(l)->state = RSK_SOCK_LISTENING;
+	for (i = 0; i < 2; i++) {
+		if (i == 1) {
+			c = ucl_socket(0);
+			assert_int_equal(
+				rsk_opt_plain_set(l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+		}
+		assert_int_equal(ucl_connect(c, &a, NULL), 0);
+		ucn_count(1);
+		sv = ucl_accept(l, 0);
+		n = ucn;
+		ucn_count(0);
+		assert_true(sv >= 0);
+		assert_non_null(ucl_sock(sv)->conn);
+		assert_int_equal(n.getsockopt, i == 0 ? 1 : 3); /* (SO_PEERCRED, and the two asked) */
+		v = 0;
+		len = sizeof(v);
+		assert_int_equal(rsk_opt_get(sv, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+		assert_int_equal(v, 1);
+		ucl_close(c);
+		ucl_close(sv);
+	}
 	ucl_close(l);
 }
 
@@ -313,6 +407,8 @@ int main(void)
 		T(test_plain_client),
 		T(test_kernel_listener_reason),
 		T(test_switch),
+		T(test_switch_calls),
+		T(test_switch_listener_options),
 		T(test_switch_peer_asked),
 		T(test_switch_wildcard),
 		T(test_client_already_exited),

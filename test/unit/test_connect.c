@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_count.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define RSK_HIST_DEPTH_VERDICT 4 /* connections ended before a destination has a verdict */
@@ -124,6 +126,98 @@ static void test_accelerated_nonblocking(void **state)
 	assert_int_equal(ucl_recv(sv, buf, sizeof(buf), 0), 1);
 	ucl_close(fd);
 	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * The calls a non-blocking shm connect makes (issue 9, cheap setup). The application's flags
+ * are asked once each (F_GETFL, F_GETFD), and its O_NONBLOCK goes into the readiness pair
+ * when it is made: no F_SETFL at all (before: one on the ctl end, one on the app end after
+ * the switch). The look at the handshake reads the peer's name, which the connection keeps:
+ * one getpeername and no poll (before: a poll, then a getpeername); only a handshake not
+ * done at once (a busy host) adds the poll and a name read later.
+ */
+static void test_setup_calls(void **state)
+{
+	struct sockaddr_in a, got, cl;
+	int l = ucl_listen(&a), fd = ucl_socket(SOCK_NONBLOCK), sv;
+	socklen_t len = sizeof(got), clen = sizeof(cl);
+	struct ucn_counts n;
+
+	(void)state;
+	ucn_count(1);
+	assert_int_equal(ucl_connect(fd, &a, NULL), -EINPROGRESS);
+	n = ucn;
+	ucn_count(0);
+	assert_non_null(ucl_sock(fd)->conn);
+	assert_int_equal(n.setfl, 0);
+	assert_int_equal(n.getfl, 1);
+	assert_int_equal(n.getfd, 1);
+	assert_int_equal(n.getpeername, n.poll + 1);
+	assert_int_equal(n.getsockname, 1);
+	assert_int_equal(n.getsockopt, 1); /* SO_PEERCRED of the rendezvous alone */
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK); /* the app end is non-blocking */
+	/* the name kept is the kernel's: the server's listening address */
+	assert_int_equal(rsk_opt_peername(fd, (struct sockaddr *)&got, &len), 0);
+	assert_int_equal(len, sizeof(a));
+	assert_memory_equal(&got, &a, sizeof(a));
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_int_equal(rsk_opt_sockname(fd, (struct sockaddr *)&cl, &clen), 0);
+	len = sizeof(got);
+	assert_int_equal(rsk_opt_peername(sv, (struct sockaddr *)&got, &len), 0);
+	assert_memory_equal(&got, &cl, sizeof(cl)); /* each end's names match the other's */
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
+/*
+ * TCP_NODELAY and TCP_CORK set through us before connect are carried into the connection
+ * without asking the kernel (before: a getsockopt each); set behind our back (a raw system
+ * call: as after a fork, whose child we do not see) they are asked, so the connection has
+ * them either way.
+ */
+static void test_setup_options_kept(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd = ucl_socket(0), raw = ucl_socket(0), one = 1, v = 0, sv, sr;
+	socklen_t len = sizeof(v);
+	struct ucn_counts n;
+
+	(void)state;
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	ucn_count(1);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	n = ucn;
+	ucn_count(0);
+	assert_non_null(ucl_sock(fd)->conn);
+	assert_int_equal(n.getsockopt, 1); /* SO_PEERCRED alone */
+	assert_int_equal(rsk_opt_get(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 1);
+	v = 0;
+	len = sizeof(v);
+	assert_int_equal(rsk_opt_get(fd, IPPROTO_TCP, TCP_CORK, &v, &len), 0);
+	assert_int_equal(v, 0);
+	/* unseen: not known, asked */
+	assert_int_equal(setsockopt(raw, IPPROTO_TCP, TCP_CORK, &one, sizeof(one)), 0);
+	ucl_sock(raw)->tcpopt_forks--; /* as if it forked since: the child may have set them */
+	ucn_count(1);
+	assert_int_equal(ucl_connect(raw, &a, NULL), 0);
+	n = ucn;
+	ucn_count(0);
+	assert_int_equal(n.getsockopt, 3);
+	v = 0;
+	len = sizeof(v);
+	assert_int_equal(rsk_opt_get(raw, IPPROTO_TCP, TCP_CORK, &v, &len), 0);
+	assert_int_equal(v, 1);
+	sv = ucl_accept(l, 0);
+	sr = ucl_accept(l, 0);
+	assert_true(sv >= 0 && sr >= 0);
+	ucl_close(fd);
+	ucl_close(raw);
+	ucl_close(sv);
+	ucl_close(sr);
 	ucl_close(l);
 }
 
@@ -465,6 +559,8 @@ int main(void)
 		T(test_untracked),
 		T(test_accelerated_blocking),
 		T(test_accelerated_nonblocking),
+		T(test_setup_calls),
+		T(test_setup_options_kept),
 		T(test_fallback_reasons),
 		T(test_no_peer),
 		T(test_refused),

@@ -95,6 +95,37 @@ static void test_hide_dup_copies(void **state)
 	close(fd);
 }
 
+/* hide_at: a new fd takes over a hidden number we are done with, in one dup3 (no close of
+ * ours and no search for a number): same number, the new file, close-on-exec, internal. A
+ * number that is not ours is never replaced: the fd is hidden elsewhere. */
+static void test_hide_at_reuses_number(void **state)
+{
+	int low = unit_lowest_free_fd(), old = rsk_fd_hide(app_socket()), fd = app_socket(), h;
+	int other = app_socket(), keep;
+	ino_t i = ino(fd);
+
+	(void)state;
+	assert_true(old >= 0);
+	h = rsk_fd_hide_at(fd, old);
+	assert_int_equal(h, old);
+	assert_int_equal(ino(h), i);  /* the new file on the old number */
+	assert_false(is_open(fd));    /* its low number is free again */
+	assert_true(fcntl(h, F_GETFD) & FD_CLOEXEC);
+	assert_true(rsk_fd_is_internal(h));
+	/* not ours: left alone (still open, still the application's) */
+	i = ino(other);
+	keep = app_socket();
+	h = rsk_fd_hide_at(keep, other);
+	assert_true(h >= 0 && h != other && h != keep);
+	assert_true(is_open(other));
+	assert_false(rsk_fd_is_internal(other));
+	assert_int_equal(ino(other), i);
+	rsk_fd_unhide_close(h);
+	rsk_fd_unhide_close(old);
+	close(other);
+	assert_int_equal(unit_lowest_free_fd(), low);
+}
+
 #define MANY 64
 
 /* The application opens after we hid many fds and gets the numbers it would have had. */
@@ -452,6 +483,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hide_moves),
 		cmocka_unit_test(test_hide_dup_copies),
+		cmocka_unit_test(test_hide_at_reuses_number),
 		cmocka_unit_test(test_numbering_unchanged),
 		cmocka_unit_test(test_only_our_mark_is_internal),
 		cmocka_unit_test(test_bad_fd),

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "base/fdhide.h"
 #include "base/ready.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
@@ -1290,6 +1291,43 @@ static void test_pool_reuses_clean(void **state)
 }
 
 /*
+ * The offer's memfd (rsk_shm_create_lend): a reused segment's is the fd the client keeps
+ * for the pool, lent as it is (no F_DUPFD_CLOEXEC and close per connection: the code before
+ * returned a copy here), and a new segment's is the caller's own. Both reach the server as
+ * the same file.
+ */
+static void test_pool_lends_kept_fd(void **state)
+{
+	struct cs_pair a;
+	struct rsk_ep *c, *s;
+	int fd, fresh;
+
+	(void)state;
+	pool_drain();
+	fresh = rsk_shm_create_lend(NBUF, BSIZE, NULL, &c);
+	assert_true(fresh >= 0);
+	assert_int_equal(rsk_shm_keeps_memfd(c), 1);
+	assert_int_equal(rsk_shm_fd_kept(c, fresh), 0); /* new: ours to close, the copy kept */
+	assert_int_equal(rsk_shm_open(fresh, RSK_SHM_SERVER, -1, NULL, &s), 0);
+	close(fresh);
+	a.c = c;
+	a.s = s;
+	cs_end(a.s, 1);
+	cs_end(a.c, 1);
+	assert_int_equal(rsk_shm_pool_count(), 1);
+	fd = rsk_shm_create_lend(NBUF, BSIZE, NULL, &c);
+	assert_true(fd >= 0);
+	assert_int_equal(rsk_shm_fd_kept(c, fd), 1); /* reused: the kept fd itself */
+	assert_true(rsk_fd_is_internal(fd));
+	assert_int_equal(rsk_shm_open(fd, RSK_SHM_SERVER, -1, NULL, &s), 0);
+	/* (not closed: the endpoint keeps it, and its destroy puts it back in the pool) */
+	cs_end(s, 1);
+	cs_end(c, 1);
+	assert_int_equal(rsk_shm_pool_count(), 1);
+	pool_drain();
+}
+
+/*
  * A segment whose old peer still holds it (it has not released), or that one of our holders
  * ended without being the last, is never handed out: the next connection gets a new file.
  * Fails without the released check (the same inode while the old server still maps it).
@@ -1433,6 +1471,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_size_limits),
 		cmocka_unit_test(test_pool_reuses_clean),
+		cmocka_unit_test(test_pool_lends_kept_fd),
 		cmocka_unit_test(test_pool_waits_for_peer),
 		cmocka_unit_test(test_pool_bounded),
 		cmocka_unit_test(test_pool_fork_child),

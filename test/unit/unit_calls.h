@@ -70,7 +70,7 @@ static inline int ucl_accept(int lfd, int flags)
 	fd = accept4(lfd, (struct sockaddr *)&peer, &len, SOCK_CLOEXEC | flags);
 	if (fd < 0)
 		return -errno;
-	return rsk_accept_done(lfd, fd, flags, (struct sockaddr *)&peer, len);
+	return rsk_accept_done(lfd, fd, SOCK_CLOEXEC | flags, (struct sockaddr *)&peer, len);
 }
 
 /* close() as preload/close.c. */
