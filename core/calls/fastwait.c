@@ -761,8 +761,9 @@ static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 
 /*
  * A wait that found nothing at its first look: spin (when the set's spins pay,
- * rsk_spin_pays), then sleep; learn whether the spin paid (a spin's answer, or a sleep of a
- * skipped spin that ended within the window: a hit; the timeout: a miss). A count or -errno.
+ * rsk_spin_pays), then sleep; learn whether the spin paid (a spin's answer, or a sleep that
+ * ended within RSK_SPIN_FAR windows, rsk_spin_hit: a hit; the timeout: a miss). A count or
+ * -errno.
  */
 static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
 			const sigset_t *mask)
@@ -786,8 +787,8 @@ static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 	} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
 		n = rsk_fw_look_locked(m, ev, max, 0);
 	}
-	if (window != 0 && n >= 0) /* a sleep that ends within the window: its spin would pay */
-		rsk_spin_outcome(&m->spin_hist, n > 0 && !spun && rsk_now_us() - start < window);
+	if (window != 0 && n >= 0)
+		rsk_spin_outcome(&m->spin_hist, n > 0 && rsk_spin_hit(rsk_now_us() - start));
 	return n;
 }
 

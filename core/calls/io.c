@@ -129,7 +129,7 @@ struct rsk_io_ctx {
 	int spinning;        /* a wait is under way (0: the next wait starts one, and its spin) */
 	int skip;            /* its spin is skipped (rsk_spin_pays): slept at once */
 	int slept;           /* it slept */
-	int64_t wait_at;     /* when a skipped spin's wait began */
+	int64_t wait_at;     /* when the wait began (its spin's first clock read, or the skip) */
 };
 
 /*
@@ -283,6 +283,11 @@ int rsk_spin_pays(unsigned int *hist)
 	return skipped == 0;
 }
 
+int rsk_spin_hit(int64_t gap_us)
+{
+	return gap_us <= (int64_t)rsk_config.spin_us * RSK_SPIN_FAR;
+}
+
 void rsk_spin_outcome(unsigned int *hist, int hit)
 {
 	unsigned int w = __atomic_load_n(hist, __ATOMIC_RELAXED);
@@ -374,7 +379,7 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 		x->spin_end = now + rsk_config.spin_us;
 		if (x->deadline && x->deadline < x->spin_end)
 			x->spin_end = x->deadline; /* no spin past SO_RCVTIMEO/SO_SNDTIMEO */
-		x->spin_start = now;
+		x->spin_start = x->wait_at = now;
 	} else {
 		rsk_spin_learn(&rsk_pace_io, now - x->clock_at);
 	}
@@ -387,15 +392,16 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 
 /*
  * A wait of @x ended (@hit: 1 with what it waited for, 0 at its deadline): whether its spin
- * paid. A wait that spun hit when it never slept (no clock read); one that skipped its spin
- * hit when its sleep ended within the spin window. The next wait starts a new spin.
+ * paid (rsk_spin_hit). A wait that never slept hit (no clock read); one that slept, spun or
+ * not, hit when it ended within RSK_SPIN_FAR windows of its start (its spin's first clock
+ * read). The next wait starts a new spin.
  */
 static void rsk_io_waited(struct rsk_io_ctx *x, int hit)
 {
 	if (!x->spinning || rsk_config.spin_us == 0)
 		return;
 	if (hit && x->slept)
-		hit = x->skip && rsk_now_us() - x->wait_at < (int64_t)rsk_config.spin_us;
+		hit = rsk_spin_hit(rsk_now_us() - x->wait_at);
 	rsk_spin_outcome(&x->s->spin_hist, hit);
 	x->spinning = 0;
 }

@@ -66,14 +66,22 @@ void rsk_spin_yield_learn(int64_t took_us);
 
 /*
  * Whether the waits on one object (an epoll set, a socket: *@hist, a hint word updated with
- * relaxed atomics, 0 to start) pay for their spin. A wait *hits* when its readiness came
- * within RDMASOCK_SPIN_US of its start, spun or not. After RSK_SPIN_MISSES misses in a row
- * the object's waits sleep at once, but every RSK_SPIN_PROBE-th of them spins anyway; one hit
+ * relaxed atomics, 0 to start) pay for their spin. A wait *misses* when it timed out, or its
+ * readiness came more than RSK_SPIN_FAR windows (RDMASOCK_SPIN_US) after it began
+ * (rsk_spin_hit); otherwise it *hits*, spun or not. After RSK_SPIN_MISSES misses in a row the
+ * object's waits sleep at once, but every RSK_SPIN_PROBE-th of them spins anyway; one hit
  * makes them spin again. rsk_spin_pays: 1 to spin, 0 to sleep at once (it counts the probe).
+ * Why RSK_SPIN_FAR and not 1: a wait that slept measures its gap with the wake-up in it
+ * (~30 us here), so a gap within the window would look longer than it and keep the object
+ * sleeping; and a spin costs at most 1/RSK_SPIN_FAR of a longer gap, while every needless
+ * sleep costs the peer an edge token per connection (docs/design.md, the fast path).
  */
 #define RSK_SPIN_MISSES 4
 #define RSK_SPIN_PROBE 16
+#define RSK_SPIN_FAR 4
 int rsk_spin_pays(unsigned int *hist);
 void rsk_spin_outcome(unsigned int *hist, int hit);
+/* A wait whose readiness came @gap_us after it began: 1 for a hit. */
+int rsk_spin_hit(int64_t gap_us);
 
 #endif

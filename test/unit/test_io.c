@@ -523,8 +523,9 @@ static void test_yield_when_due(void **state)
 /*
  * The spin learner on its word: spins pay until RSK_SPIN_MISSES misses in a row; then the
  * waits sleep at once but for every RSK_SPIN_PROBE-th, which spins; one hit makes them all
- * spin again; the miss count saturates. Fails on the old code (every wait spins) and on the
- * mutations "no probe", "a hit does not reset" and "misses wrap".
+ * spin again; the miss count saturates; a hit is a gap of up to RSK_SPIN_FAR windows. Fails on
+ * the old code (every wait spins) and on the mutations "no probe", "a hit does not reset",
+ * "misses wrap" and "a hit only within one window".
  */
 static void test_spin_learner(void **state)
 {
@@ -547,6 +548,9 @@ static void test_spin_learner(void **state)
 	assert_false(rsk_spin_pays(&h)); /* still missing after 300 */
 	rsk_spin_outcome(&h, 1);
 	assert_true(rsk_spin_pays(&h));
+	rsk_config.spin_us = 50; /* a hit: ready within RSK_SPIN_FAR windows */
+	assert_true(rsk_spin_hit(50 * RSK_SPIN_FAR));
+	assert_false(rsk_spin_hit(50 * RSK_SPIN_FAR + 1));
 }
 
 /* Sleeps of the data path: the library's poll() calls with a timeout, counted by a wrapper
