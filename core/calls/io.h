@@ -76,7 +76,7 @@ void rsk_spin_yield_learn(int64_t took_us);
  * sleeping; and a spin costs at most 1/RSK_SPIN_FAR of a longer gap, while every needless
  * sleep costs the peer an edge token per connection (docs/design.md, the fast path).
  */
-#define RSK_SPIN_MISSES 4
+#define RSK_SPIN_MISSES 16
 #define RSK_SPIN_PROBE 16
 #define RSK_SPIN_FAR 4
 int rsk_spin_pays(unsigned int *hist);

@@ -7,7 +7,9 @@
  * credits; the restart rule for a signal (restarted after an SA_RESTART handler whatever
  * others are installed, EINTR after one without, always EINTR with SO_RCVTIMEO set);
  * MSG_PEEK, MSG_WAITALL and scattered iovecs; EPIPE with and without SIGPIPE; shutdown and
- * O_NONBLOCK mirroring; and rsk_io_wait_spin's bounds.
+ * O_NONBLOCK mirroring; rsk_io_wait_spin's bounds; the spins' yield back-off and the spin
+ * learner (a socket's blocking calls stop spinning after a run of misses, probe, and spin again
+ * after a hit).
  */
 #include <errno.h>
 #include <fcntl.h>
