@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
@@ -25,6 +24,7 @@
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "fastwait.h"
+#include "io.h"
 #include "sock/sock.h"
 
 int rsk_fw_active;
@@ -43,7 +43,6 @@ static int rsk_fw_mirrors;
  */
 #define RSK_FW_FAIR_RETURNS 16
 #define RSK_FW_FAIR_US 1000
-#define RSK_FW_SPIN_YIELD_US 20
 #define RSK_FW_CLOCK_EVERY 8
 /* Past this many candidates a user-space scan costs more than the system call it saves. */
 #define RSK_FW_MAX_CANDIDATES 256
@@ -70,6 +69,7 @@ struct rsk_fw {
 	int sleeping; /* threads between the count of their sleep and its end */
 	unsigned int rot, gen, fast_returns;
 	int64_t real_us; /* the last real look */
+	unsigned int spin_hist; /* whether the set's waits' spins pay (rsk_spin_pays) */
 };
 
 static pthread_mutex_t rsk_fw_tab_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -686,16 +686,20 @@ static void rsk_fw_sleep_end(struct rsk_fw *m)
 /*
  * Spin like rsk_io_wait_spin: user-space looks every round; the kernel's by the fairness
  * rule (RSK_FW_FAIR_US since the set's last real look), at once when a candidate became the
- * kernel's (it ends: EOF, hang-up) or a quiet endpoint showed an arrival; a yield every
- * RSK_FW_SPIN_YIELD_US. Returns a count or -errno.
+ * kernel's (it ends: EOF, hang-up) or a quiet endpoint showed an arrival; a yield when it
+ * helps (rsk_spin_yield). The wait began at @start; it spins no longer than its @timeout.
+ * Returns a count or -errno.
  */
-static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_t *spent_us)
+static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
+		       int64_t start, int64_t *spent_us)
 {
-	int64_t start = rsk_now_us(), now = start, yielded = start, budget;
+	int64_t now = start, budget;
 	unsigned int rounds = 0;
 	int n, kernel;
 
 	budget = (int64_t)rsk_config.spin_us;
+	if (timeout > 0 && (int64_t)timeout * 1000 < budget)
+		budget = (int64_t)timeout * 1000;
 	*spent_us = 0;
 	while (now - start < budget) {
 		rsk_cpu_relax();
@@ -711,10 +715,7 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int64_
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
-		if (now - yielded >= RSK_FW_SPIN_YIELD_US) {
-			sched_yield(); /* the peer may be waiting for our core */
-			yielded = now;
-		}
+		now = rsk_spin_yield(now, start); /* the peer may be waiting for our core */
 	}
 	*spent_us = now - start;
 	return 0;
@@ -758,11 +759,43 @@ static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 	}
 }
 
+/*
+ * A wait that found nothing at its first look: spin (when the set's spins pay,
+ * rsk_spin_pays), then sleep; learn whether the spin paid (a spin's answer, or a sleep that
+ * ended within RSK_SPIN_FAR windows, rsk_spin_hit: a hit; the timeout: a miss). A count or
+ * -errno.
+ */
+static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
+			const sigset_t *mask)
+{
+	int64_t spent = 0, start = 0, window = (int64_t)rsk_config.spin_us;
+	int n = 0, spun = window != 0 && rsk_spin_pays(&m->spin_hist);
+
+	if (window != 0)
+		start = rsk_now_us();
+	if (spun && (n = rsk_fw_spin(m, ev, max, timeout, start, &spent)) != 0) {
+		if (n > 0)
+			rsk_spin_outcome(&m->spin_hist, 1);
+		return n;
+	}
+	if (timeout > 0)
+		timeout = timeout > (int)(spent / 1000) ? timeout - (int)(spent / 1000) : 0;
+	if (timeout != 0) {
+		rsk_conn_sleep_begin(); /* before prepare's last look: quiet ones armed */
+		n = rsk_fw_sleep(m, ev, max, timeout, mask);
+		rsk_conn_sleep_end();
+	} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
+		n = rsk_fw_look_locked(m, ev, max, 0);
+	}
+	if (window != 0 && n >= 0)
+		rsk_spin_outcome(&m->spin_hist, n > 0 && rsk_spin_hit(rsk_now_us() - start));
+	return n;
+}
+
 int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask,
 		int *res)
 {
 	struct rsk_fw *m = rsk_fw_get(epfd);
-	int64_t spent = 0;
 	int n;
 
 	if (m == NULL)
@@ -774,19 +807,8 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
 	(void)rsk_conn_harvest_quiet(); /* quiet endpoints' arrivals show in the kernel's look */
 	n = rsk_fw_look_locked(m, ev, max, timeout != 0); /* a spin or a sleep follows */
-	if (n == 0 && timeout != 0 && rsk_config.spin_us != 0)
-		n = rsk_fw_spin(m, ev, max, &spent);
-	if (n == 0 && timeout != 0) {
-		if (timeout > 0)
-			timeout = timeout > (int)(spent / 1000) ? timeout - (int)(spent / 1000) : 0;
-		if (timeout != 0) {
-			rsk_conn_sleep_begin(); /* before prepare's last look: quiet ones armed */
-			n = rsk_fw_sleep(m, ev, max, timeout, mask);
-			rsk_conn_sleep_end();
-		} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
-			n = rsk_fw_look_locked(m, ev, max, 0);
-		}
-	}
+	if (n == 0 && timeout != 0)
+		n = rsk_fw_block(m, ev, max, timeout, mask);
 	rsk_fw_put(m);
 	*res = n;
 	return 1;

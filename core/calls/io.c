@@ -123,10 +123,13 @@ struct rsk_io_ctx {
 	int app_fd;  /* the app end whose readiness the call keeps (the fd, until a move ends) */
 	int pending; /* a moving connection's app end is still aside (calls/upgrade.c) */
 	int nonblock;
-	int64_t deadline, spin_end, yielded_us;
+	int64_t deadline, spin_end, spin_start;
 	int64_t clock_at;    /* the spin's last clock read (0: none yet) */
 	unsigned int rounds; /* spin rounds since that read (rsk_spin_pace) */
-	int spinning;        /* a spin is under way (0: the next wait starts one) */
+	int spinning;        /* a wait is under way (0: the next wait starts one, and its spin) */
+	int skip;            /* its spin is skipped (rsk_spin_pays): slept at once */
+	int slept;           /* it slept */
+	int64_t wait_at;     /* when the wait began (its spin's first clock read, or the skip) */
 };
 
 /*
@@ -182,11 +185,10 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
  * wait) at the start, whenever one of our rings shows a message its readiness may not show
  * yet, and otherwise every RSK_SPIN_POLL_US: the fairness rule for the kernel fds in the same
  * set, which wait at most that long past their event while we spin. Between looks the spin
- * makes no system call but a yield every RSK_SPIN_YIELD_US (the peer may be waiting for our
- * core).
+ * makes no system call but a yield when one helps (rsk_spin_yield: the peer may be waiting
+ * for our core).
  */
 #define RSK_SPIN_POLL_US 10
-#define RSK_SPIN_YIELD_US 20
 /*
  * Spin rounds per clock read. Where the clock is a system call (a guest without a vDSO
  * clocksource, as qemu's hpet) a read per round would be the spin's main cost, so a spin reads
@@ -234,9 +236,72 @@ static void rsk_spin_learn(struct rsk_spin_pace *p, int64_t dt_us)
 		__atomic_store_n(&p->every, e / 2, __ATOMIC_RELAXED);
 }
 
+/* This thread's yield interval (0: not learned yet, RSK_SPIN_YIELD_US) and its last yield. */
+static __thread int64_t rsk_yield_every_us, rsk_yield_at_us;
+
+int64_t rsk_spin_yield_every(void)
+{
+	return rsk_yield_every_us ? rsk_yield_every_us : RSK_SPIN_YIELD_US;
+}
+
+void rsk_spin_yield_learn(int64_t took_us)
+{
+	int64_t e = rsk_spin_yield_every() * 2;
+
+	if (took_us >= RSK_YIELD_QUICK_US)
+		rsk_yield_every_us = RSK_SPIN_YIELD_US; /* someone ran: hand the core over often */
+	else
+		rsk_yield_every_us = e > RSK_YIELD_MAX_US ? RSK_YIELD_MAX_US : e;
+}
+
+int64_t rsk_spin_yield(int64_t now, int64_t start)
+{
+	int64_t after;
+
+	if (now - start < RSK_SPIN_YIELD_US || now - rsk_yield_at_us < rsk_spin_yield_every())
+		return now;
+	sched_yield();
+	after = rsk_now_us();
+	rsk_spin_yield_learn(after - now);
+	rsk_yield_at_us = after;
+	return after;
+}
+
+/* *hist: the misses in a row (low byte, saturating) and the waits skipped since (above). */
+#define RSK_SPIN_MISS_MASK 0xffu
+
+int rsk_spin_pays(unsigned int *hist)
+{
+	unsigned int w = __atomic_load_n(hist, __ATOMIC_RELAXED);
+	unsigned int skipped = (w >> 8) + 1;
+
+	if ((w & RSK_SPIN_MISS_MASK) < RSK_SPIN_MISSES)
+		return 1;
+	if (skipped >= RSK_SPIN_PROBE)
+		skipped = 0; /* the probe: this wait spins, and tells whether the pattern changed */
+	__atomic_store_n(hist, (skipped << 8) | (w & RSK_SPIN_MISS_MASK), __ATOMIC_RELAXED);
+	return skipped == 0;
+}
+
+int rsk_spin_hit(int64_t gap_us)
+{
+	return gap_us <= (int64_t)rsk_config.spin_us * RSK_SPIN_FAR;
+}
+
+void rsk_spin_outcome(unsigned int *hist, int hit)
+{
+	unsigned int w = __atomic_load_n(hist, __ATOMIC_RELAXED);
+
+	if (hit)
+		w = 0;
+	else if ((w & RSK_SPIN_MISS_MASK) < RSK_SPIN_MISS_MASK)
+		w++;
+	__atomic_store_n(hist, w, __ATOMIC_RELAXED);
+}
+
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms)
 {
-	int64_t start, now, polled, yielded, last;
+	int64_t start, now, polled, last, budget = (int64_t)rsk_config.spin_us;
 	unsigned int rounds = 0;
 	int rc;
 
@@ -248,7 +313,9 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 		return 0;
 	if ((rc = poll0(arg)) != 0)
 		return rc;
-	start = polled = yielded = now = last = rsk_now_us();
+	if (timeout_ms > 0 && (int64_t)timeout_ms * 1000 < budget)
+		budget = (int64_t)timeout_ms * 1000; /* no spin past the wait's timeout */
+	start = polled = now = last = rsk_now_us();
 	do {
 		rsk_cpu_relax();
 		if (++rounds >= rsk_spin_every(&rsk_pace_wait)) {
@@ -262,11 +329,8 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 				return rc;
 			polled = now;
 		}
-		if (now - yielded >= RSK_SPIN_YIELD_US) {
-			sched_yield();
-			yielded = now;
-		}
-	} while (now - start < (int64_t)rsk_config.spin_us);
+		now = rsk_spin_yield(now, start);
+	} while (now - start < budget);
 	*spent_ms = (int)((now - start) / 1000);
 	return 0;
 }
@@ -296,10 +360,14 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 		return 0;
 	if (!x->spinning) {
 		x->spinning = 1;
+		x->slept = 0;
 		x->rounds = 0;
 		x->clock_at = 0;
+		x->skip = !rsk_spin_pays(&x->s->spin_hist);
+		if (x->skip)
+			x->wait_at = rsk_now_us(); /* the gap is still learned, from a sleep's end */
 	}
-	if (x->clock_at != 0 && x->spin_end <= x->clock_at)
+	if (x->skip || (x->clock_at != 0 && x->spin_end <= x->clock_at))
 		return 0; /* over (as of the last read): sleep */
 	if (++x->rounds < rsk_spin_every(&rsk_pace_io)) {
 		rsk_cpu_relax();
@@ -309,28 +377,49 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 	now = rsk_now_us();
 	if (x->clock_at == 0) {
 		x->spin_end = now + rsk_config.spin_us;
-		x->yielded_us = now;
+		if (x->deadline && x->deadline < x->spin_end)
+			x->spin_end = x->deadline; /* no spin past SO_RCVTIMEO/SO_SNDTIMEO */
+		x->spin_start = x->wait_at = now;
 	} else {
 		rsk_spin_learn(&rsk_pace_io, now - x->clock_at);
 	}
 	x->clock_at = now;
 	if (now >= x->spin_end)
 		return 0;
-	if (now - x->yielded_us >= RSK_SPIN_YIELD_US) {
-		sched_yield(); /* now and then: the peer may be waiting for our core */
-		x->yielded_us = now;
-	}
+	(void)rsk_spin_yield(now, x->spin_start); /* when it helps: the peer may need our core */
 	return 1;
+}
+
+/*
+ * A wait of @x ended (@hit: 1 with what it waited for, 0 at its deadline): whether its spin
+ * paid (rsk_spin_hit). A wait that never slept hit (no clock read); one that slept, spun or
+ * not, hit when it ended within RSK_SPIN_FAR windows of its start (its spin's first clock
+ * read). The next wait starts a new spin.
+ */
+static void rsk_io_waited(struct rsk_io_ctx *x, int hit)
+{
+	if (!x->spinning || rsk_config.spin_us == 0)
+		return;
+	if (hit && x->slept)
+		hit = rsk_spin_hit(rsk_now_us() - x->wait_at);
+	rsk_spin_outcome(&x->s->spin_hist, hit);
+	x->spinning = 0;
 }
 
 /* Nothing to do yet: spin a little, then sleep. Returns 0 to retry, or -errno. */
 static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 {
+	int rc;
+
 	if (x->nonblock)
 		return rsk_io_nothing(x);
 	if (rsk_io_spin_round(x))
 		return 0;
-	return rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
+	x->slept = 1;
+	rc = rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
+	if (rc == -EAGAIN)
+		rsk_io_waited(x, 0); /* the deadline: nothing came within the window either */
+	return rc;
 }
 
 /* Advance a private copy of an iovec past @n bytes. */
@@ -374,6 +463,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		rsk_conn_sync(x->c, x->app_fd);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
+			rsk_io_waited(x, 1);
 			if (!(flags & MSG_PEEK))
 				rsk_counter_add(&rsk_stats.bytes_received[x->c->transport], n);
 			total += (size_t)n;
@@ -412,12 +502,12 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		rsk_conn_sync(x->c, x->app_fd);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
+			rsk_io_waited(x, 1);
 			rsk_counter_add(&rsk_stats.bytes_sent[x->c->transport], n);
 			total += (size_t)n;
 			if (total == want)
 				return (ssize_t)total;
 			rsk_iov_advance(&iov, &cnt, (size_t)n);
-			x->spinning = 0;
 			continue;
 		}
 		if (n != -EAGAIN) {

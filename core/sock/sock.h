@@ -72,6 +72,7 @@ struct rsk_sock {
 	unsigned int walk_gen;
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
 	int64_t hup_checked_us; /* when a call that found nothing last asked (calls/io.c) */
+	unsigned int spin_hist; /* whether blocking calls' spins pay (calls/io.c, rsk_spin_pays) */
 	uint64_t base_sent, base_rcvd; /* kernel counts already owned by a parent process */
 	/* Bytes the application moved on the kernel socket through our calls (a TCP-first one,
 	 * calls/upgrade.c), and whether they are all it moved (its every data call came to us,

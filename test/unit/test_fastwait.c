@@ -6,9 +6,10 @@
  * read per connection) and is woken by one token its peer writes for it; tokens that pile
  * up are trimmed in one read; a kernel fd in the same set is reported within the fairness
  * bound while the connection stays ready, and while the process spins for it, a spin that
- * asks the kernel only by that bound; edge-triggered registrations, dup, poll and
- * fork-like events leave the connection eager and exact, with the application's own events
- * given back to the kernel; close takes it out.
+ * asks the kernel only by that bound; a set's waits stop spinning after a run of misses
+ * (but for a periodic probe) and spin again after a hit; edge-triggered registrations, dup,
+ * poll and fork-like events leave the connection eager and exact, with the application's own
+ * events given back to the kernel; close takes it out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -544,6 +545,45 @@ static void test_spin_asks_kernel_by_fairness_only(void **state)
 }
 
 /*
+ * A set learns whether its waits' spins pay. With a 5-s spin window and a 1-ms timeout, a
+ * wait spins out its timeout (no sleep: a zero-timeout look ends it) and misses; after
+ * RSK_SPIN_MISSES of them the waits sleep at once, but for every RSK_SPIN_PROBE-th, which
+ * spins; a wait whose message comes while it sleeps (50 ms, within the window) is a hit, and
+ * the next wait spins again. Fails on the old code (every wait spins, and past its timeout)
+ * and on the mutation "rsk_spin_pays always 1".
+ */
+static void test_spin_learned_per_set(void **state)
+{
+	struct epoll_event ev[4];
+	struct pacer p;
+	int i, before;
+
+	(void)state;
+	rsk_config.spin_us = 5 * 1000 * 1000;
+	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
+	count_real_waits(1);
+	for (i = 0; i < RSK_SPIN_MISSES; i++)
+		assert_int_equal(fw_wait(ev, 4, 1), 0);
+	assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), 0);
+	for (i = 1; i <= RSK_SPIN_PROBE; i++) {
+		before = __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST);
+		assert_int_equal(fw_wait(ev, 4, 1), 0);
+		assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST) > before,
+				 i != RSK_SPIN_PROBE);
+	}
+	pacer_start(&p, 1, 50000, 1);
+	before = __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST);
+	assert_int_equal(fw_wait(ev, 4, 10000), 1); /* slept, and hit */
+	assert_true(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST) > before);
+	pacer_join(&p);
+	drain();
+	before = __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST);
+	assert_int_equal(fw_wait(ev, 4, 1), 0); /* spins again */
+	assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), before);
+	count_real_waits(0);
+}
+
+/*
  * A kernel fd (a pipe) in the set is reported within the fairness bound while a lazy
  * connection keeps the process busy. First a single spin: the pipe is written after a real
  * look, the connection's peer stays silent, and the spin itself reports the pipe by a
@@ -741,6 +781,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spin_asks_kernel_by_fairness_only, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_fd_while_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spin_learned_per_set, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dup_goes_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_edge_triggered_is_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_goes_eager, setup, teardown),
