@@ -59,6 +59,7 @@ struct rsk_fw_ent {
 	unsigned int gen;   /* the look that reported it last */
 	int et;             /* the kernel holds it as events | EPOLLET (we set that) */
 	int joined;         /* its connection counts this set's sleepers (rsk_conn_sleep) */
+	int later;          /* not accelerated when added: it may be once its socket moves */
 };
 
 struct rsk_fw {
@@ -68,6 +69,7 @@ struct rsk_fw {
 	int n, cap, ncand;
 	int sleeping; /* threads between the count of their sleep and its end */
 	unsigned int rot, gen, fast_returns;
+	unsigned int becomes; /* rsk_sock_becomes() when entries marked later were last tried */
 	int64_t real_us; /* the last real look */
 	unsigned int spin_hist; /* whether the set's waits' spins pay (rsk_spin_pays) */
 };
@@ -230,6 +232,7 @@ void rsk_fw_created(int epfd)
 	pthread_mutex_init(&m->lock, NULL);
 	m->epfd = epfd;
 	m->users = 1;
+	m->becomes = rsk_sock_becomes();
 	pthread_mutex_lock(&rsk_fw_tab_lock);
 	if (epfd >= rsk_fw_tab_cap) {
 		cap = epfd < 64 ? 64 : epfd * 2;
@@ -305,6 +308,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 	int ok, was = 0;
 
 	e->et = kernel_et; /* what the real call registered */
+	e->later = 0;
 	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
 		was = e->s != NULL;
 		rsk_fw_uncand(m, e, 1, 1); /* a candidate: the kernel gets its own events back */
@@ -315,6 +319,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 		return !rsk_fw_cand_et(m, e); /* new events of a candidate */
 	if (!rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) || (s = rsk_sock_get(e->fd)) == NULL) {
 		(void)rsk_fw_rereg(m, e, 0);
+		e->later = 1; /* a TCP-first socket: tried again when one moves (rsk_fw_moved) */
 		return 0;
 	}
 	c = s->conn;
@@ -503,6 +508,28 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 	return ev & (int)(e->events | EPOLLERR | EPOLLHUP);
 }
 
+/*
+ * Sockets moved from TCP onto a stream since this set last looked (rsk_sock_become replayed
+ * the application's registrations on the new app end, level-triggered): entries added
+ * before, while they were TCP, may be candidates now. Without this a moved connection
+ * stayed eager for good, a token written and drained per message (redis-benchmark with the
+ * default TCP-first policy: 0.83 token reads per GET on the server). One atomic load per
+ * look otherwise. m locked.
+ */
+static void rsk_fw_moved(struct rsk_fw *m)
+{
+	unsigned int now = rsk_sock_becomes();
+	int i;
+
+	if (now == m->becomes)
+		return;
+	__atomic_store_n(&m->becomes, now, __ATOMIC_RELAXED);
+	for (i = 0; i < m->n; i++)
+		if (m->ent[i].later && m->ent[i].s == NULL &&
+		    rsk_fdtab_is_accel(rsk_fdtab_load(m->ent[i].fd)))
+			(void)rsk_fw_try_cand(m, &m->ent[i], 0); /* replayed level-triggered */
+}
+
 /* Candidates' answers after the @n events in @ev (up to @max), starting at the rotor so that
  * none starves when more are ready than fit; the rotor moves past the last one reported for
  * the next scan only (moved inside the loop, each report skipped further ahead, and some
@@ -510,9 +537,11 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
  * now. m locked. */
 static int rsk_fw_scan(struct rsk_fw *m, struct epoll_event *ev, int n, int max, int *kernel)
 {
-	unsigned int start = m->rot;
+	unsigned int start;
 	int i, k, got;
 
+	rsk_fw_moved(m);
+	start = m->rot;
 	for (k = 0; k < m->n && n < max; k++) {
 		i = (int)((start + (unsigned int)k) % (unsigned int)m->n);
 		if (m->ent[i].s == NULL || m->ent[i].gen == m->gen)
@@ -800,6 +829,11 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 
 	if (m == NULL)
 		return 0;
+	if (__atomic_load_n(&m->becomes, __ATOMIC_RELAXED) != rsk_sock_becomes()) {
+		pthread_mutex_lock(&m->lock); /* a socket moved: it may be the set's first candidate */
+		rsk_fw_moved(m);
+		pthread_mutex_unlock(&m->lock);
+	}
 	if (m->ncand == 0 || m->dead || max <= 0 || ev == NULL) {
 		rsk_fw_put(m); /* nothing lazy in it: the kernel's answer is exact */
 		return 0;

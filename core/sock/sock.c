@@ -473,6 +473,18 @@ void rsk_sock_baseline(struct rsk_sock *s, int fd)
 	}
 }
 
+static unsigned int rsk_sock_nbecome;
+
+unsigned int rsk_sock_becomes(void)
+{
+	return __atomic_load_n(&rsk_sock_nbecome, __ATOMIC_ACQUIRE);
+}
+
+void rsk_sock_count_become(void)
+{
+	__atomic_add_fetch(&rsk_sock_nbecome, 1, __ATOMIC_RELEASE);
+}
+
 /* Replay epoll registrations made on the TCP socket onto the new file at the same number. */
 static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 {
@@ -518,6 +530,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	s->state = RSK_SOCK_CONNECTED;
 	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
 	rsk_become_replay_epoll(s, fd);
+	rsk_sock_count_become();
 	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
 	rsk_stats_conn(c->transport);
 	rsk_dbg("fd %d: connection on %s", fd, rsk_transport_name(c->transport));

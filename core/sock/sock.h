@@ -144,6 +144,13 @@ void rsk_sock_count(struct rsk_sock *s, uint16_t port);
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
 		    const struct sockaddr *dest);
 
+/* How many sockets became accelerated in place so far (rsk_sock_become): a waiter that judged
+ * fds before (an epoll mirror) looks at them again when it changes. Counted once the fd is
+ * accelerated and its registrations replayed. */
+unsigned int rsk_sock_becomes(void);
+/* Count one (rsk_sock_become does, last; tests stand in for a move with it). */
+void rsk_sock_count_become(void);
+
 /* The bytes kernel socket @s (at @fd) carried so far that are this process's to report (its
  * TCP_INFO counts less what a parent owned, rsk_sock_baseline). 0 or -errno. */
 int rsk_sock_kernel_bytes(const struct rsk_sock *s, int fd, uint64_t *sent, uint64_t *rcvd);

@@ -9,7 +9,8 @@
  * asks the kernel only by that bound; a set's waits stop spinning after a run of misses
  * (but for a periodic probe) and spin again after a hit; edge-triggered registrations, dup,
  * poll and fork-like events leave the connection eager and exact, with the application's own
- * events given back to the kernel; close takes it out.
+ * events given back to the kernel; close takes it out; a socket registered while still on
+ * TCP becomes a candidate once it moves onto a stream.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,8 @@
 #include <cmocka.h>
 
 #include "base/ready.h"
+#include "base/fdtab.h"
+#include "sock/sock.h"
 #include "base/clock.h"
 #include "base/real.h"
 #include "conn/conn.h"
@@ -770,6 +773,36 @@ static void test_close_leaves(void **state)
 	assert_int_equal(rsk_fw_wait(F.ep, ev, 4, 0, NULL, &res), 0);
 }
 
+/*
+ * A socket the application registered while it was on TCP (TCP-first) and that moved onto a
+ * stream later (rsk_sock_become: fd accelerated, registration replayed level-triggered)
+ * becomes a candidate at the set's next look: answered from user space, edge-triggered in
+ * the kernel, its tokens lazy. Before, it stayed eager for good: a token per message.
+ */
+static void test_moved_socket_becomes_candidate(void **state)
+{
+	uintptr_t v = rsk_fdtab_load(F.sv);
+	struct epoll_event ev[4];
+	int n;
+
+	(void)state;
+	rsk_fdtab_store(F.sv, v | RSK_FDTAB_TAG_KERNEL); /* as while it was TCP */
+	ctl_guess(EPOLL_CTL_ADD, F.sv, EPOLLIN, 7, 0);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
+	assert_int_equal(rsk_fw_wait(F.ep, ev, 4, 0, NULL, &n), 0); /* no candidate: the kernel's */
+	assert_int_equal(kernel_events(F.sv), EPOLLIN); /* still not one: nothing moved */
+	rsk_fdtab_store(F.sv, v); /* the move */
+	rsk_sock_count_become();
+	send1("x");
+	assert_int_equal(fw_wait(ev, 4, 1000), 1);
+	assert_int_equal(ev[0].data.u64, 7);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	assert_true(conn_of(F.sv)->lazy);
+	drain();
+	assert_true(kernel_readable(F.sv)); /* the token stays: lazy */
+	assert_int_equal(fw_wait(ev, 4, 0), 0); /* user space knows better */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -790,6 +823,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_close_leaves, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan_reports_every_ready, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_moved_socket_becomes_candidate, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
