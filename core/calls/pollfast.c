@@ -108,7 +108,10 @@ static int rsk_pf_lazy(struct rsk_sock *s, int fd)
 	    rsk_policy_is_kernel_only())
 		return 0;
 	rsk_conn_lock(c);
-	ok = !c->lazy_never && rsk_conn_can_lazy(c) && (!c->lazy || c->lazy_poll);
+	if (!rsk_conn_can_lazy(c))
+		c->lazy_poll = -1; /* for good (the transport, or a relay): never asked again */
+	ok = !c->lazy_never && rsk_conn_can_lazy(c) && c->lazy_poll >= 0 &&
+	     (!c->lazy || c->lazy_poll > 0);
 	if (ok && !c->lazy) {
 		/* first: the taint hooks (dup, fork, SCM_RIGHTS, stdio, io_uring) run from now */
 		__atomic_store_n(&rsk_fw_active, 1, __ATOMIC_SEQ_CST);
@@ -118,6 +121,12 @@ static int rsk_pf_lazy(struct rsk_sock *s, int fd)
 	}
 	rsk_conn_unlock(c);
 	return ok;
+}
+
+void rsk_pf_adopt(struct rsk_sock *s, int fd)
+{
+	if (rsk_config.fastwait)
+		(void)rsk_pf_lazy(s, fd);
 }
 
 /* Room for one more lazy fd (the stack first, then one allocation for the set). */

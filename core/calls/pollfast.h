@@ -29,4 +29,13 @@ int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t
 int rsk_pf_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_us,
 		  const sigset_t *mask, int *res, int64_t *left_us);
 
+/*
+ * A data call on @s's connection at @fd, which is neither lazy nor eager for good yet: make
+ * it lazy when only our waits can see it (a blocking recv makes it exact before it sleeps;
+ * poll, select and epoll answer it from its ring), so that a connection read and written
+ * with blocking calls alone costs no token per message. Cheap once decided.
+ */
+struct rsk_sock;
+void rsk_pf_adopt(struct rsk_sock *s, int fd);
+
 #endif

@@ -4,7 +4,9 @@
  * ignored, and the peer writes no token per message); a wait that sleeps first makes the app
  * end exact, sleeps once, and is woken by the next message; a pipe in the same set is
  * reported within the fairness bound while the connection stays readable; an ending
- * connection (EOF) is the kernel's again, reported as before.
+ * connection (EOF) is the kernel's again, reported as before. A connection only read and
+ * written by blocking calls is lazy from its first call: no token per message, and a
+ * blocking recv that sleeps is still woken.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -328,6 +330,60 @@ static void test_dup_stays_eager(void **state)
 	ucl_close(d);
 }
 
+/* Read and written with plain calls only: lazy from the first call, so its messages cost no
+ * token (the old code raised one per message on an EMPTY app end). */
+static void test_data_calls_lazy(void **state)
+{
+	char b[8];
+	uint32_t raised;
+	int i;
+
+	(void)state;
+	send1("a");
+	assert_int_equal(ucl_recv(F.sv, b, sizeof(b), 0), 1);
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	assert_int_equal(conn_of(F.cl)->lazy, 1);
+	raised = raised_of(F.sv);
+	for (i = 0; i < 5; i++) {
+		send1("b");
+		assert_int_equal(ucl_recv(F.sv, b, sizeof(b), 0), 1);
+	}
+	assert_int_equal(ucl_recv(F.sv, b, sizeof(b), 0), -EAGAIN);
+	assert_int_equal(raised_of(F.sv), raised);
+}
+
+struct later_reply {
+	pthread_t t;
+};
+
+static void *reply_later(void *arg)
+{
+	(void)arg;
+	unit_sleep_ms(50); /* the reader sleeps by now (spin 0), or is about to */
+	assert_int_equal(ucl_send(F.sv, "r", 1, 0), 1);
+	return NULL;
+}
+
+/* A blocking recv on a lazy connection with a stale token sleeps and is woken by the next
+ * message (it makes the app end exact first; a lost wake-up would block for good: the test
+ * would time out). */
+static void test_blocking_recv_woken(void **state)
+{
+	struct later_reply w;
+	char b[8];
+
+	(void)state;
+	rsk_config.spin_us = 0;
+	assert_int_equal(ucl_send(F.sv, "q", 1, 0), 1);
+	assert_int_equal(ucl_recv(F.cl, b, sizeof(b), 0), 1); /* F.cl blocks */
+	assert_int_equal(conn_of(F.cl)->lazy, 1);
+	assert_true(kernel_readable(F.cl)); /* stale */
+	assert_int_equal(pthread_create(&w.t, NULL, reply_later, NULL), 0);
+	assert_int_equal(ucl_recv(F.cl, b, sizeof(b), 0), 1);
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	assert_int_equal(b[0], 'r');
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +393,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pipe_within_fairness, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eof_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dup_stays_eager, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_data_calls_lazy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_blocking_recv_woken, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
