@@ -107,6 +107,8 @@ static int rsk_pf_lazy(struct rsk_sock *s, int fd)
 	if (c == NULL || s->nfds != 1 || __atomic_load_n(&c->holders, __ATOMIC_ACQUIRE) != 1 ||
 	    rsk_policy_is_kernel_only())
 		return 0;
+	if (__atomic_load_n(&c->lazy, __ATOMIC_RELAXED) && c->lazy_poll > 0)
+		return 1; /* decided (a look rechecks `lazy` under the lock): no lock per wait */
 	rsk_conn_lock(c);
 	if (!rsk_conn_can_lazy(c))
 		c->lazy_poll = -1; /* for good (the transport, or a relay): never asked again */
