@@ -239,7 +239,9 @@ redis_lib() { redis_run lib "$1"; }
 sp_run() { # KIND SIDE REP
 	local kind=$1 side=$2 rep=$3 st=$BENCH_TMP/stats-$1-$2-$3.jsonl
 	local sf=$BENCH_TMP/cnt-$1-$2-$3-s.txt cf=$BENCH_TMP/cnt-$1-$2-$3-c.txt out ops metric share
-	local args=(-m 64)
+	# pp --mps: sockperf sizes its round-trip table for about 600k/s unless told, and exits with
+	# "_seqN > m_maxSequenceNo" past it; both sides get it
+	local args=(-m 64 --mps=5000000)
 	[ "$kind" = tp ] && args=(-m 1024)
 	side_env "$side" "$st"
 	if ! bench_start_on_free_port "$BENCH_TMP/sockperf-$kind-$side" "${PIN_S[@]}" "${SIDE_ENV[@]}" \

@@ -48,7 +48,10 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	 * remember where it was registered so the registration can follow it. */
 	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
 		rsk_life_epoll_note(epfd, op, fd, ev);
-	if (rsk_unlikely(rsk_fw_active) && rc == 0)
+	/* Also before any connection is lazy (no mirror yet: the set is one we do not mirror):
+	 * a poll or a recv may make it lazy later, which this set must not see. */
+	if ((rsk_unlikely(rsk_fw_active) || (rsk_fdtab_is_accel(v) && rsk_config.fastwait)) &&
+	    rc == 0)
 		rsk_fw_ctl(epfd, op, fd, ev, et);
 	return rc;
 }

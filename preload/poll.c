@@ -1,16 +1,27 @@
 /*
  * Readiness waits without epoll: poll, ppoll, select, pselect and the fortify variants
- * __poll_chk, __ppoll_chk. The fds the application waits on are real kernel objects whose
- * readiness the library keeps true, so these go to the kernel; poll, select and pselect (like
- * epoll_wait) first spin briefly when this process has accelerated connections (see
- * rsk_io_wait_spin).
+ * __poll_chk, __ppoll_chk. A set holding shm connections of ours is answered from their
+ * rings first (calls/pollfast.c); otherwise the fds the application waits on are real kernel
+ * objects whose readiness the library keeps true, so these go to the kernel; poll, select and
+ * pselect (like epoll_wait) first spin briefly when this process has accelerated connections
+ * (see rsk_io_wait_spin).
  */
 #include <poll.h>
+#include <stdint.h>
 #include <sys/select.h>
 
 #include "calls/fastwait.h"
 #include "calls/io.h"
+#include "calls/pollfast.h"
 #include "preload.h"
+
+/* A timeout in microseconds for the fast path (-1: none), rounded up, bounded. */
+static int64_t rsk_us_of(long sec, long usec)
+{
+	if (sec < 0 || usec < 0)
+		return 0; /* the kernel fails it with EINVAL: the fast path does not take it */
+	return sec > 1000000000L ? (int64_t)1000000000L * 1000000 : (int64_t)sec * 1000000 + usec;
+}
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -31,6 +42,8 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	struct rsk_poll_args a = {fds, n};
 	int rc, spent, k;
 
+	if (rsk_pf_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000, NULL, &rc))
+		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
 	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
@@ -49,6 +62,10 @@ RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 {
 	int rc, k;
 
+	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
+	    rsk_pf_poll(fds, n, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000),
+			mask, &rc))
+		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_poll_shared(fds, n);
 	k = rsk_io_kwait_begin(tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0 ? 0 : -1);
@@ -97,8 +114,18 @@ static int rsk_ms_of(long sec, long usec)
 RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
 	struct rsk_select_args a = {n, r, w, e};
+	int64_t left;
 	int rc, spent, k;
 
+	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_usec >= 0 && tmo->tv_usec < 1000000)) &&
+	    rsk_pf_select(n, r, w, e, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec), NULL,
+			  &rc, &left)) {
+		if (tmo != NULL) { /* what is left, as Linux's select reports it */
+			tmo->tv_sec = (time_t)(left / 1000000);
+			tmo->tv_usec = (suseconds_t)(left % 1000000);
+		}
+		return (int)rsk_ret(rc);
+	}
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_select_shared(n, r, w, e);
 	/* select(0, NULL, NULL, NULL, &tv) is a sleep: never spin on it. */
@@ -124,6 +151,11 @@ RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct time
 	struct rsk_select_args a = {n, r, w, e};
 	int rc, spent, k;
 
+	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
+	    rsk_pf_select(n, r, w, e,
+			  tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000), mask,
+			  &rc, NULL))
+		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_active))
 		rsk_fw_select_shared(n, r, w, e);
 	if (n <= 0)

@@ -6,6 +6,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
+#include "base/config.h"
 #include "calls/fastwait.h"
 #include "calls/io.h"
 #include "preload.h"
@@ -55,8 +56,10 @@ RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const st
 
 RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (rsk_unlikely(rsk_fw_active) && msg != NULL && msg->msg_controllen != 0)
-		rsk_fw_msg_shared(msg); /* SCM_RIGHTS: another process may wait on what it names */
+	/* SCM_RIGHTS: another process may wait on what it names (also before any connection is
+	 * lazy: a poll or a recv may make it lazy later) */
+	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0) && rsk_config.fastwait)
+		rsk_fw_msg_shared(msg);
 	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
 	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
 }
@@ -66,7 +69,7 @@ RSK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 	unsigned int i;
 	ssize_t rc;
 
-	for (i = 0; rsk_unlikely(rsk_fw_active) && vec != NULL && i < vlen; i++)
+	for (i = 0; rsk_config.fastwait && vec != NULL && i < vlen; i++)
 		if (vec[i].msg_hdr.msg_controllen != 0)
 			rsk_fw_msg_shared(&vec[i].msg_hdr);
 	RSK_PASS_UNLESS_ACCEL(fd, sendmmsg, fd, vec, vlen, flags);

@@ -24,6 +24,7 @@
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "io.h"
+#include "pollfast.h"
 #include "sock/sock.h"
 #include "calls.h"
 #include "upgrade.h"
@@ -551,6 +552,8 @@ static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, 
 
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo ? rsk_now_us() + timeo : 0;
+	if (rsk_unlikely(!x->c->lazy && !x->c->lazy_never && x->c->lazy_poll == 0))
+		rsk_pf_adopt(x->s, x->app_fd); /* lazy from its first call, if only we wait on it */
 	return rsk_io_conn_msg(x, msg, flags, rx);
 }
 

@@ -245,7 +245,7 @@ void rsk_life_stdio(int fd)
 	struct rsk_sock *s;
 	struct rsk_conn *c;
 
-	if (rsk_fw_active)
+	if (rsk_fw_active || rsk_config.fastwait) /* before any is lazy too: a poll may make it so */
 		rsk_fw_fd_shared(fd); /* stdio's reads are glibc's own: no lazy token for them */
 	s = rsk_sock_get(fd);
 

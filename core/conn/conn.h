@@ -56,6 +56,10 @@ struct rsk_conn {
 	 * writes it one token, an edge; a blocking recv makes it exact before it sleeps. */
 	int lazy;
 	int lazy_never; /* a wait we cannot see may look at the app end: eager for good */
+	/* 1: made lazy by a poll/select or a data call of ours (calls/pollfast.c), not by an
+	 * epoll mirror; -1: never made lazy so (its transport, or an epoll set that registered
+	 * it while it was TCP: sock.c); 0: not decided */
+	int lazy_poll;
 	/* A client's move (calls/upgrade.c), seen by every process holding the connection (a
 	 * fork while its offer was out): which holder moves our sending side, once for all. */
 	uint32_t tx_moved; /* enum rsk_conn_tx_moved; a shared futex word while MOVING */

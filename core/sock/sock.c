@@ -529,6 +529,10 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	s->transport = c->transport;
 	s->state = RSK_SOCK_CONNECTED;
 	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
+	/* Registered while it was TCP: an epoll set holds it that no mirror knows as a
+	 * connection, and would take a lazy app end's stale token for data (calls/pollfast.c) */
+	if (s->nepregs > 0)
+		c->lazy_poll = -1;
 	rsk_become_replay_epoll(s, fd);
 	rsk_sock_count_become();
 	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);

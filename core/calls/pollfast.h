@@ -1,0 +1,41 @@
+/*
+ * The user-space fast path of poll, ppoll, select and pselect (RDMASOCK_FASTWAIT, as the
+ * epoll one): a shm connection waited on this way is lazy (conn.h) and answered from its
+ * ring without a system call; the kernel object behind its fd is made exact only when a
+ * wait is about to sleep in the kernel on it. See docs/design.md "The poll fast path".
+ */
+#ifndef RSK_POLLFAST_H
+#define RSK_POLLFAST_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/select.h>
+
+/*
+ * poll/ppoll of @fds through the fast path, @timeout_us microseconds (-1: forever), the
+ * sleep under @mask (NULL: the thread's own). Returns 1 with the wait's result (a count or
+ * -errno) in *@res when handled here, 0 when no fd of the set can be answered from user
+ * space (the caller waits as before).
+ */
+int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t *mask,
+		int *res);
+
+/*
+ * select/pselect the same way (the sets rewritten as select does, a count or -errno in
+ * *@res). *@left_us (if not NULL) gets what is left of @timeout_us when handled (select
+ * reports it in its timeval, as Linux's does).
+ */
+int rsk_pf_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_us,
+		  const sigset_t *mask, int *res, int64_t *left_us);
+
+/*
+ * A data call on @s's connection at @fd, which is neither lazy nor eager for good yet: make
+ * it lazy when only our waits can see it (a blocking recv makes it exact before it sleeps;
+ * poll, select and epoll answer it from its ring), so that a connection read and written
+ * with blocking calls alone costs no token per message. Cheap once decided.
+ */
+struct rsk_sock;
+void rsk_pf_adopt(struct rsk_sock *s, int fd);
+
+#endif
