@@ -24,7 +24,7 @@
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "fastwait.h"
-#include "io.h"
+#include "spin.h"
 #include "sock/sock.h"
 
 int rsk_fw_active;

@@ -47,41 +47,6 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 int rsk_io_kwait_begin(int timeout_ms);
 void rsk_io_kwait_end(int began);
 
-/*
- * Spins yield only when it helps (the peer may share our core; docs/design.md, "Waits"). A
- * spin that has run RSK_SPIN_YIELD_US yields when this thread's interval has passed since its
- * last yield; each yield is timed: one back within RSK_YIELD_QUICK_US found nobody else
- * wanting the core and doubles the interval (up to RSK_YIELD_MAX_US, so an uncontended spin
- * makes no system call but one probe yield per that long), a slower one (someone ran) puts it
- * back to RSK_SPIN_YIELD_US. Per thread. rsk_spin_yield takes the clock @now and the spin's
- * @start and returns the clock after the yield, or @now when none was due.
- */
-#define RSK_SPIN_YIELD_US 20
-#define RSK_YIELD_QUICK_US 8
-#define RSK_YIELD_MAX_US 1280
-int64_t rsk_spin_yield(int64_t now, int64_t start);
-/* This thread's yield interval now, and what a yield that took @took_us teaches it. */
-int64_t rsk_spin_yield_every(void);
-void rsk_spin_yield_learn(int64_t took_us);
-
-/*
- * Whether the waits on one object (an epoll set, a socket: *@hist, a hint word updated with
- * relaxed atomics, 0 to start) pay for their spin. A wait *misses* when it timed out, or its
- * readiness came more than RSK_SPIN_FAR windows (RDMASOCK_SPIN_US) after it began
- * (rsk_spin_hit); otherwise it *hits*, spun or not. After RSK_SPIN_MISSES misses in a row the
- * object's waits sleep at once, but every RSK_SPIN_PROBE-th of them spins anyway; one hit
- * makes them spin again. rsk_spin_pays: 1 to spin, 0 to sleep at once (it counts the probe).
- * Why RSK_SPIN_FAR and not 1: a wait that slept measures its gap with the wake-up in it
- * (~30 us here), so a gap within the window would look longer than it and keep the object
- * sleeping; and a spin costs at most 1/RSK_SPIN_FAR of a longer gap, while every needless
- * sleep costs the peer an edge token per connection (docs/design.md, the fast path).
- */
-#define RSK_SPIN_MISSES 16
-#define RSK_SPIN_PROBE 16
-#define RSK_SPIN_FAR 4
-int rsk_spin_pays(unsigned int *hist);
-void rsk_spin_outcome(unsigned int *hist, int hit);
-/* A wait whose readiness came @gap_us after it began: 1 for a hit. */
-int rsk_spin_hit(int64_t gap_us);
+#include "spin.h"
 
 #endif
