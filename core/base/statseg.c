@@ -13,6 +13,7 @@
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,20 +387,37 @@ int rsk_statseg_remove(pid_t pid, const struct stat *judged)
 	return n;
 }
 
-/* Once per image (not in a forked child), on the publisher thread before its first sleep:
- * never on an application thread, and only in processes that make a segment themselves. */
-static void rsk_seg_sweep_once(void)
+/*
+ * The sweep opens a directory and files. In the application's fd table each open would take
+ * its lowest free number for a moment, from a thread it does not know of: a single-threaded
+ * program's next socket() or open() could then get another number than the kernel alone
+ * gives it (int_semantics lowest_fd caught one). So it runs on a thread of its own whose fd
+ * table is private (unshare CLONE_FILES) and ends with it; where unshare is refused, it is
+ * skipped (the next process, or `rdmasock stat`, sweeps).
+ */
+static void *rsk_seg_sweeper(void *arg)
 {
 	int n;
 
-	if (rsk_seg_swept)
-		return;
-	rsk_seg_swept = 1;
-	rsk_thread_work_begin(); /* a fork waits: the directory's fd and memory are not copied */
+	(void)arg;
+	if (unshare(CLONE_FILES) < 0)
+		return NULL;
+	rsk_thread_work_begin(); /* a fork waits: the directory's memory is not copied */
 	n = rsk_statseg_sweep();
 	rsk_thread_work_end();
 	if (n > 0)
 		rsk_dbg("removed %d stale stats segment(s)", n);
+	return NULL;
+}
+
+/* Once per image (not in a forked child), from the publisher thread before its first sleep:
+ * never on an application thread, and only in processes that make a segment themselves. */
+static void rsk_seg_sweep_once(void)
+{
+	if (rsk_seg_swept)
+		return;
+	rsk_seg_swept = 1;
+	(void)rsk_thread_spawn(rsk_seg_sweeper, NULL, NULL);
 }
 
 /* The file, 0600 and ours alone. A leftover with our pid is a dead process's: replace it

@@ -428,17 +428,34 @@ static void test_sweep_own(void **state)
 	rsk_statseg_sweep_own(); /* nothing there: nothing happens */
 }
 
+/* The lowest free fd number, as socket() or open() would get it. */
+static int lowest_free_fd(void)
+{
+	int fd = fcntl(0, F_DUPFD, 0);
+
+	assert_true(fd >= 0);
+	close(fd);
+	return fd;
+}
+
 /* A leftover of a dead process that had our pid is replaced; ours is 0600, unpublished; the
- * new publisher sweeps a dead process's segment once, as it starts. */
+ * new publisher sweeps a dead process's segment once, as it starts, and while it sweeps (200
+ * stale files here, to make it last) the application's lowest free fd never moves: the
+ * sweep's directory and files are opened in a private fd table (before, the directory's fd
+ * took the application's lowest free number from a thread it does not know of). */
 static void test_start_replaces_leftover(void **state)
 {
 	struct rsk_statseg_hdr *h;
 	struct stat st;
-	char stale[64];
+	char stale[64], more[64];
 	size_t len;
-	int fd, i;
+	int fd, i, base, moved = 0;
 
 	(void)state;
+	for (i = 0; i < 200; i++) { /* under one sweep's bound of 256 removals */
+		NAME(more, RSK_STATSEG_PREFIX "%d", (int)dead_pid(1000 + i));
+		put_seg(more, 0, 0);
+	}
 	snprintf(path, sizeof(path), "%s/" RSK_STATSEG_PREFIX "%d", dir, (int)getpid());
 	fd = open(path, O_CREAT | O_WRONLY, 0644);
 	assert_true(fd >= 0);
@@ -449,7 +466,11 @@ static void test_start_replaces_leftover(void **state)
 	put_seg(stale, 0, 0); /* a dead process's: the new publisher sweeps it */
 
 	rsk_statseg_register(fill);
+	base = lowest_free_fd();
 	assert_int_equal(rsk_statseg_start(), 0);
+	for (i = 0; i < 200000 && (there(stale) || there(more)); i++)
+		moved += lowest_free_fd() != base;
+	assert_int_equal(moved, 0);
 	assert_int_equal(rsk_statseg_start(), 0); /* idempotent */
 	assert_string_equal(rsk_statseg_path(), path);
 	assert_int_equal(stat(path, &st), 0);
