@@ -128,20 +128,9 @@ static int teardown(void **state)
 	return 0;
 }
 
-static struct rsk_conn *conn_of(int fd)
-{
-	return ucl_sock(fd)->conn;
-}
-
-static struct rsk_ready_state *rs_of(int fd)
-{
-	return rsk_ep_ready(conn_of(fd)->ep);
-}
-
-static uint32_t raised_of(int fd)
-{
-	return __atomic_load_n(&rs_of(fd)->rx, __ATOMIC_SEQ_CST) >> 1;
-}
+#define conn_of ucl_conn
+#define rs_of ucl_rs
+#define raised_of ucl_raised
 
 static uint32_t taken_of(int fd)
 {

@@ -11,16 +11,20 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/config.h"
 #include "base/evloop.h"
+#include "base/ready.h"
 #include "base/stats.h"
 #include "calls/calls.h"
 #include "calls/fastwait.h"
 #include "calls/io.h"
+#include "conn/conn.h"
 #include "sock/sock.h"
+#include "transport/transport.h"
 
 /* socket() of a tracked TCP socket (@flags: SOCK_NONBLOCK or 0). */
 static inline int ucl_socket(int flags)
@@ -89,6 +93,23 @@ static inline struct rsk_sock *ucl_sock(int fd)
 	assert_non_null(s);
 	rsk_sock_put(s); /* the slot's reference keeps it while the fd is open */
 	return s;
+}
+
+/* The connection of accelerated fd @fd, and its readiness state (ready.h). */
+static inline struct rsk_conn *ucl_conn(int fd)
+{
+	return ucl_sock(fd)->conn;
+}
+
+static inline struct rsk_ready_state *ucl_rs(int fd)
+{
+	return rsk_ep_ready(ucl_conn(fd)->ep);
+}
+
+/* Tokens raised on @fd's app end so far. */
+static inline uint32_t ucl_raised(int fd)
+{
+	return __atomic_load_n(&ucl_rs(fd)->rx, __ATOMIC_SEQ_CST) >> 1;
 }
 
 static inline ssize_t ucl_send(int fd, const void *buf, size_t len, int flags)
