@@ -13,7 +13,6 @@
 #include <linux/futex.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,8 +147,6 @@ void rsk_statseg_set_addrs(struct rsk_statseg_sock *rec, const struct sockaddr_s
  * changes the word and wakes it; it then publishes every PERIOD_MS until the linger ends.
  * The loop ends when the segment is stopped (exit) and the thread is woken once more.
  */
-static void rsk_seg_sweep_once(void);
-
 static void *rsk_seg_main(void *arg)
 {
 	/* From 0, the fresh segment's count: a reader that bumped before we ran is seen. */
@@ -157,7 +154,6 @@ static void *rsk_seg_main(void *arg)
 	int64_t until = 0, last = 0, now;
 
 	(void)arg;
-	rsk_seg_sweep_once();
 	while (!__atomic_load_n(&rsk_seg_stopping, __ATOMIC_ACQUIRE)) {
 		now_r = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 		now = rsk_now_ms();
@@ -388,36 +384,27 @@ int rsk_statseg_remove(pid_t pid, const struct stat *judged)
 }
 
 /*
- * The sweep opens a directory and files. In the application's fd table each open would take
- * its lowest free number for a moment, from a thread it does not know of: a single-threaded
- * program's next socket() or open() could then get another number than the kernel alone
- * gives it (int_semantics lowest_fd caught one). So it runs on a thread of its own whose fd
- * table is private (unshare CLONE_FILES) and ends with it; where unshare is refused, it is
- * skipped (the next process, or `rdmasock stat`, sweeps).
+ * Once per image (not in a forked child, which inherits the flag), as the segment is made: on
+ * the application's thread, inside its first socket call, and not on the publisher thread. The
+ * sweep opens a directory and files; from a thread of ours each open would take the
+ * application's lowest free fd number for a moment, while its own calls run, so a
+ * single-threaded program's next socket() or open() could get another number than the kernel
+ * alone gives it (int_semantics lowest_fd caught one). Inside the call every fd it opened is
+ * closed again before the call returns, as the segment file's is. The price is one bounded
+ * directory read in that first call (at most SCAN entries read, REMOVE files removed).
+ * (A thread with a private fd table, unshare(CLONE_FILES), was tried: ASan's leak checker and
+ * TSan's fd tracking both break on it.)
  */
-static void *rsk_seg_sweeper(void *arg)
+static void rsk_seg_sweep_once(void)
 {
 	int n;
 
-	(void)arg;
-	if (unshare(CLONE_FILES) < 0)
-		return NULL;
-	rsk_thread_work_begin(); /* a fork waits: the directory's memory is not copied */
-	n = rsk_statseg_sweep();
-	rsk_thread_work_end();
-	if (n > 0)
-		rsk_dbg("removed %d stale stats segment(s)", n);
-	return NULL;
-}
-
-/* Once per image (not in a forked child), from the publisher thread before its first sleep:
- * never on an application thread, and only in processes that make a segment themselves. */
-static void rsk_seg_sweep_once(void)
-{
 	if (rsk_seg_swept)
 		return;
 	rsk_seg_swept = 1;
-	(void)rsk_thread_spawn(rsk_seg_sweeper, NULL, NULL);
+	n = rsk_statseg_sweep();
+	if (n > 0)
+		rsk_dbg("removed %d stale stats segment(s)", n);
 }
 
 /* The file, 0600 and ours alone. A leftover with our pid is a dead process's: replace it
@@ -493,6 +480,8 @@ int rsk_statseg_start(void)
 	rc = rsk_seg_state;
 	if (rc == 0) {
 		rc = rsk_seg_map();
+		if (rc == 0)
+			rsk_seg_sweep_once();
 		if (rc == 0 && (rc = rsk_thread_spawn(rsk_seg_main, NULL, NULL)) < 0) {
 			unlink(rsk_seg_file);
 			rsk_seg_unmap();

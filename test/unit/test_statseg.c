@@ -441,8 +441,9 @@ static int lowest_free_fd(void)
 /* A leftover of a dead process that had our pid is replaced; ours is 0600, unpublished; the
  * new publisher sweeps a dead process's segment once, as it starts, and while it sweeps (200
  * stale files here, to make it last) the application's lowest free fd never moves: the
- * sweep's directory and files are opened in a private fd table (before, the directory's fd
- * took the application's lowest free number from a thread it does not know of). */
+ * sweep runs inside the start call, and every fd it opens is closed before that returns
+ * (before, the publisher thread swept, and the directory's fd took the application's lowest
+ * free number from a thread it does not know of). */
 static void test_start_replaces_leftover(void **state)
 {
 	struct rsk_statseg_hdr *h;
