@@ -16,7 +16,7 @@
 RSK_EXPORT int close(int fd)
 {
 	if (rsk_likely(rsk_fdtab_load(fd) == 0)) {
-		if (rsk_unlikely(rsk_fw_active))
+		if (rsk_unlikely(rsk_fw_on()))
 			rsk_fw_fd_gone(fd); /* an epoll set's mirror */
 		return RSK_REAL(close)(fd);
 	}
@@ -24,7 +24,7 @@ RSK_EXPORT int close(int fd)
 		errno = EBADF; /* as if it were not open: the application never opened it */
 		return -1;
 	}
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_fd_gone(fd); /* out of every mirror before its connection can go */
 	rsk_sock_release_fd(fd);
 	return RSK_REAL(close)(fd);
@@ -45,7 +45,7 @@ static int rsk_close_range_step(int fd, uintptr_t v, void *arg)
 	(void)v;
 	if (!rsk_fd_is_internal(fd)) {
 		if (!(cr->flags & CLOSE_RANGE_CLOEXEC)) {
-			if (rsk_unlikely(rsk_fw_active))
+			if (rsk_unlikely(rsk_fw_on()))
 				rsk_fw_fd_gone(fd);
 			rsk_sock_release_fd(fd);
 		}
@@ -67,7 +67,7 @@ RSK_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	if (rsk_unlikely(rsk_fw_active) && !(flags & CLOSE_RANGE_CLOEXEC))
+	if (rsk_unlikely(rsk_fw_on()) && !(flags & CLOSE_RANGE_CLOEXEC))
 		rsk_fw_range_gone(first, last);
 	rsk_fdtab_walk(first, last, rsk_close_range_step, &cr);
 	if (cr.next <= last && cr.next >= first &&

@@ -16,7 +16,7 @@ RSK_EXPORT int dup(int fd)
 {
 	int nfd;
 
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_fd_shared(fd); /* a second number: waits we cannot pair with the mirror */
 	nfd = RSK_REAL(dup)(fd);
 
@@ -34,7 +34,7 @@ static int rsk_dup_onto(int fd, int fd2, int flags, int is_dup3)
 		errno = EBUSY; /* Linux's own answer when the target number is not usable now */
 		return -1;
 	}
-	if (rsk_unlikely(rsk_fw_active) && fd != fd2) {
+	if (rsk_unlikely(rsk_fw_on()) && fd != fd2) {
 		rsk_fw_fd_shared(fd);
 		rsk_fw_fd_gone(fd2);
 	}
@@ -51,14 +51,14 @@ static int rsk_dup_onto(int fd, int fd2, int flags, int is_dup3)
 
 RSK_EXPORT int dup2(int fd, int fd2)
 {
-	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_active))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_on()))
 		return RSK_REAL(dup2)(fd, fd2);
 	return rsk_dup_onto(fd, fd2, 0, 0);
 }
 
 RSK_EXPORT int dup3(int fd, int fd2, int flags)
 {
-	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_active))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_on()))
 		return RSK_REAL(dup3)(fd, fd2, flags);
 	return rsk_dup_onto(fd, fd2, flags, 1);
 }

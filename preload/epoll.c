@@ -37,7 +37,7 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int rc, et = 0;
 
 	/* A lazy candidate is held edge-triggered by the kernel (calls/fastwait.c). */
-	if (rsk_unlikely(rsk_fw_active) && rsk_fdtab_is_accel(v) &&
+	if (rsk_unlikely(rsk_fw_on()) && rsk_fdtab_is_accel(v) &&
 	    (et = rsk_fw_ctl_et(epfd, op, fd, ev)) != 0) {
 		kev = *ev;
 		kev.events |= EPOLLET;
@@ -50,7 +50,7 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		rsk_life_epoll_note(epfd, op, fd, ev);
 	/* Also before any connection is lazy (no mirror yet: the set is one we do not mirror):
 	 * a poll or a recv may make it lazy later, which this set must not see. */
-	if ((rsk_unlikely(rsk_fw_active) || (rsk_fdtab_is_accel(v) && rsk_config.fastwait)) &&
+	if ((rsk_unlikely(rsk_fw_on()) || (rsk_fdtab_is_accel(v) && rsk_config.fastwait)) &&
 	    rc == 0)
 		rsk_fw_ctl(epfd, op, fd, ev, et);
 	return rc;
@@ -81,7 +81,7 @@ RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
 
-	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, NULL, &rc))
+	if (rsk_unlikely(rsk_fw_on()) && rsk_fw_wait(epfd, ev, max, timeout, NULL, &rc))
 		return (int)rsk_ret(rc);
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
 	if (rc != 0)
@@ -99,7 +99,7 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
 
-	if (rsk_unlikely(rsk_fw_active) && rsk_fw_wait(epfd, ev, max, timeout, mask, &rc))
+	if (rsk_unlikely(rsk_fw_on()) && rsk_fw_wait(epfd, ev, max, timeout, mask, &rc))
 		return (int)rsk_ret(rc);
 	/* The spin polls without @mask: signals stay as they were outside the wait. */
 	rc = rsk_io_wait_spin(rsk_epoll_poll0, &a, timeout, &spent);
@@ -117,7 +117,7 @@ RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 {
 	int rc, k;
 
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_fd_shared(epfd); /* not mirrored: the set's lazy connections go eager */
 	k = rsk_io_kwait_begin(tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0 ? 0 : -1);
 	rc = RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);

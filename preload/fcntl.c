@@ -20,7 +20,7 @@ static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigne
 {
 	int rc;
 
-	if (rsk_unlikely(rsk_fw_active) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+	if (rsk_unlikely(rsk_fw_on()) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		rsk_fw_fd_shared(fd); /* as dup */
 	rc = real(fd, cmd, arg);
 
@@ -40,7 +40,7 @@ RSK_EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_active))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_on()))
 		return RSK_REAL(fcntl)(fd, cmd, arg);
 	return rsk_fcntl_common(RSK_REAL(fcntl), fd, cmd, arg);
 }
@@ -53,7 +53,7 @@ RSK_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_active))
+	if (rsk_likely(rsk_fdtab_load(fd) == 0 && !rsk_fw_on()))
 		return RSK_REAL(fcntl64)(fd, cmd, arg);
 	return rsk_fcntl_common(RSK_REAL(fcntl64), fd, cmd, arg);
 }

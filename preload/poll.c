@@ -44,7 +44,7 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 
 	if (rsk_pf_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000, NULL, &rc))
 		return (int)rsk_ret(rc);
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
 	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
 	if (rc != 0)
@@ -66,7 +66,7 @@ RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 	    rsk_pf_poll(fds, n, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000),
 			mask, &rc))
 		return (int)rsk_ret(rc);
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_poll_shared(fds, n);
 	k = rsk_io_kwait_begin(tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0 ? 0 : -1);
 	rc = RSK_REAL(ppoll)(fds, n, tmo, mask);
@@ -126,7 +126,7 @@ RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tm
 		}
 		return (int)rsk_ret(rc);
 	}
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_select_shared(n, r, w, e);
 	/* select(0, NULL, NULL, NULL, &tv) is a sleep: never spin on it. */
 	if (n <= 0)
@@ -156,7 +156,7 @@ RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct time
 			  tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000), mask,
 			  &rc, NULL))
 		return (int)rsk_ret(rc);
-	if (rsk_unlikely(rsk_fw_active))
+	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_select_shared(n, r, w, e);
 	if (n <= 0)
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);

@@ -16,6 +16,12 @@
 /* Set for good once this process made a mirror: the gate of every hook below, so that a
  * process without the fast path pays one load and branch. */
 extern int rsk_fw_active;
+/* rsk_fw_active, read from any thread without a lock (a plain load on x86: it is the
+ * pass-through path's test); set once, atomically, and never cleared while threads run. */
+static inline int rsk_fw_on(void)
+{
+	return __atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED);
+}
 
 /* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
 void rsk_fw_created(int epfd);

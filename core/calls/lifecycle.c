@@ -171,7 +171,7 @@ static int rsk_life_relay(struct rsk_sock *s, int fd)
 	struct rsk_life_epreg regs[RSK_LIFE_EPREGS];
 	int pipe_app, nregs, rc;
 
-	if (rsk_fw_active) /* no epoll mirror may answer the fd from the connection any more */
+	if (rsk_fw_on()) /* no epoll mirror may answer the fd from the connection any more */
 		rsk_fw_fd_relayed(fd);
 	rc = rsk_relay_start(s->conn, fd, &pipe_app);
 	if (rc < 0)
@@ -245,7 +245,7 @@ void rsk_life_stdio(int fd)
 	struct rsk_sock *s;
 	struct rsk_conn *c;
 
-	if (rsk_fw_active || rsk_config.fastwait) /* before any is lazy too: a poll may make it so */
+	if (rsk_fw_on() || rsk_config.fastwait) /* before any is lazy too: a poll may make it so */
 		rsk_fw_fd_shared(fd); /* stdio's reads are glibc's own: no lazy token for them */
 	s = rsk_sock_get(fd);
 

@@ -103,7 +103,7 @@ static int setup(void **state)
 	F.ep = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(F.ep >= 0);
 	rsk_fw_created(F.ep);
-	assert_int_equal(rsk_fw_active, 1);
+	assert_int_equal(rsk_fw_on(), 1);
 	return 0;
 }
 

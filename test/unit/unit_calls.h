@@ -80,7 +80,7 @@ static inline int ucl_accept(int lfd, int flags)
 /* close() as preload/close.c. */
 static inline void ucl_close(int fd)
 {
-	if (rsk_fw_active)
+	if (rsk_fw_on())
 		rsk_fw_fd_gone(fd);
 	(void)rsk_sock_release_fd(fd);
 	close(fd);
