@@ -94,7 +94,7 @@ static int rsk_fw_taint_sock(struct rsk_sock *s, int fd)
 		return 0;
 	rsk_conn_lock(c);
 	was = c->lazy;
-	c->lazy_never = 1;
+	__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
 	rsk_conn_set_lazy(c, fd, 0);
 	rsk_conn_unlock(c);
 	return was;
@@ -328,7 +328,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 		rsk_conn_lock(c);
 		ok = ok && !c->lazy_never && rsk_conn_can_lazy(c);
 		if (!ok)
-			c->lazy_never = 1;
+			__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
 		was = c->lazy && !ok;
 		rsk_conn_set_lazy(c, e->fd, ok);
 		rsk_conn_unlock(c);
@@ -497,7 +497,7 @@ static int rsk_fw_ent_events(struct rsk_fw *m, struct rsk_fw_ent *e)
 	if (c->lazy)
 		ev = rsk_conn_fast_events(c, e->fd);
 	if (ev < 0) {
-		c->lazy_never = 1;
+		__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
 		rsk_conn_set_lazy(c, e->fd, 0);
 	}
 	rsk_conn_unlock(c);

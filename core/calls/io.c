@@ -489,7 +489,11 @@ static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, 
 
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo ? rsk_now_us() + timeo : 0;
-	if (rsk_unlikely(!x->c->lazy && !x->c->lazy_never && x->c->lazy_poll == 0))
+	/* a hint without the lock (rsk_pf_adopt decides under it): relaxed loads, as the flags
+	 * are stored, since other threads' calls set them */
+	if (rsk_unlikely(!__atomic_load_n(&x->c->lazy, __ATOMIC_RELAXED) &&
+			 !__atomic_load_n(&x->c->lazy_never, __ATOMIC_RELAXED) &&
+			 __atomic_load_n(&x->c->lazy_poll, __ATOMIC_RELAXED) == 0))
 		rsk_pf_adopt(x->s, x->app_fd); /* lazy from its first call, if only we wait on it */
 	return rsk_io_conn_msg(x, msg, flags, rx);
 }

@@ -107,17 +107,18 @@ static int rsk_pf_lazy(struct rsk_sock *s, int fd)
 	if (c == NULL || s->nfds != 1 || __atomic_load_n(&c->holders, __ATOMIC_ACQUIRE) != 1 ||
 	    rsk_policy_is_kernel_only())
 		return 0;
-	if (__atomic_load_n(&c->lazy, __ATOMIC_RELAXED) && c->lazy_poll > 0)
+	if (__atomic_load_n(&c->lazy, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&c->lazy_poll, __ATOMIC_RELAXED) > 0)
 		return 1; /* decided (a look rechecks `lazy` under the lock): no lock per wait */
 	rsk_conn_lock(c);
 	if (!rsk_conn_can_lazy(c))
-		c->lazy_poll = -1; /* for good (the transport, or a relay): never asked again */
+		__atomic_store_n(&c->lazy_poll, -1, __ATOMIC_RELAXED); /* for good (the transport, or a relay): never asked again */
 	ok = !c->lazy_never && rsk_conn_can_lazy(c) && c->lazy_poll >= 0 &&
 	     (!c->lazy || c->lazy_poll > 0);
 	if (ok && !c->lazy) {
 		/* first: the taint hooks (dup, fork, SCM_RIGHTS, stdio, io_uring) run from now */
 		__atomic_store_n(&rsk_fw_active, 1, __ATOMIC_SEQ_CST);
-		c->lazy_poll = 1;
+		__atomic_store_n(&c->lazy_poll, 1, __ATOMIC_RELAXED);
 		rsk_conn_set_lazy(c, fd, 1);
 		ok = c->lazy;
 	}
@@ -209,7 +210,7 @@ static int rsk_pf_user_one(struct rsk_pf *p, struct rsk_pf_slot *z)
 		if (c->lazy)
 			ev = rsk_conn_fast_events(c, pf->fd);
 		if (ev < 0) {
-			c->lazy_never = 1;
+			__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
 			rsk_conn_set_lazy(c, pf->fd, 0);
 		}
 		rsk_conn_unlock(c);

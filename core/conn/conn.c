@@ -323,7 +323,7 @@ void rsk_conn_set_lazy(struct rsk_conn *c, int app_fd, int on)
 	on = on && !c->lazy_never && rsk_conn_can_lazy(c);
 	if (c->lazy == on)
 		return;
-	c->lazy = on;
+	__atomic_store_n(&c->lazy, on, __ATOMIC_RELAXED);
 	__atomic_store_n(&rsk_ep_ready(c->ep)->lazy, (uint32_t)on, __ATOMIC_RELAXED);
 	if (!on)
 		rsk_conn_sync(c, app_fd); /* exact again: a stale token goes */

@@ -121,8 +121,8 @@ static int rsk_relay_unlist(struct rsk_relay *r)
 static void rsk_relay_quiet(struct rsk_conn *c, int app_fd)
 {
 	c->relayed = 1;
-	c->lazy = 0; /* the collect below takes a stale token too */
-	c->lazy_never = 1;
+	__atomic_store_n(&c->lazy, 0, __ATOMIC_RELAXED); /* the collect below takes a stale token too */
+	__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
 	rsk_conn_arm_locked(c); /* the relay's hook runs on events: none may stay quiet */
 	rsk_ready_collect(rsk_ep_ready(c->ep), &c->ro, app_fd, 100);
 	rsk_ready_flush(c->ctl_fd); /* a fill of ours must not be relayed as data */

@@ -532,7 +532,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	/* Registered while it was TCP: an epoll set holds it that no mirror knows as a
 	 * connection, and would take a lazy app end's stale token for data (calls/pollfast.c) */
 	if (s->nepregs > 0)
-		c->lazy_poll = -1;
+		__atomic_store_n(&c->lazy_poll, -1, __ATOMIC_RELAXED);
 	rsk_become_replay_epoll(s, fd);
 	rsk_sock_count_become();
 	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
