@@ -7,6 +7,7 @@
 #include "registry.h"
 #include "shm.h"
 #include "shm_cm.h"
+#include "shm_rdv.h"
 #include "verbs.h"
 #include "verbs_cm.h"
 
@@ -32,6 +33,11 @@ const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct so
 void rsk_transport_atfork_child(void)
 {
 	rsk_shm_atfork_child(); /* its segment pool is the parent's */
+}
+
+void rsk_transport_quick_exit(void)
+{
+	rsk_rdv_bells_end_all(); /* listeners' doorbell files */
 }
 
 int rsk_transport_listening(enum rsk_mode mode, const struct rsk_cm_ops *out[RSK_TRANSPORT_MAX])

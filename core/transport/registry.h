@@ -27,6 +27,10 @@ const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct so
 /* A forked child: each transport drops what only its parent may hand out. */
 void rsk_transport_atfork_child(void);
 
+/* _exit: each transport removes what its destructors would have (names in /dev/shm). Safe
+ * in a signal handler. */
+void rsk_transport_quick_exit(void);
+
 /* The transports a listener listens with in @mode, in claim order. Returns the count. */
 int rsk_transport_listening(enum rsk_mode mode, const struct rsk_cm_ops *out[RSK_TRANSPORT_MAX]);
 

@@ -4,11 +4,13 @@
  * and the namespace's inode is part of the name as well (sockets can outlive a setns()).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,11 +471,12 @@ static void rsk_rdv_bell_end(struct rsk_rdv_bell *b)
 	(void)unlink(b->path);
 }
 
-__attribute__((destructor)) static void rsk_rdv_bells_exit(void)
+void rsk_rdv_bells_end_all(void)
 {
 	struct rsk_rdv_bell *b;
 
-	/* (a thread stopped inside the lock by the exit: its files stay, as after a kill) */
+	/* (a thread stopped inside the lock by the exit: its files stay, as after a kill, for
+	 * the next process's sweep) */
 	if (pthread_mutex_trylock(&rsk_bells_made_lock) != 0)
 		return;
 	for (b = rsk_bells_made; b != NULL; b = b->next)
@@ -481,12 +484,87 @@ __attribute__((destructor)) static void rsk_rdv_bells_exit(void)
 	pthread_mutex_unlock(&rsk_bells_made_lock);
 }
 
+__attribute__((destructor)) static void rsk_rdv_bells_exit(void)
+{
+	rsk_rdv_bells_end_all();
+}
+
+#define RSK_BELL_DIR "/dev/shm"
+#define RSK_BELL_PREFIX "rdmasock-rdv."
+
 static int rsk_rdv_bell_path(char *out, size_t size, const char *what, unsigned int port)
 {
-	int n = snprintf(out, size, "/dev/shm/rdmasock-rdv.%lu.%s.%u", rsk_rdv_netns(), what,
-			 port);
+	int n = snprintf(out, size, RSK_BELL_DIR "/" RSK_BELL_PREFIX "%lu.%s.%u", rsk_rdv_netns(),
+			 what, port);
 
 	return n > 0 && (size_t)n < size ? 0 : -ENAMETOOLONG;
+}
+
+/*
+ * Is bell file @fd a dead listener's? Closed (magic 0, a pid written: its listener only had
+ * the unlink left), or its pid is gone. A page not written yet (pid 0: a listener making it
+ * right now) and a live pid are kept; so is a dead listener's whose pid was reused, until
+ * that process ends too.
+ */
+static int rsk_rdv_bell_stale(int fd)
+{
+	struct rsk_bell_page pg;
+
+	if (pread(fd, &pg, sizeof(pg), 0) != (ssize_t)sizeof(pg) || pg.pid <= 0)
+		return 0;
+	if (pg.magic == 0)
+		return 1;
+	return pg.magic == RSK_BELL_MAGIC && kill(pg.pid, 0) < 0 && errno == ESRCH;
+}
+
+/*
+ * Remove @name if it is a stale bell of ours (root: anyone's). The file judged is the one
+ * unlinked, unless a new listener replaced it in the instant between the second look and the
+ * unlink: its clients then find no bell, start on TCP and move later (slower, nothing lost).
+ */
+static int rsk_rdv_bell_reap(int dfd, const char *name)
+{
+	struct stat st, now;
+	int fd, stale;
+
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		(st.st_uid == geteuid() || geteuid() == 0) && rsk_rdv_bell_stale(fd);
+	(void)rsk_sys_close(fd);
+	if (!stale || fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    now.st_ino != st.st_ino || now.st_dev != st.st_dev)
+		return 0;
+	return unlinkat(dfd, name, 0) == 0;
+}
+
+int rsk_rdv_bells_sweep(const char *dir)
+{
+	DIR *d = opendir(dir != NULL ? dir : RSK_BELL_DIR);
+	size_t plen = strlen(RSK_BELL_PREFIX);
+	int seen = 0, removed = 0;
+	struct dirent *e;
+
+	if (d == NULL)
+		return 0;
+	while (seen++ < RSK_BELL_SWEEP_SCAN && removed < RSK_BELL_SWEEP_REMOVE &&
+	       (e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, RSK_BELL_PREFIX, plen) == 0)
+			removed += rsk_rdv_bell_reap(dirfd(d), e->d_name);
+	closedir(d);
+	return removed;
+}
+
+/* Once per process image, inside the application's listen(): every fd the sweep opens is
+ * closed before that call returns, so no number the application counts on moves. */
+static void rsk_rdv_bells_sweep_once(void)
+{
+	static int swept;
+
+	if (__atomic_exchange_n(&swept, 1, __ATOMIC_ACQ_REL))
+		return;
+	(void)rsk_rdv_bells_sweep(NULL);
 }
 
 /* The bell of rendezvous @what/@port, whose name we hold (bound, not listening yet: no
@@ -499,6 +577,7 @@ static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int p
 
 	if (b == NULL || rsk_rdv_bell_path(b->path, sizeof(b->path), what, port) < 0)
 		goto fail;
+	rsk_rdv_bells_sweep_once();
 	/* A file left by a listener that died is replaced, never reused (a client may still
 	 * map it: it checks the pid). Another user's (sticky /dev/shm) stays: no bell then. */
 	(void)unlink(b->path);

@@ -120,6 +120,18 @@ void rsk_rdv_bell_close(struct rsk_rdv_bell *b);
 int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
 
 /*
+ * Bell files outlive a listener that dies without its destructors (SIGKILL, a crash): the
+ * first bell a process makes first removes up to RSK_BELL_SWEEP_REMOVE dead listeners' files
+ * from @dir (rsk_rdv_bells_sweep; NULL: /dev/shm), judged by the pid inside. Returns how many
+ * went. rsk_rdv_bells_end_all ends this process's bells now, as its exit would (_exit: no
+ * destructor runs); safe in a signal handler.
+ */
+#define RSK_BELL_SWEEP_SCAN 4096
+#define RSK_BELL_SWEEP_REMOVE 256
+int rsk_rdv_bells_sweep(const char *dir);
+void rsk_rdv_bells_end_all(void);
+
+/*
  * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
  * without connecting to it: the abstract names a client of @dest tries, in order (the
  * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.

@@ -18,10 +18,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -36,6 +39,7 @@
 #include "sock/sock.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
+#include "transport/shm_rdv.h"
 #include "unit.h"
 #include "unit_cm.h"
 
@@ -319,6 +323,41 @@ static void test_quick_exit_ends_streams(void **state)
 	accel_close(&a, 1);
 }
 
+/* _exit with a listener open and no connection: its doorbell file still goes, as with exit
+ * (the destructors do that; _exit runs none). */
+static void test_quick_exit_removes_bells(void **state)
+{
+	struct rsk_rdv_bell *b[2];
+	struct sockaddr_in dest;
+	char path[160];
+	struct stat ns;
+	uint16_t port;
+	int hold, l[2], st;
+	pid_t pid;
+
+	(void)state;
+	hold = ucm_tcp_bound(0, &port);
+	dest = ucm_lo4(port);
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	snprintf(path, sizeof(path), "/dev/shm/rdmasock-rdv.%lu.127.0.0.1.%u",
+		 (unsigned long)ns.st_ino, (unsigned int)port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		rsk_life_fork_child();
+		if (rsk_rdv_listen_bells((struct sockaddr *)&dest, 0, 16, l, b) != 1 ||
+		    access(path, F_OK) != 0)
+			_exit(2);
+		rsk_life_quick_exit();
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_not_equal(access(path, F_OK), 0);
+	close(hold);
+}
+
 /* ---- stdio: a shm connection switched to a relay with its own pipe, and exec ---- */
 
 /* A shm connection as the application has it: attached and registered, the peer its waker
@@ -456,6 +495,7 @@ int main(void)
 		T(test_fork_child),
 		T(test_exit_ends_streams),
 		T(test_quick_exit_ends_streams),
+		T(test_quick_exit_removes_bells),
 		T(test_stdio_relays_shm),
 		T(test_exec_handoff_failed),
 	};

@@ -379,6 +379,97 @@ static void test_bell_gone_at_exit(void **state)
 	close_all(l, 1);
 }
 
+/* _exit runs no destructor: rsk_rdv_bells_end_all (what the library's _exit calls) takes
+ * the bell files of the listeners still open with it. */
+static void test_bell_gone_at_quick_exit(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_bell *b[2];
+	char path[160];
+	struct stat ns;
+	int l[2], st;
+	pid_t pid;
+
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	snprintf(path, sizeof(path), "/dev/shm/rdmasock-rdv.%lu.127.0.0.1.%u",
+		 (unsigned long)ns.st_ino, (unsigned int)f->p);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b) != 1 ||
+		    access(path, F_OK) != 0)
+			_exit(2);
+		rsk_rdv_bells_end_all();
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_not_equal(access(path, F_OK), 0);
+}
+
+/* A bell file with @pid and @magic in @dir, or a short one (@pid < 0). */
+static void bell_file(const char *dir, const char *name, int32_t pid, uint32_t magic)
+{
+	uint32_t page[4] = {magic, (uint32_t)pid, 0, 0};
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, page, pid < 0 ? 4 : sizeof(page)), pid < 0 ? 4 : sizeof(page));
+	close(fd);
+}
+
+static int exists_in(const char *dir, const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * The sweep a process's first bell makes: a killed listener's file (its pid gone) and a
+ * closed one left behind go; a live listener's, one being made (pid 0), a short file, a
+ * link, and files of other names stay.
+ */
+static void test_bells_sweep(void **state)
+{
+	char dir[] = "/tmp/rsk-bells.XXXXXX", path[256];
+	const uint32_t magic = 0x4c4c4542u; /* "BELL", shm_rdv.c */
+	pid_t dead;
+	int st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	dead = fork();
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, &st, 0), dead); /* reaped: its pid is gone */
+	bell_file(dir, "rdmasock-rdv.1.127.0.0.1.1", dead, magic);
+	bell_file(dir, "rdmasock-rdv.1.127.0.0.1.2", getpid(), 0); /* closed, not unlinked */
+	bell_file(dir, "rdmasock-rdv.1.127.0.0.1.3", getpid(), magic);
+	bell_file(dir, "rdmasock-rdv.1.127.0.0.1.4", 0, 0);
+	bell_file(dir, "rdmasock-rdv.1.127.0.0.1.5", -1, 0);
+	bell_file(dir, "rdmasock-stat.1", dead, magic);
+	snprintf(path, sizeof(path), "%s/rdmasock-rdv.1.127.0.0.1.6", dir);
+	assert_int_equal(symlink("rdmasock-rdv.1.127.0.0.1.1", path), 0);
+	assert_int_equal(rsk_rdv_bells_sweep(dir), 2);
+	assert_false(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.1"));
+	assert_false(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.2"));
+	assert_true(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.3"));
+	assert_true(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.4"));
+	assert_true(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.5"));
+	assert_true(exists_in(dir, "rdmasock-stat.1"));
+	assert_int_equal(unlink(path), 0); /* (the link was dangling: not followed) */
+	assert_int_equal(rsk_rdv_bells_sweep(dir), 0);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	assert_int_equal(system(path), 0);
+}
+
 static void test_offer_round_trip(void **state)
 {
 	struct fix *f = *state;
@@ -782,6 +873,8 @@ int main(void)
 		cmocka_unit_test(test_read_answer_hostile),
 		cmocka_unit_test_setup_teardown(test_read_offer_hostile, setup, teardown),
 		cmocka_unit_test(test_read_offer_eof),
+		cmocka_unit_test_setup_teardown(test_bell_gone_at_quick_exit, setup, teardown),
+		cmocka_unit_test(test_bells_sweep),
 		cmocka_unit_test_setup_teardown(test_read_offer_credentials, setup, teardown),
 	};
 
