@@ -48,7 +48,8 @@ static __attribute__((noinline)) int rsk_poll_ours(struct pollfd *fds, nfds_t n,
 		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
-	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
+	/* kernel fds only: no spin (a timeout of 0 only pushes and harvests) */
+	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, rsk_pf_has_ours(fds, n) ? timeout : 0, &spent);
 	if (rc != 0)
 		return rc;
 	if (timeout > 0)
@@ -136,7 +137,7 @@ static __attribute__((noinline)) int rsk_select_ours(int n, fd_set *r, fd_set *w
 {
 	struct rsk_select_args a = {n, r, w, e};
 	int64_t left;
-	int rc, spent, k;
+	int rc, spent, k, spin;
 
 	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_usec >= 0 && tmo->tv_usec < 1000000)) &&
 	    rsk_pf_select(n, r, w, e, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec), NULL,
@@ -156,8 +157,8 @@ static __attribute__((noinline)) int rsk_select_ours(int n, fd_set *r, fd_set *w
 		(void)rsk_io_kwait_begin(0);
 		return RSK_REAL(select)(n, r, w, e, tmo);
 	}
-	rc = rsk_io_wait_spin(rsk_select_poll0, &a, tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1,
-			      &spent);
+	spin = !rsk_pf_sel_has_ours(n, r, w, e) ? 0 : tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1;
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a, spin, &spent); /* kernel fds only: no spin */
 	if (rc != 0)
 		return rc;
 	k = rsk_io_kwait_begin(-1);
@@ -179,7 +180,7 @@ static __attribute__((noinline)) int rsk_pselect_ours(int n, fd_set *r, fd_set *
 						      const sigset_t *mask)
 {
 	struct rsk_select_args a = {n, r, w, e};
-	int rc, spent, k;
+	int rc, spent, k, spin;
 
 	if ((tmo == NULL ||
 	     (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
@@ -196,8 +197,10 @@ static __attribute__((noinline)) int rsk_pselect_ours(int n, fd_set *r, fd_set *
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
 	}
 	/* The spin polls without @mask: signals stay as they were outside the wait. */
-	rc = rsk_io_wait_spin(rsk_select_poll0, &a,
-			      tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000) : -1, &spent);
+	spin = !rsk_pf_sel_has_ours(n, r, w, e) ? 0
+	       : tmo != NULL ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000)
+			     : -1;
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a, spin, &spent); /* kernel fds only: no spin */
 	if (rc != 0)
 		return rc;
 	k = rsk_io_kwait_begin(-1);

@@ -202,6 +202,8 @@ static void rsk_fw_kill(int epfd, int taint)
 	struct rsk_fw *m = NULL;
 	int i;
 
+	if (__atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0)
+		return; /* no mirror at all: no lock per fd of every poll and close */
 	pthread_mutex_lock(&rsk_fw_tab_lock);
 	if (epfd >= 0 && epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL) {
 		rsk_fw_tab[epfd] = NULL;
@@ -217,6 +219,11 @@ static void rsk_fw_kill(int epfd, int taint)
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m); /* the table's reference */
+}
+
+int rsk_fw_any_mirror(void)
+{
+	return __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) != 0;
 }
 
 void rsk_fw_created(int epfd)
