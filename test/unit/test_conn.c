@@ -9,7 +9,8 @@
  * across prefork/undo and a forked child, take_tcp, discard and release closing every fd,
  * hello/flush/await_first on shm, the registry (visit, hook, on_release, rsk_conn_live), the
  * tick that posts staged writes, the robust lock after a holder died inside it, and the pool
- * of regions kept for the next connection (reused zeroed, bounded, none of it in a child).
+ * of regions kept for the next connection (reused zeroed, bounded, none of it in a child),
+ * and the quiet-endpoint counters (a sleeper arriving while the loop takes an event).
  */
 #include <errno.h>
 #include <fcntl.h>

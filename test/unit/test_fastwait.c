@@ -7,7 +7,7 @@
  * up are trimmed in one read; a kernel fd in the same set is reported within the fairness
  * bound while the connection stays ready, and while the process spins for it, a spin that
  * asks the kernel only by that bound; a set's waits stop spinning after a run of misses
- * (but for a periodic probe) and spin again after a hit; edge-triggered registrations, dup,
+ * (but for a periodic probe) and spin again after a hit; a blocking wait's clock reads; edge-triggered registrations, dup,
  * poll and fork-like events leave the connection eager and exact, with the application's own
  * events given back to the kernel; close takes it out; a socket registered while still on
  * TCP becomes a candidate once it moves onto a stream.

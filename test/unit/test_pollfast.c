@@ -6,7 +6,8 @@
  * reported within the fairness bound while the connection stays readable; an ending
  * connection (EOF) is the kernel's again, reported as before. A connection only read and
  * written by blocking calls is lazy from its first call: no token per message, and a
- * blocking recv that sleeps is still woken.
+ * blocking recv that sleeps is still woken. A set of kernel fds only has nothing of ours to
+ * spin for (unless an epoll set is mirrored).
  */
 #include <errno.h>
 #include <fcntl.h>
