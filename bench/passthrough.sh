@@ -2,8 +2,12 @@
 # Pass-through overhead of librdmasock: no LD_PRELOAD ("plain") vs LD_PRELOAD with
 # RDMASOCK_TRANSPORT=kernel on both ends ("lib"). redis-benchmark -c 1 SET/GET and sockperf
 # TCP ping-pong, interleaved plain/lib, medians + lib/plain ratio; then instructions per
-# wrapped send()/recv() from callgrind on bench/callgrind_io.c. Markdown tables on stdout,
-# progress on stderr. Targets: within 1% throughput/latency, <= 30 instructions per call.
+# wrapped send()/recv() from callgrind on bench/callgrind_io.c, and per wrapped poll()/select()
+# on kernel fds (a ready TCP socket, no timeout; and poll on an AF_UNIX pair while the process
+# also holds a TCP pair: with RDMASOCK_TRANSPORT=kernel that pair is a kernel socket too, with
+# BENCH_CG_TRANSPORT=shm it is a connection of ours and the wrapper's fd-classifying path runs).
+# Markdown tables on stdout, progress on stderr. Targets: within 1% throughput/latency, <= 30
+# instructions per call.
 #
 # Usage: bash bench/passthrough.sh
 # Environment (defaults in brackets):
@@ -14,6 +18,7 @@
 #                             calibration run); BENCH_REDIS_N overrides -n directly
 #   BENCH_SOCKPERF_SECS [3]   sockperf pp -t
 #   BENCH_CALLGRIND_K [100000] send+recv rounds under callgrind
+#   BENCH_CG_TRANSPORT [kernel] RDMASOCK_TRANSPORT of the lib side under callgrind
 #   BENCH_SKIP [none]         comma list of parts to skip: redis,sockperf,callgrind
 #   RDMASOCK_LIB [build/librdmasock.so]  (built with cmake if missing)
 #   BENCH_KEEP [0]            1: keep the scratch directory (logs, callgrind.out files)
@@ -236,18 +241,23 @@ if [[ "$SKIP" != *,callgrind,* ]]; then
 	libname=$(basename "$LIB")
 	CG_ROWS=()
 	CG_DETAIL=()
-	for kind in tcp unix; do
+	CG_WAIT_ROWS=()
+	ENV_cglib=(env LD_PRELOAD="$LIB" RDMASOCK_TRANSPORT="${BENCH_CG_TRANSPORT:-kernel}"
+		RDMASOCK_STATS="$STATS")
+	for kind in tcp unix poll select pollmixed; do
 		declare -A TOT=() CALLS=()
 		for side in plain lib; do
 			envv="ENV_${side}[@]"
+			[ "$side" = lib ] && envv="ENV_cglib[@]"
 			out=$BENCH_TMP/callgrind.$kind.$side.out
 			res=$(timeout -k 5 600 "${!envv}" valgrind --tool=callgrind \
 				--callgrind-out-file="$out" --toggle-collect=bench_loop \
 				"$CG_BIN" "$kind" "$CG_K" 2>"$BENCH_TMP/callgrind.$kind.$side.log") ||
 				bench_die "callgrind run failed ($kind, $side); see $BENCH_TMP"
-			# "calls send=N recv=M": the calls made inside the collected bench_loop().
-			CALLS[$side]=$(awk '/^calls / { split($2, a, "="); split($3, b, "=");
-				print a[2] + b[2] }' <<<"$res")
+			# "calls send=N recv=M wait=W": the calls made inside the collected bench_loop().
+			CALLS[$side]=$(awk '/^calls / { split($2, a, "="); split($3, b, "="); split($4, c, "=");
+				print a[2] + b[2] + c[2] }' <<<"$res")
+			nwait=$(sed -n 's/.* wait=\([0-9]*\).*/\1/p' <<<"$res")
 			callgrind_annotate --inclusive=no "$out" >"$out.annotate" 2>&1 || true
 			parsed=$(cg_parse "$out")
 			TOT[$side]=$(awk '$1 == "TOTAL" { print $2 }' <<<"$parsed")
@@ -256,10 +266,12 @@ if [[ "$SKIP" != *,callgrind,* ]]; then
 				nrecv=$(sed -n 's/.* recv=\([0-9]*\).*/\1/p' <<<"$res")
 				lib_ir=$(awk -F'\t' -v o="$libname" '$1 ~ ("/" o "$") { s += $3 }
 					END { print s + 0 }' <<<"$parsed")
+				sr_ir=0
 				for fn in send recv; do
 					n=$([ $fn = send ] && echo "$nsend" || echo "$nrecv")
 					v=$(awk -F'\t' -v o="$libname" -v f="$fn" \
 						'$1 ~ ("/" o "$") && $2 == f { s += $3 } END { print s + 0 }' <<<"$parsed")
+					sr_ir=$((sr_ir + v))
 					CG_DETAIL+=("| $kind | $fn() in $libname | $n | $v | $(awk -v v="$v" -v n="$n" 'BEGIN { printf "%.1f", v / n }') |")
 				done
 				others=$(awk -F'\t' -v o="$libname" '$1 ~ ("/" o "$") && $2 != "send" &&
@@ -267,6 +279,18 @@ if [[ "$SKIP" != *,callgrind,* ]]; then
 				[ -n "$others" ] && CG_DETAIL+=("| $kind | other $libname functions: $others | | | |")
 			fi
 		done
+		if [ "$kind" != tcp ] && [ "$kind" != unix ]; then
+			# The wait's own cost: this run's library instructions outside its send()/recv()
+			# wrappers, per wait.
+			per_wait=$(awk -v a="$lib_ir" -v b="$sr_ir" -v n="$nwait" \
+				'BEGIN { printf "%.1f", (a - b) / n }')
+			wdesc="poll(), 1 ready TCP socket"
+			[ "$kind" = select ] && wdesc="select(), 1 ready TCP socket"
+			[ "$kind" = pollmixed ] && wdesc="poll(), 1 ready AF_UNIX socket; the process also holds a TCP pair"
+			CG_WAIT_ROWS+=("| $wdesc | $nwait | $per_wait | <= 30 | $(bench_cmp "$per_wait" "<=" 30) |")
+			unset TOT CALLS
+			continue
+		fi
 		ncalls=${CALLS[lib]}
 		per_lib=$(awk -v v="$lib_ir" -v n="$ncalls" 'BEGIN { printf "%.1f", v / n }')
 		per_delta=$(awk -v a="${TOT[lib]}" -v b="${TOT[plain]}" -v n="$ncalls" \
@@ -282,6 +306,12 @@ if [[ "$SKIP" != *,callgrind,* ]]; then
 	echo "| socket | wrapped calls | Ir plain | Ir lib | (lib - plain) / call | Ir in $libname / call | target | result |"
 	echo "|---|---|---|---|---|---|---|---|"
 	printf '%s\n' "${CG_ROWS[@]}"
+	echo
+	echo "Per wrapped wait on a kernel fd (lib side RDMASOCK_TRANSPORT=${BENCH_CG_TRANSPORT:-kernel}; Ir in $libname outside send()/recv(), per wait):"
+	echo
+	echo "| wait | waits | Ir in $libname / wait | target | result |"
+	echo "|---|---|---|---|---|"
+	printf '%s\n' "${CG_WAIT_ROWS[@]}"
 	echo
 	echo "| socket | function | calls | self Ir | Ir / call |"
 	echo "|---|---|---|---|---|"

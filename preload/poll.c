@@ -4,7 +4,8 @@
  * rings first (calls/pollfast.c); otherwise the fds the application waits on are real kernel
  * objects whose readiness the library keeps true, so these go to the kernel; poll, select and
  * pselect (like epoll_wait) first spin briefly when this process has accelerated connections
- * (see rsk_io_wait_spin).
+ * (see rsk_io_wait_spin). A process with no connection of ours goes straight to the kernel
+ * (rsk_io_none_ours).
  */
 #include <poll.h>
 #include <stdint.h>
@@ -37,7 +38,8 @@ static int rsk_poll_poll0(void *arg)
 	return RSK_REAL(poll)(a->fds, a->n, 0);
 }
 
-RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+/* poll() when this process has connections of ours (or lazy fds): the fast path, the spin. */
+static __attribute__((noinline)) int rsk_poll_ours(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct rsk_poll_args a = {fds, n};
 	int rc, spent, k;
@@ -46,7 +48,8 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_poll_shared(fds, n); /* the kernel answers poll: lazy fds in it go eager */
-	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, timeout, &spent);
+	/* kernel fds only: no spin (a timeout of 0 only pushes and harvests) */
+	rc = rsk_io_wait_spin(rsk_poll_poll0, &a, rsk_pf_has_ours(fds, n) ? timeout : 0, &spent);
 	if (rc != 0)
 		return rc;
 	if (timeout > 0)
@@ -57,13 +60,23 @@ RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	return rc;
 }
 
-RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
-		     const sigset_t *mask)
+RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (rsk_io_none_ours())
+		return RSK_REAL(poll)(fds, n, timeout);
+	return rsk_poll_ours(fds, n, timeout);
+}
+
+/* ppoll() when this process has connections of ours (or lazy fds): the fast path, the spin. */
+static __attribute__((noinline)) int
+rsk_ppoll_ours(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	int rc, k;
 
-	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
-	    rsk_pf_poll(fds, n, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000),
+	if ((tmo == NULL ||
+	     (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
+	    rsk_pf_poll(fds, n,
+			tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000),
 			mask, &rc))
 		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_on()))
@@ -72,6 +85,13 @@ RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 	rc = RSK_REAL(ppoll)(fds, n, tmo, mask);
 	rsk_io_kwait_end(k);
 	return rc;
+}
+
+RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	if (rsk_io_none_ours())
+		return RSK_REAL(ppoll)(fds, n, tmo, mask);
+	return rsk_ppoll_ours(fds, n, tmo, mask);
 }
 
 /* select() rewrites its sets: each zero-timeout try works on copies. */
@@ -111,11 +131,13 @@ static int rsk_ms_of(long sec, long usec)
 	return sec > 1000000 ? 1000000000 : (int)(sec * 1000 + usec / 1000);
 }
 
-RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
+/* select() when this process has connections of ours (or lazy fds): the fast path, the spin. */
+static __attribute__((noinline)) int rsk_select_ours(int n, fd_set *r, fd_set *w, fd_set *e,
+						     struct timeval *tmo)
 {
 	struct rsk_select_args a = {n, r, w, e};
 	int64_t left;
-	int rc, spent, k;
+	int rc, spent, k, spin;
 
 	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_usec >= 0 && tmo->tv_usec < 1000000)) &&
 	    rsk_pf_select(n, r, w, e, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec), NULL,
@@ -135,8 +157,8 @@ RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tm
 		(void)rsk_io_kwait_begin(0);
 		return RSK_REAL(select)(n, r, w, e, tmo);
 	}
-	rc = rsk_io_wait_spin(rsk_select_poll0, &a, tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1,
-			      &spent);
+	spin = !rsk_pf_sel_has_ours(n, r, w, e) ? 0 : tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_usec) : -1;
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a, spin, &spent); /* kernel fds only: no spin */
 	if (rc != 0)
 		return rc;
 	k = rsk_io_kwait_begin(-1);
@@ -145,16 +167,26 @@ RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tm
 	return rc;
 }
 
-RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
-		       const sigset_t *mask)
+RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
+{
+	if (rsk_io_none_ours())
+		return RSK_REAL(select)(n, r, w, e, tmo);
+	return rsk_select_ours(n, r, w, e, tmo);
+}
+
+/* pselect() when this process has connections of ours (or lazy fds): the fast path, the spin. */
+static __attribute__((noinline)) int rsk_pselect_ours(int n, fd_set *r, fd_set *w, fd_set *e,
+						      const struct timespec *tmo,
+						      const sigset_t *mask)
 {
 	struct rsk_select_args a = {n, r, w, e};
-	int rc, spent, k;
+	int rc, spent, k, spin;
 
-	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
+	if ((tmo == NULL ||
+	     (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
 	    rsk_pf_select(n, r, w, e,
-			  tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000), mask,
-			  &rc, NULL))
+			  tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000),
+			  mask, &rc, NULL))
 		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_on()))
 		rsk_fw_select_shared(n, r, w, e);
@@ -165,14 +197,24 @@ RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct time
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
 	}
 	/* The spin polls without @mask: signals stay as they were outside the wait. */
-	rc = rsk_io_wait_spin(rsk_select_poll0, &a,
-			      tmo ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000) : -1, &spent);
+	spin = !rsk_pf_sel_has_ours(n, r, w, e) ? 0
+	       : tmo != NULL ? rsk_ms_of(tmo->tv_sec, tmo->tv_nsec / 1000)
+			     : -1;
+	rc = rsk_io_wait_spin(rsk_select_poll0, &a, spin, &spent); /* kernel fds only: no spin */
 	if (rc != 0)
 		return rc;
 	k = rsk_io_kwait_begin(-1);
 	rc = RSK_REAL(pselect)(n, r, w, e, tmo, mask);
 	rsk_io_kwait_end(k);
 	return rc;
+}
+
+RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
+		       const sigset_t *mask)
+{
+	if (rsk_io_none_ours())
+		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	return rsk_pselect_ours(n, r, w, e, tmo, mask);
 }
 
 RSK_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)

@@ -202,6 +202,8 @@ static void rsk_fw_kill(int epfd, int taint)
 	struct rsk_fw *m = NULL;
 	int i;
 
+	if (__atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0)
+		return; /* no mirror at all: no lock per fd of every poll and close */
 	pthread_mutex_lock(&rsk_fw_tab_lock);
 	if (epfd >= 0 && epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL) {
 		rsk_fw_tab[epfd] = NULL;
@@ -217,6 +219,11 @@ static void rsk_fw_kill(int epfd, int taint)
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m); /* the table's reference */
+}
+
+int rsk_fw_any_mirror(void)
+{
+	return __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) != 0;
 }
 
 void rsk_fw_created(int epfd)
@@ -660,10 +667,14 @@ static int rsk_fw_look(struct rsk_fw *m, struct epoll_event *ev, int max, int re
 	return n;
 }
 
-static int rsk_fw_look_locked(struct rsk_fw *m, struct epoll_event *ev, int max, int defer)
+/* A look under m's lock at @now (0: read the clock now). */
+static int rsk_fw_look_locked(struct rsk_fw *m, struct epoll_event *ev, int max, int defer,
+			      int64_t now)
 {
-	int64_t now = rsk_now_us();
 	int n;
+
+	if (now == 0)
+		now = rsk_now_us();
 
 	pthread_mutex_lock(&m->lock);
 	n = rsk_fw_look(m, ev, max, rsk_fw_real_due(m, now), defer, now);
@@ -791,17 +802,14 @@ static int rsk_fw_sleep(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 /*
  * A wait that found nothing at its first look: spin (when the set's spins pay,
  * rsk_spin_pays), then sleep; learn whether the spin paid (a spin's answer, or a sleep that
- * ended within RSK_SPIN_FAR windows, rsk_spin_hit: a hit; the timeout: a miss). A count or
- * -errno.
+ * ended within RSK_SPIN_FAR windows, rsk_spin_hit: a hit; the timeout: a miss). The wait
+ * began at @start (the first look's clock). A count or -errno.
  */
 static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
-			const sigset_t *mask)
+			const sigset_t *mask, int64_t start)
 {
-	int64_t spent = 0, start = 0, window = (int64_t)rsk_config.spin_us;
+	int64_t spent = 0, window = (int64_t)rsk_config.spin_us;
 	int n = 0, spun = window != 0 && rsk_spin_pays(&m->spin_hist);
-
-	if (window != 0)
-		start = rsk_now_us();
 	if (spun && (n = rsk_fw_spin(m, ev, max, timeout, start, &spent)) != 0) {
 		if (n > 0)
 			rsk_spin_outcome(&m->spin_hist, 1);
@@ -814,7 +822,7 @@ static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 		n = rsk_fw_sleep(m, ev, max, timeout, mask);
 		rsk_conn_sleep_end();
 	} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
-		n = rsk_fw_look_locked(m, ev, max, 0);
+		n = rsk_fw_look_locked(m, ev, max, 0, 0);
 	}
 	if (window != 0 && n >= 0)
 		rsk_spin_outcome(&m->spin_hist, n > 0 && rsk_spin_hit(rsk_now_us() - start));
@@ -825,6 +833,7 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 		int *res)
 {
 	struct rsk_fw *m = rsk_fw_get(epfd);
+	int64_t now;
 	int n;
 
 	if (m == NULL)
@@ -840,9 +849,12 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	}
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
 	(void)rsk_conn_harvest_quiet(); /* quiet endpoints' arrivals show in the kernel's look */
-	n = rsk_fw_look_locked(m, ev, max, timeout != 0); /* a spin or a sleep follows */
+	/* The first look's clock read also starts the block: one read fewer per wait, a
+	 * system call where the clock has no vDSO (qemu's hpet in the Soft-RoCE guest). */
+	now = rsk_now_us();
+	n = rsk_fw_look_locked(m, ev, max, timeout != 0, now); /* a spin or a sleep follows */
 	if (n == 0 && timeout != 0)
-		n = rsk_fw_block(m, ev, max, timeout, mask);
+		n = rsk_fw_block(m, ev, max, timeout, mask, now);
 	rsk_fw_put(m);
 	*res = n;
 	return 1;

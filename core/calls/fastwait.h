@@ -23,6 +23,9 @@ static inline int rsk_fw_on(void)
 	return __atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED);
 }
 
+/* Is some epoll set mirrored now? (A hint, without a lock.) */
+int rsk_fw_any_mirror(void);
+
 /* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
 void rsk_fw_created(int epfd);
 

@@ -47,6 +47,19 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 int rsk_io_kwait_begin(int timeout_ms);
 void rsk_io_kwait_end(int began);
 
+#include "conn/conn.h"
+#include "fastwait.h"
 #include "spin.h"
+
+/*
+ * A readiness wait (poll, ppoll, select, pselect) in a process that holds no connection of
+ * ours and never made an fd lazy (the fast path's taint hooks are off): there is nothing to
+ * push, harvest, spin on or count a sleeper for, so the wrapper calls the kernel at once. This
+ * keeps a program that only has kernel fds at the pass-through cost (bench/passthrough.sh).
+ */
+static inline int rsk_io_none_ours(void)
+{
+	return __atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) == 0 && !rsk_fw_on();
+}
 
 #endif

@@ -462,6 +462,18 @@ int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t
 	return 1;
 }
 
+int rsk_pf_has_ours(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	if (rsk_fw_any_mirror())
+		return 1;
+	for (i = 0; fds != NULL && i < n; i++)
+		if (fds[i].fd >= 0 && rsk_fdtab_is_accel(rsk_fdtab_load(fds[i].fd)))
+			return 1;
+	return 0;
+}
+
 /* ---- select as a poll ---- */
 
 #define RSK_PF_SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
@@ -498,6 +510,19 @@ static struct pollfd *rsk_pf_sel_fds(int n, fd_set *r, fd_set *w, fd_set *e,
 			fds[k++] = (struct pollfd){.fd = fd, .events = ev};
 	}
 	return fds;
+}
+
+int rsk_pf_sel_has_ours(int n, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	int fd;
+
+	if (rsk_fw_any_mirror())
+		return 1;
+	for (fd = 0; fd < n && fd < FD_SETSIZE; fd++)
+		if ((rsk_pf_in(r, fd) || rsk_pf_in(w, fd) || rsk_pf_in(e, fd)) &&
+		    rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
+			return 1;
+	return 0;
 }
 
 /* The poll's answer written back into the sets as select does; a count, or -EBADF. */

@@ -30,6 +30,14 @@ int rsk_pf_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_us,
 		  const sigset_t *mask, int *res, int64_t *left_us);
 
 /*
+ * May a spin on this poll set / these select sets see something of ours? 1 when one of its
+ * fds is a socket of ours or some epoll set is mirrored (an epoll fd in the set may hold
+ * connections of ours); 0 for kernel fds only: a wait on them has nothing to spin for.
+ */
+int rsk_pf_has_ours(const struct pollfd *fds, nfds_t n);
+int rsk_pf_sel_has_ours(int n, const fd_set *r, const fd_set *w, const fd_set *e);
+
+/*
  * A data call on @s's connection at @fd, which is neither lazy nor eager for good yet: make
  * it lazy when only our waits can see it (a blocking recv makes it exact before it sleeps;
  * poll, select and epoll answer it from its ring), so that a connection read and written

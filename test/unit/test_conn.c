@@ -9,13 +9,15 @@
  * across prefork/undo and a forked child, take_tcp, discard and release closing every fd,
  * hello/flush/await_first on shm, the registry (visit, hook, on_release, rsk_conn_live), the
  * tick that posts staged writes, the robust lock after a holder died inside it, and the pool
- * of regions kept for the next connection (reused zeroed, bounded, none of it in a child).
+ * of regions kept for the next connection (reused zeroed, bounded, none of it in a child),
+ * and the quiet-endpoint counters (a sleeper arriving while the loop takes an event).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -36,6 +39,8 @@
 #include "conn/conn.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
+#include "transport/shm_cm.h"
+#include "transport/transport.h"
 #include "unit.h"
 #include "unit_cm.h"
 
@@ -1034,6 +1039,196 @@ static void test_lazy_ends_with_the_stream(void **state)
 	pair_close(&p);
 }
 
+/*
+ * ---- quiet endpoints (conn.c: rsk_conn_sleepers / rsk_conn_nquiet) ----
+ * A verbs endpoint whose completion event comes while no thread of ours sleeps in the kernel
+ * goes quiet (its CQ left unarmed); a thread about to sleep arms it again. The two sides are
+ * ordered like Dekker's flags (docs/design.md, "Quiet CQs"): the loop counts the endpoint in
+ * nquiet before it goes quiet and looks at the sleepers after; a sleeper counts itself and
+ * looks at nquiet after. Played here by one end of a shm pair whose ops gain an `arm` (a
+ * flag standing for the unarmed CQ) and whose cm (test_conn links with
+ * --wrap=rsk_transport_cm) gains an event fd and an on_event that can let a sleeper in at
+ * either point of the window: before the endpoint goes quiet, or after.
+ */
+enum { QT_NONE, QT_BEFORE, QT_AFTER };
+
+static struct {
+	struct rsk_transport_ops ops;
+	struct rsk_cm_ops cm;
+	int evfd;
+	int inject;
+	int quiet; /* the "CQ" is unarmed */
+	int takes; /* arm(ep, 1) that took it out of quiet */
+	int looks; /* arm(ep, 0): someone looked whether it is quiet */
+	sem_t in_window, go, done;
+} qt;
+
+const struct rsk_cm_ops *__real_rsk_transport_cm(const struct rsk_ep *ep);
+const struct rsk_cm_ops *__wrap_rsk_transport_cm(const struct rsk_ep *ep);
+
+const struct rsk_cm_ops *__wrap_rsk_transport_cm(const struct rsk_ep *ep)
+{
+	return ep->ops == &qt.ops ? &qt.cm : __real_rsk_transport_cm(ep);
+}
+
+static int qt_arm(struct rsk_ep *ep, int sleep)
+{
+	(void)ep;
+	if (!sleep) {
+		__atomic_add_fetch(&qt.looks, 1, __ATOMIC_SEQ_CST);
+		return __atomic_load_n(&qt.quiet, __ATOMIC_SEQ_CST);
+	}
+	if (!__atomic_exchange_n(&qt.quiet, 0, __ATOMIC_SEQ_CST))
+		return 0;
+	__atomic_add_fetch(&qt.takes, 1, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+static int qt_event_fd(struct rsk_ep *ep, int i)
+{
+	(void)ep;
+	return i == 0 ? qt.evfd : -1;
+}
+
+static void qt_timed_wait(sem_t *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	assert_int_equal(sem_timedwait(s, &ts), 0);
+}
+
+/* Another thread arrives to sleep now (the test's thread, while the loop waits). */
+static void qt_let_sleeper_in(void)
+{
+	sem_post(&qt.in_window);
+	qt_timed_wait(&qt.go);
+}
+
+static void qt_done(void *arg)
+{
+	(void)arg;
+	sem_post(&qt.done);
+}
+
+static unsigned int qt_on_event(struct rsk_ep *ep, int i)
+{
+	uint64_t v;
+	int quiet;
+
+	(void)i;
+	assert_int_equal(read(qt.evfd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	if (qt.inject == QT_BEFORE)
+		qt_let_sleeper_in();
+	quiet = __atomic_load_n(&ep->quiet_ok, __ATOMIC_RELAXED);
+	if (quiet) /* as verbs: events taken, the CQ not re-armed */
+		__atomic_store_n(&qt.quiet, 1, __ATOMIC_SEQ_CST);
+	if (qt.inject == QT_AFTER)
+		qt_let_sleeper_in();
+	/* runs after this round, i.e. once conn.c has finished with the event */
+	assert_int_equal(rsk_evloop_defer(qt_done, NULL), 0);
+	return RSK_EPEV_DATA | (quiet ? RSK_EPEV_QUIET : 0);
+}
+
+static void qt_open(struct pair *p, int inject)
+{
+	memset(&qt, 0, sizeof(qt));
+	qt.ops = rsk_shm_ops;
+	qt.ops.arm = qt_arm;
+	qt.cm = rsk_shm_cm_ops;
+	qt.cm.event_fd = qt_event_fd;
+	qt.cm.on_event = qt_on_event;
+	qt.inject = inject;
+	qt.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	assert_true(qt.evfd >= 0);
+	assert_int_equal(sem_init(&qt.in_window, 0, 0), 0);
+	assert_int_equal(sem_init(&qt.go, 0, 0), 0);
+	assert_int_equal(sem_init(&qt.done, 0, 0), 0);
+	pair_setup(p);
+	p->cl.c->ep->ops = &qt.ops; /* before attach: the watch takes qt.cm's event fd */
+	pair_attach(p);
+}
+
+static void qt_close(struct pair *p)
+{
+	pair_close(p);
+	close(qt.evfd);
+	sem_destroy(&qt.in_window);
+	sem_destroy(&qt.go);
+	sem_destroy(&qt.done);
+}
+
+/* One completion event through the loop; a sleeper (this thread) arrives in its window as
+ * qt.inject says and stays counted. Returns once conn.c has handled the event. */
+static void qt_event(void)
+{
+	uint64_t one = 1;
+
+	assert_int_equal(write(qt.evfd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	if (qt.inject != QT_NONE) {
+		qt_timed_wait(&qt.in_window);
+		rsk_conn_sleep_begin();
+		sem_post(&qt.go);
+	}
+	qt_timed_wait(&qt.done);
+}
+
+/* Is anything counted quiet? harvest_quiet looks at the endpoints only when nquiet > 0. */
+static int qt_counted_quiet(void)
+{
+	int before = __atomic_load_n(&qt.looks, __ATOMIC_SEQ_CST);
+
+	(void)rsk_conn_harvest_quiet();
+	return __atomic_load_n(&qt.looks, __ATOMIC_SEQ_CST) != before;
+}
+
+/*
+ * No sleeper: the event leaves the endpoint quiet and counted; the next sleeper finds it by
+ * the count, arms it (exactly once) and uncounts it.
+ */
+static void test_quiet_taken_by_next_sleeper(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	qt_open(&p, QT_NONE);
+	assert_false(qt_counted_quiet());
+	qt_event();
+	assert_int_equal(qt.quiet, 1); /* nobody sleeps: no event needed */
+	assert_true(qt_counted_quiet());
+	rsk_conn_sleep_begin();
+	assert_int_equal(qt.quiet, 0); /* armed before the sleep */
+	assert_int_equal(qt.takes, 1);
+	rsk_conn_sleep_end();
+	assert_false(qt_counted_quiet()); /* nquiet back to 0 */
+	qt_close(&p);
+}
+
+/*
+ * A sleeper arrives while the loop is inside the event, before or after the endpoint goes
+ * quiet: either the sleeper sees it counted and quiet and arms it, or the loop sees the
+ * sleeper after it went quiet and arms it. Never quiet under a sleeper; armed once; the
+ * count back to 0.
+ */
+static void test_quiet_sleeper_in_window(void **state)
+{
+	static const int when[] = {QT_BEFORE, QT_AFTER};
+	struct pair p;
+	size_t k;
+
+	(void)state;
+	for (k = 0; k < sizeof(when) / sizeof(when[0]); k++) {
+		qt_open(&p, when[k]);
+		qt_event();
+		assert_int_equal(qt.quiet, 0);
+		assert_int_equal(qt.takes, 1);
+		assert_false(qt_counted_quiet());
+		rsk_conn_sleep_end();
+		qt_close(&p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1059,6 +1254,8 @@ int main(void)
 		cmocka_unit_test(test_lock_owner_died),
 		cmocka_unit_test(test_lazy_stale_token),
 		cmocka_unit_test(test_lazy_ends_with_the_stream),
+		cmocka_unit_test(test_quiet_taken_by_next_sleeper),
+		cmocka_unit_test(test_quiet_sleeper_in_window),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -7,7 +7,7 @@
  * up are trimmed in one read; a kernel fd in the same set is reported within the fairness
  * bound while the connection stays ready, and while the process spins for it, a spin that
  * asks the kernel only by that bound; a set's waits stop spinning after a run of misses
- * (but for a periodic probe) and spin again after a hit; edge-triggered registrations, dup,
+ * (but for a periodic probe) and spin again after a hit; a blocking wait's clock reads; edge-triggered registrations, dup,
  * poll and fork-like events leave the connection eager and exact, with the application's own
  * events given back to the kernel; close takes it out; a socket registered while still on
  * TCP becomes a candidate once it moves onto a stream.
@@ -537,6 +537,68 @@ static void test_spin_asks_kernel_by_fairness_only(void **state)
 }
 
 /*
+ * The test thread's CLOCK_MONOTONIC, faked while fake_clock_on: every read moves it on by one
+ * second, so a wait's spin takes a fixed number of rounds and its clock reads can be counted
+ * (test_fastwait links with --wrap=clock_gettime; other threads read the real clock).
+ */
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+
+static pthread_t fake_clock_thread;
+static int fake_clock_on, fake_clock_reads;
+static int64_t fake_clock_us;
+
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (!__atomic_load_n(&fake_clock_on, __ATOMIC_ACQUIRE) || id != CLOCK_MONOTONIC ||
+	    !pthread_equal(pthread_self(), fake_clock_thread))
+		return __real_clock_gettime(id, ts);
+	fake_clock_reads++;
+	fake_clock_us += 1000000;
+	ts->tv_sec = (time_t)(fake_clock_us / 1000000);
+	ts->tv_nsec = (long)(fake_clock_us % 1000000) * 1000;
+	return 0;
+}
+
+static void fake_clock(int on)
+{
+	struct timespec ts;
+
+	if (on) {
+		__real_clock_gettime(CLOCK_MONOTONIC, &ts);
+		fake_clock_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+		fake_clock_reads = 0;
+		fake_clock_thread = pthread_self();
+	}
+	__atomic_store_n(&fake_clock_on, on, __ATOMIC_RELEASE);
+}
+
+/*
+ * A wait that finds nothing, spins and times out, on a clock that moves a second per read:
+ * with a 3-s timeout inside a 5-s window its spin is timed from the first look's read (no
+ * read of its own to start), reads once a pace of rounds (1 s later, the fairness look due),
+ * yields with a read after it (2 s), reads once more (3 s: out), yields and reads, and the
+ * spun-out timeout's last look reads: 6 reads. Each is a system call where the clock has
+ * no vDSO (the Soft-RoCE guest's hpet). Fails on the old code, which read the clock again to
+ * start the spin (7 reads).
+ */
+static void test_block_starts_from_first_look(void **state)
+{
+	struct epoll_event ev[4];
+	int reads;
+
+	(void)state;
+	rsk_config.spin_us = 5 * 1000 * 1000;
+	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
+	fake_clock(1);
+	assert_int_equal(fw_wait(ev, 4, 3000), 0);
+	reads = fake_clock_reads;
+	fake_clock(0);
+	print_message("%d clock reads\n", reads);
+	assert_int_equal(reads, 6);
+}
+
+/*
  * A set learns whether its waits' spins pay. With a 5-s spin window and a 1-ms timeout, a
  * wait spins out its timeout (no sleep: a zero-timeout look ends it) and misses; after
  * RSK_SPIN_MISSES of them the waits sleep at once, but for every RSK_SPIN_PROBE-th, which
@@ -803,6 +865,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spin_asks_kernel_by_fairness_only, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_fd_while_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_starts_from_first_look, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_spin_learned_per_set, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dup_goes_eager, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_edge_triggered_is_eager, setup, teardown),

@@ -9,7 +9,7 @@
  * MSG_PEEK, MSG_WAITALL and scattered iovecs; EPIPE with and without SIGPIPE; shutdown and
  * O_NONBLOCK mirroring; rsk_io_wait_spin's bounds; the spins' yield back-off and the spin
  * learner (a socket's blocking calls stop spinning after a run of misses, probe, and spin again
- * after a hit).
+ * after a hit); when the readiness wrappers may skip the library (rsk_io_none_ours).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -590,11 +590,32 @@ static void test_sendfile_tcp_first(void **state)
 	close(f);
 }
 
+/*
+ * rsk_io_none_ours (the readiness wrappers' pass-through test): true only while the process
+ * holds no connection of ours and the fast path's taint hooks are off; a connection, or a
+ * lazy fd ever made (rsk_fw_active), sends the waits through the library again. Runs first,
+ * before any test's pair exists.
+ */
+static void test_none_ours(void **state)
+{
+	(void)state;
+	assert_int_equal(__atomic_load_n(&rsk_conn_live, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(rsk_fw_on(), 0);
+	assert_true(rsk_io_none_ours());
+	__atomic_store_n(&rsk_fw_active, 1, __ATOMIC_SEQ_CST);
+	assert_false(rsk_io_none_ours());
+	__atomic_store_n(&rsk_fw_active, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(setup(NULL), 0);
+	assert_false(rsk_io_none_ours()); /* our pair */
+	assert_int_equal(teardown(NULL), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_none_ours),
 		T(test_which_sockets),
 		T(test_nonblocking),
 		T(test_blocking_recv_and_timeout),

@@ -6,7 +6,8 @@
  * reported within the fairness bound while the connection stays readable; an ending
  * connection (EOF) is the kernel's again, reported as before. A connection only read and
  * written by blocking calls is lazy from its first call: no token per message, and a
- * blocking recv that sleeps is still woken.
+ * blocking recv that sleeps is still woken. A set of kernel fds only has nothing of ours to
+ * spin for (unless an epoll set is mirrored).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <unistd.h>
 
@@ -373,10 +375,48 @@ static void test_blocking_recv_woken(void **state)
 	assert_int_equal(b[0], 'r');
 }
 
+/*
+ * Whether a poll/select wrapper's spin can see anything of ours (rsk_pf_has_ours,
+ * rsk_pf_sel_has_ours): not for a set of kernel fds only (a pipe), which the wrappers then
+ * wait on without spinning (no zero-timeout real poll first); yes with a connection of ours in
+ * it, and yes while an epoll set is mirrored (an epoll fd in the set may nest ours).
+ */
+static void test_has_ours(void **state)
+{
+	struct pollfd p[2];
+	fd_set r;
+	int pp[2], ep;
+
+	(void)state;
+	assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+	p[0] = (struct pollfd){.fd = pp[0], .events = POLLIN};
+	p[1] = (struct pollfd){.fd = -1};
+	FD_ZERO(&r);
+	FD_SET(pp[0], &r);
+	assert_int_equal(rsk_fw_any_mirror(), 0);
+	assert_int_equal(rsk_pf_has_ours(p, 2), 0);
+	assert_int_equal(rsk_pf_sel_has_ours(pp[0] + 1, &r, NULL, NULL), 0);
+	p[1] = (struct pollfd){.fd = F.sv, .events = POLLIN};
+	FD_SET(F.sv, &r);
+	assert_int_equal(rsk_pf_has_ours(p, 2), 1);
+	assert_int_equal(rsk_pf_sel_has_ours(F.sv + 1, &r, NULL, NULL), 1);
+	assert_int_equal(rsk_pf_sel_has_ours(F.sv, &r, NULL, NULL), 0); /* only fds below n */
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(ep >= 0);
+	rsk_fw_created(ep);
+	assert_int_equal(rsk_pf_has_ours(p, 1), 1); /* the pipe alone, but a mirror exists */
+	rsk_fw_fd_gone(ep);
+	close(ep);
+	assert_int_equal(rsk_pf_has_ours(p, 1), 0);
+	close(pp[0]);
+	close(pp[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_poll_user_space, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_has_ours, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_poll_sleep_exact_wakes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_select_user_space, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pipe_within_fairness, setup, teardown),
