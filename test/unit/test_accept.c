@@ -404,12 +404,12 @@ static void test_tcp_first(void **state)
  * (this executable's definition comes first for core/). Not under a sanitizer, which wraps
  * it itself.
  */
+static __thread int lock_counting;
+static int locks;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define LOCKS_COUNTED 0
 #else
 #define LOCKS_COUNTED 1
-static __thread int lock_counting;
-static int locks;
 
 /* libc's own, by its versioned name (dlsym would take locks of its own first) */
 extern int real_mutex_lock(pthread_mutex_t *m);
