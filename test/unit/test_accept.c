@@ -32,6 +32,7 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 #include "unit_count.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
@@ -398,29 +399,6 @@ static void test_tcp_first(void **state)
 	ucl_close(sv);
 	ucl_close(l);
 }
-
-/*
- * Counting the locks the test's thread takes: pthread_mutex_lock wrapped by defining it here
- * (this executable's definition comes first for core/). Not under a sanitizer, which wraps
- * it itself.
- */
-static __thread int lock_counting;
-static int locks;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define LOCKS_COUNTED 0
-#else
-#define LOCKS_COUNTED 1
-
-/* libc's own, by its versioned name (dlsym would take locks of its own first) */
-extern int real_mutex_lock(pthread_mutex_t *m);
-__asm__(".symver real_mutex_lock, __pthread_mutex_lock@GLIBC_2.2.5");
-
-int pthread_mutex_lock(pthread_mutex_t *m)
-{
-	locks += lock_counting;
-	return real_mutex_lock(m);
-}
-#endif
 
 /* Locks taken by one accept of a TCP-first connection on listener @l (the application's
  * accept and the one that finds the backlog empty, as an event loop makes them). */
