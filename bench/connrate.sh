@@ -79,9 +79,11 @@ count_run() { # mode conc n -> "server_syscalls client_syscalls"
 	unshare -n bash -c '
 		ip link set lo up || exit 1
 		env '"$pre"' perf stat -x, -e raw_syscalls:sys_enter -o "$1/srv.perf" "$0" server 18500 20 >/dev/null 2>&1 &
+		sp=$!
 		for i in $(seq 50); do ss -Hltn "sport = :18500" | grep -q . && break; sleep 0.02; done
 		env '"$pre"' perf stat -x, -e raw_syscalls:sys_enter -o "$1/cli.perf" timeout -s KILL 20 "$0" client 18500 "$2" "$3" 12 >/dev/null
-		pkill -TERM -x connrate; for i in $(seq 50); do pgrep -x connrate >/dev/null || break; sleep 0.05; done
+		# only our server (perf'"'"'s child): other runs of connrate on the machine are not ours
+		pkill -TERM -P $sp -x connrate; for i in $(seq 50); do kill -0 $sp 2>/dev/null || break; sleep 0.05; done
 		wait
 	' "$BIN" "$OUT" "$conc" "$n"
 	echo "$(grep -m1 raw_syscalls "$OUT/srv.perf" | cut -d, -f1) $(grep -m1 raw_syscalls "$OUT/cli.perf" | cut -d, -f1)"

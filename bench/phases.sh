@@ -22,9 +22,11 @@ one() { # label preload n -> $OUT/{srv,cli}.label.n (strace -c tables)
 	unshare -n bash -c '
 		ip link set lo up || exit 1
 		env '"$pre"' strace -f -c -o "$1/srv.$2.$3" "$0" server 18500 60 >/dev/null 2>&1 &
+		sp=$!
 		for i in $(seq 100); do ss -Hltn "sport = :18500" | grep -q . && break; sleep 0.05; done
 		env '"$pre"' strace -f -c -o "$1/cli.$2.$3" timeout -s KILL 120 "$0" client 18500 1 "$3" 30 >/dev/null
-		pkill -TERM -x connrate; for i in $(seq 100); do pgrep -x connrate >/dev/null || break; sleep 0.05; done
+		# only our server (strace'"'"'s child): other runs of connrate on the machine are not ours
+		pkill -TERM -P $sp -x connrate; for i in $(seq 100); do kill -0 $sp 2>/dev/null || break; sleep 0.05; done
 		wait
 	' "$BIN" "$OUT" "$label" "$n"
 }

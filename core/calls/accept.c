@@ -143,7 +143,11 @@ static int rsk_accept_drop(int fd, int err)
 /*
  * Each accelerated connection takes one more fd of ours: a process getting close to its fd
  * limit (the application's newest fd @fd near our hidden ones) stops taking new clients
- * until it has room again, so they stay on TCP instead of failing later.
+ * until it has room again, so they stay on TCP instead of failing later. A listener never
+ * paused here is not told to resume: that note cost every accept a third of its listener
+ * work (the transport's lock, and the loop's watches looked over again), for nothing. Once
+ * paused, every accept with room tells it again, as a resume may not take at once (the
+ * shm rendezvous is remade only once its queue is drained).
  */
 static void rsk_accept_fd_pressure(struct rsk_sock *ls, int fd)
 {
@@ -151,8 +155,10 @@ static void rsk_accept_fd_pressure(struct rsk_sock *ls, int fd)
 
 	if (room < reserve) {
 		__atomic_store_n(&ls->fd_pressed, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&ls->fd_paused, 1, __ATOMIC_RELAXED);
 		rsk_listener_note(ls->lst, RSK_LISTEN_PAUSE);
-	} else if (room >= 2 * reserve && !rsk_policy_is_kernel_only()) {
+	} else if (room >= 2 * reserve && __atomic_load_n(&ls->fd_paused, __ATOMIC_RELAXED) &&
+		   !rsk_policy_is_kernel_only()) {
 		__atomic_store_n(&ls->fd_pressed, 0, __ATOMIC_RELAXED);
 		rsk_listener_note(ls->lst, RSK_LISTEN_RESUME);
 	}

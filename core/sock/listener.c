@@ -33,6 +33,7 @@ struct rsk_tlistener {
 	const struct rsk_cm_ops *cm;
 	void *lh;
 	struct rsk_twatch ws[RSK_LISTEN_MAX_FDS];
+	int retry; /* a watch could not be made: the next note tries again */
 };
 
 struct rsk_listener {
@@ -255,15 +256,23 @@ void rsk_listener_drop_id(uint64_t id)
 		rsk_listener_destroy(l);
 }
 
+/*
+ * An interest (every accept, and an epoll registration) changes none of the fds a transport
+ * listens on: the watches are looked over again only when the note says they changed, or a
+ * watch failed before. Looking them over cost every accept the transport's lock once per fd.
+ */
 void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note)
 {
-	int i;
+	struct rsk_tlistener *t;
+	int i, changed;
 
 	for (i = 0; i < l->n; i++) {
-		if (l->t[i].cm->listen_note != NULL && l->t[i].cm->listen_note(l->t[i].lh, note))
-			rsk_listener_unwatch(&l->t[i]); /* same numbers may now be other sockets */
-		if (note != RSK_LISTEN_FORGET)
-			(void)rsk_listener_watch(&l->t[i]);
+		t = &l->t[i];
+		changed = t->cm->listen_note != NULL && t->cm->listen_note(t->lh, note);
+		if (changed)
+			rsk_listener_unwatch(t); /* same numbers may now be other sockets */
+		if (note != RSK_LISTEN_FORGET && (changed || note != RSK_LISTEN_INTEREST || t->retry))
+			t->retry = rsk_listener_watch(t) < 0;
 	}
 }
 
@@ -284,7 +293,7 @@ void rsk_listener_note_id(uint64_t id, const struct rsk_cm_ops *cm, enum rsk_lis
 		if (l->t[i].cm == cm && cm->listen_note != NULL) {
 			if (cm->listen_note(l->t[i].lh, note))
 				rsk_listener_unwatch(&l->t[i]);
-			(void)rsk_listener_watch(&l->t[i]);
+			l->t[i].retry = rsk_listener_watch(&l->t[i]) < 0;
 		}
 	pthread_mutex_unlock(&rsk_lst_lock);
 }
@@ -303,7 +312,7 @@ void rsk_listener_forget(struct rsk_listener *l)
 	for (i = 0; i < l->n; i++) { /* the watch arguments point into the array: rebuild */
 		memset(l->t[i].ws, 0, sizeof(l->t[i].ws));
 		l->t[i].ws[0].fd = l->t[i].ws[1].fd = -1;
-		(void)rsk_listener_watch(&l->t[i]);
+		l->t[i].retry = rsk_listener_watch(&l->t[i]) < 0;
 	}
 }
 

@@ -64,6 +64,7 @@ struct rsk_sock {
 	int setup_held;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
+	int fd_paused;  /* listening: its listener was paused for fds once (calls/accept.c) */
 	/* listening: its port (every connection it accepts has it locally); connecting: the
 	 * destination's. Kept so that counting a connection asks the kernel nothing. */
 	uint16_t port;

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 #include "unit_count.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
@@ -398,6 +400,53 @@ static void test_tcp_first(void **state)
 	ucl_close(l);
 }
 
+/* Locks taken by one accept of a TCP-first connection on listener @l (the application's
+ * accept and the one that finds the backlog empty, as an event loop makes them). */
+static int accept_locks(int l, const struct sockaddr_in *a)
+{
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), sv, n;
+
+	assert_int_equal(connect(c, (const struct sockaddr *)a, sizeof(*a)), 0);
+	locks = 0;
+	lock_counting = 1;
+	sv = ucl_accept(l, SOCK_NONBLOCK);
+	assert_int_equal(ucl_accept(l, SOCK_NONBLOCK), -EAGAIN);
+	lock_counting = 0;
+	n = locks;
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(sv)->upg);
+	close(c);
+	ucl_close(sv);
+	return n;
+}
+
+/*
+ * A process with fds to spare never tells its listener to resume: it was never paused.
+ * Before, every accept did, and so took the transport's lock and looked over the loop's
+ * watches (two more locks) once more than it needs: 3 of the accept's locks. Once paused
+ * for fds, each accept with room tells it again until it takes (the shm rendezvous is remade
+ * only once drained), and those 3 locks come back.
+ */
+static void test_no_resume_unless_paused(void **state)
+{
+	struct sockaddr_in a;
+	int l, quiet, paused;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	l = ucl_listen(&a);
+	assert_int_equal(fcntl(l, F_SETFL, O_NONBLOCK), 0); /* an event loop's listener */
+	(void)accept_locks(l, &a); /* the first connection's one-time work */
+	quiet = accept_locks(l, &a);
+	assert_int_equal(accept_locks(l, &a), quiet);
+	ucl_sock(l)->fd_paused = 1; /* as a pause for fds left it */
+	paused = accept_locks(l, &a);
+	ucl_close(l);
+	assert_int_equal(paused, quiet + 3);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -414,6 +463,7 @@ int main(void)
 		T(test_client_already_exited),
 		T(test_drop_unusable_offer),
 		T(test_tcp_first),
+		T(test_no_resume_unless_paused),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

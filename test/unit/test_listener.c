@@ -30,6 +30,7 @@
 #include "base/evloop.h"
 #include "unit.h"
 #include "unit_cm.h"
+#include "unit_locks.h"
 
 /* A kernel listener on 127.0.0.1 (port 0) and where clients connect to it. */
 struct fix {
@@ -319,6 +320,36 @@ static void test_notes_and_ids(void **state)
 	rsk_listener_close(l);
 }
 
+/*
+ * An interest (each accept, an epoll registration) changes no fds a transport listens on, so
+ * it costs no lock: the loop's watches are looked over again only after a note that changed
+ * them. Before, every interest asked shm for each of its two listen fds under its lock.
+ */
+static void test_interest_takes_no_lock(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_listener *l;
+	enum rdmasock_fallback why;
+	int n;
+
+	if (!LOCKS_COUNTED)
+		skip();
+	assert_int_equal(rsk_listener_open(f->kfd, &l, &why), 0);
+	locks = 0;
+	lock_counting = 1;
+	rsk_listener_note(l, RSK_LISTEN_INTEREST);
+	rsk_listener_note(l, RSK_LISTEN_INTEREST);
+	lock_counting = 0;
+	n = locks;
+	/* a pause and a resume still remake the rendezvous, and the watches with it */
+	rsk_listener_note(l, RSK_LISTEN_PAUSE);
+	assert_false(exists(&f->addr));
+	rsk_listener_note(l, RSK_LISTEN_RESUME);
+	assert_true(exists(&f->addr));
+	rsk_listener_close(l);
+	assert_int_equal(n, 0);
+}
+
 /* ---- fork ---- */
 
 struct forked {
@@ -394,6 +425,7 @@ int main(void)
 		T(test_v6only_follows_socket),
 		T(test_claim),
 		T(test_notes_and_ids),
+		T(test_interest_takes_no_lock),
 		T(test_forked_child_forgets),
 	};
 
