@@ -165,6 +165,8 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 	rsk_upg_key_of(peer, &k);
 	pthread_mutex_lock(&rsk_upg_map_lock);
 	HASH_FIND(hh, rsk_upg_map, &k, sizeof(k), u);
+	if (u == &rsk_upg_keeper)
+		u = NULL; /* (no client has its key: family 0; never act on it) */
 	if (u != NULL) {
 		__atomic_store_n(&u->offer, 1, __ATOMIC_RELEASE);
 		/* Its next data-path call comes to us and takes the offer. */
