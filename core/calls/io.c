@@ -131,6 +131,7 @@ struct rsk_io_ctx {
 	int skip;            /* its spin is skipped (rsk_spin_pays): slept at once */
 	int slept;           /* it slept */
 	int64_t wait_at;     /* when the wait began (its spin's first clock read, or the skip) */
+	int rx_hint;         /* arrivals show in user space (rsk_conn_can_lazy, set locked) */
 };
 
 /*
@@ -164,6 +165,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->app_fd = fd;
 	x->spinning = 0;
 	x->pending = 0;
+	x->rx_hint = 0;
 	if (x->s != NULL && x->s->conn == NULL && x->s->upg != NULL)
 		return 1;
 	if (x->s == NULL || x->s->conn == NULL) {
@@ -351,8 +353,16 @@ static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 
 	if (x->nonblock)
 		return rsk_io_nothing(x);
-	if (rsk_io_spin_round(x))
+	if (rsk_io_spin_round(x)) {
+		/* A reader spins on the ring's shared counter, not on the connection lock: a
+		 * locked look per round costs a robust-mutex pair and the stream's work, which
+		 * delays the round that sees the message. Anything that is no arrival (a local
+		 * shutdown, a peer that died) shows at the locked retry after the spin. */
+		if (events == POLLIN && x->rx_hint)
+			while (!rsk_ep_rx_pending(x->c->ep) && rsk_io_spin_round(x))
+				;
 		return 0;
+	}
 	x->slept = 1;
 	rc = rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
 	if (rc == -EAGAIN)
@@ -399,6 +409,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		rsk_conn_lock(x->c);
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
 		rsk_conn_sync(x->c, x->app_fd);
+		x->rx_hint = !x->pending && rsk_conn_can_lazy(x->c);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
 			rsk_io_waited(x, 1);
