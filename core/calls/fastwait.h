@@ -23,8 +23,14 @@ static inline int rsk_fw_on(void)
 	return __atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED);
 }
 
-/* Is some epoll set mirrored now? (A hint, without a lock.) */
-int rsk_fw_any_mirror(void);
+/* Epoll sets mirrored now (under the table lock; read as a hint without it). */
+extern int rsk_fw_mirrors;
+/* Is some epoll set mirrored now? (A hint, without a lock: one load, inline, since every
+ * poll/select of a process with connections of ours asks it.) */
+static inline int rsk_fw_any_mirror(void)
+{
+	return __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) != 0;
+}
 
 /* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
 void rsk_fw_created(int epfd);
