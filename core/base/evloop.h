@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "compiler.h"
+
 /* @events: what epoll reported (EPOLLIN, EPOLLHUP, ...). Runs on the loop thread. */
 typedef void (*rsk_watch_fn)(void *arg, uint32_t events);
 
@@ -59,7 +61,7 @@ void rsk_evloop_request_tick(void);
 
 /* A tick is requested (set by request_tick, cleared by take_tick). Extern so that
  * take_tick is one load while none is: every wait of the application asks it. */
-extern int rsk_ev_tick_wanted;
+extern RSK_HIDDEN int rsk_ev_tick_wanted;
 
 static inline int rsk_evloop_take_tick(void)
 {

@@ -13,9 +13,11 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "base/compiler.h"
+
 /* Set for good once this process made a mirror: the gate of every hook below, so that a
  * process without the fast path pays one load and branch. */
-extern int rsk_fw_active;
+extern RSK_HIDDEN int rsk_fw_active;
 /* rsk_fw_active, read from any thread without a lock (a plain load on x86: it is the
  * pass-through path's test); set once, atomically, and never cleared while threads run. */
 static inline int rsk_fw_on(void)
@@ -24,7 +26,7 @@ static inline int rsk_fw_on(void)
 }
 
 /* Epoll sets mirrored now (under the table lock; read as a hint without it). */
-extern int rsk_fw_mirrors;
+extern RSK_HIDDEN int rsk_fw_mirrors;
 /* Is some epoll set mirrored now? (A hint, without a lock: one load, inline, since every
  * poll/select of a process with connections of ours asks it.) */
 static inline int rsk_fw_any_mirror(void)

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "base/compiler.h"
 #include "base/evloop.h"
 #include "base/ready.h"
 #include "stream/stream.h"
@@ -81,7 +82,7 @@ struct rsk_conn {
 };
 
 /* Accelerated connections held by this process (readers may spin instead of sleeping). */
-extern int rsk_conn_live;
+extern RSK_HIDDEN int rsk_conn_live;
 
 /*
  * A zeroed connection able to hold an endpoint of @ep_size bytes (see rsk_conn_ep_mem) with
@@ -286,10 +287,10 @@ static inline void rsk_conn_push_all(void)
  * quiet until sleep_end. arm_locked (lock held): @c raises events again from now on (its
  * waits may no longer all be ours: lazy_never, a relay).
  */
-extern int rsk_conn_sleepers, rsk_conn_nquiet; /* threads asleep; quiet endpoints (conn.c) */
+extern RSK_HIDDEN int rsk_conn_sleepers, rsk_conn_nquiet; /* threads asleep; quiet endpoints (conn.c) */
 /* Set for good (before its count) once an endpoint of this process went quiet: until then
  * sleepers only matter to endpoints that could go quiet later (see rsk_io_kwait_none). */
-extern int rsk_conn_quiet_seen;
+extern RSK_HIDDEN int rsk_conn_quiet_seen;
 int rsk_conn_harvest_some(void);
 void rsk_conn_sleep_arm(void);
 
