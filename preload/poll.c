@@ -44,6 +44,12 @@ static __attribute__((noinline)) int rsk_poll_ours(struct pollfd *fds, nfds_t n,
 	struct rsk_poll_args a = {fds, n};
 	int rc, spent, k;
 
+	if (!rsk_pf_has_ours(fds, n)) { /* kernel fds only: nothing to classify or taint */
+		k = rsk_io_kwait_kernel(timeout);
+		rc = RSK_REAL(poll)(fds, n, timeout);
+		rsk_io_kwait_end(k);
+		return rc;
+	}
 	if (rsk_pf_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000, NULL, &rc))
 		return (int)rsk_ret(rc);
 	if (rsk_unlikely(rsk_fw_on()))
@@ -60,19 +66,42 @@ static __attribute__((noinline)) int rsk_poll_ours(struct pollfd *fds, nfds_t n,
 	return rc;
 }
 
+/*
+ * poll() in a process with connections of ours: a set of kernel fds only that needs nothing
+ * around its real call (rsk_io_kwait_none) goes to the kernel at once. Apart from poll()
+ * and from rsk_poll_ours, so that neither the pass-through path nor this one pays the
+ * other's registers.
+ */
+static __attribute__((noinline)) int rsk_poll_some(struct pollfd *fds, nfds_t n, int timeout)
+{
+	__typeof__(rsk_real.poll) fn = __atomic_load_n(&rsk_real.poll, __ATOMIC_ACQUIRE);
+
+	/* not resolved yet: rsk_poll_ours resolves it (no call here, so no frame) */
+	if (fn != NULL && !rsk_pf_has_ours(fds, n) && rsk_io_kwait_none())
+		return fn(fds, n, timeout);
+	return rsk_poll_ours(fds, n, timeout);
+}
+
 RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(poll)(fds, n, timeout);
-	return rsk_poll_ours(fds, n, timeout);
+	return rsk_poll_some(fds, n, timeout);
 }
 
 /* ppoll() when this process has connections of ours (or lazy fds): the fast path, the spin. */
 static __attribute__((noinline)) int
 rsk_ppoll_ours(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-	int rc, k;
+	int rc, k, zero;
 
+	if (!rsk_pf_has_ours(fds, n)) { /* kernel fds only: nothing to classify or taint */
+		zero = tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+		k = rsk_io_kwait_kernel(zero ? 0 : -1);
+		rc = RSK_REAL(ppoll)(fds, n, tmo, mask);
+		rsk_io_kwait_end(k);
+		return rc;
+	}
 	if ((tmo == NULL ||
 	     (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
 	    rsk_pf_poll(fds, n,
@@ -87,11 +116,22 @@ rsk_ppoll_ours(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	return rc;
 }
 
+/* ppoll() in a process with connections of ours: as rsk_poll_some. */
+static __attribute__((noinline)) int
+rsk_ppoll_some(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	__typeof__(rsk_real.ppoll) fn = __atomic_load_n(&rsk_real.ppoll, __ATOMIC_ACQUIRE);
+
+	if (fn != NULL && !rsk_pf_has_ours(fds, n) && rsk_io_kwait_none())
+		return fn(fds, n, tmo, mask);
+	return rsk_ppoll_ours(fds, n, tmo, mask);
+}
+
 RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(ppoll)(fds, n, tmo, mask);
-	return rsk_ppoll_ours(fds, n, tmo, mask);
+	return rsk_ppoll_some(fds, n, tmo, mask);
 }
 
 /* select() rewrites its sets: each zero-timeout try works on copies. */
@@ -137,8 +177,15 @@ static __attribute__((noinline)) int rsk_select_ours(int n, fd_set *r, fd_set *w
 {
 	struct rsk_select_args a = {n, r, w, e};
 	int64_t left;
-	int rc, spent, k, spin;
+	int rc, spent, k, spin, zero;
 
+	if (n <= 0 || !rsk_pf_sel_has_ours(n, r, w, e)) { /* kernel fds only (or a sleep) */
+		zero = tmo != NULL && tmo->tv_sec == 0 && tmo->tv_usec == 0;
+		k = n <= 0 ? 0 : rsk_io_kwait_kernel(zero ? 0 : -1);
+		rc = RSK_REAL(select)(n, r, w, e, tmo);
+		rsk_io_kwait_end(k);
+		return rc;
+	}
 	if ((tmo == NULL || (tmo->tv_sec >= 0 && tmo->tv_usec >= 0 && tmo->tv_usec < 1000000)) &&
 	    rsk_pf_select(n, r, w, e, tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec), NULL,
 			  &rc, &left)) {
@@ -167,11 +214,22 @@ static __attribute__((noinline)) int rsk_select_ours(int n, fd_set *r, fd_set *w
 	return rc;
 }
 
+/* select() in a process with connections of ours: as rsk_poll_some. */
+static __attribute__((noinline)) int rsk_select_some(int n, fd_set *r, fd_set *w, fd_set *e,
+						     struct timeval *tmo)
+{
+	__typeof__(rsk_real.select) fn = __atomic_load_n(&rsk_real.select, __ATOMIC_ACQUIRE);
+
+	if (fn != NULL && !rsk_pf_sel_has_ours(n, r, w, e) && rsk_io_kwait_none())
+		return fn(n, r, w, e, tmo);
+	return rsk_select_ours(n, r, w, e, tmo);
+}
+
 RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(select)(n, r, w, e, tmo);
-	return rsk_select_ours(n, r, w, e, tmo);
+	return rsk_select_some(n, r, w, e, tmo);
 }
 
 /* pselect() when this process has connections of ours (or lazy fds): the fast path, the spin. */
@@ -180,8 +238,15 @@ static __attribute__((noinline)) int rsk_pselect_ours(int n, fd_set *r, fd_set *
 						      const sigset_t *mask)
 {
 	struct rsk_select_args a = {n, r, w, e};
-	int rc, spent, k, spin;
+	int rc, spent, k, spin, zero;
 
+	if (n <= 0 || !rsk_pf_sel_has_ours(n, r, w, e)) { /* kernel fds only (or a sleep) */
+		zero = tmo != NULL && tmo->tv_sec == 0 && tmo->tv_nsec == 0;
+		k = n <= 0 ? 0 : rsk_io_kwait_kernel(zero ? 0 : -1);
+		rc = RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+		rsk_io_kwait_end(k);
+		return rc;
+	}
 	if ((tmo == NULL ||
 	     (tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)) &&
 	    rsk_pf_select(n, r, w, e,
@@ -209,12 +274,24 @@ static __attribute__((noinline)) int rsk_pselect_ours(int n, fd_set *r, fd_set *
 	return rc;
 }
 
+/* pselect() in a process with connections of ours: as rsk_poll_some. */
+static __attribute__((noinline)) int rsk_pselect_some(int n, fd_set *r, fd_set *w, fd_set *e,
+						      const struct timespec *tmo,
+						      const sigset_t *mask)
+{
+	__typeof__(rsk_real.pselect) fn = __atomic_load_n(&rsk_real.pselect, __ATOMIC_ACQUIRE);
+
+	if (fn != NULL && !rsk_pf_sel_has_ours(n, r, w, e) && rsk_io_kwait_none())
+		return fn(n, r, w, e, tmo, mask);
+	return rsk_pselect_ours(n, r, w, e, tmo, mask);
+}
+
 RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
-	return rsk_pselect_ours(n, r, w, e, tmo, mask);
+	return rsk_pselect_some(n, r, w, e, tmo, mask);
 }
 
 RSK_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)

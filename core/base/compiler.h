@@ -10,6 +10,10 @@
 
 /* Symbols that leave librdmasock.so: the libc names and rdmasock_* (see preload/rdmasock.map). */
 #define RSK_EXPORT __attribute__((visibility("default")))
+/* On an extern declaration of a global that the pass-through paths read: the hidden preset
+ * covers only definitions, so without it every read of the global from another file goes
+ * through the GOT (two instructions instead of one). */
+#define RSK_HIDDEN __attribute__((visibility("hidden")))
 
 /* Busy-wait hint for bounded spins. */
 static inline void rsk_cpu_relax(void)

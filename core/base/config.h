@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compiler.h"
+
 enum rsk_mode {
 	RSK_MODE_AUTO = 0,
 	RSK_MODE_KERNEL,
@@ -76,7 +78,7 @@ struct rsk_config {
  * peer's FIN (a zero-window orphan is given up after about as long). */
 #define RSK_DEFAULT_ORPHAN_MS 60000
 
-extern struct rsk_config rsk_config;
+extern RSK_HIDDEN struct rsk_config rsk_config;
 
 /* Fill @c with defaults only. */
 void rsk_config_defaults(struct rsk_config *c);

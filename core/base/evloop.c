@@ -45,7 +45,7 @@ static void (*rsk_ev_tick_fn)(void);
 static void (*rsk_ev_async_fn)(void); /* rsk_evloop_run_async's one pending request */
 
 /* Tick request (seq_cst: a Dekker pair with the thread's announcement that it sleeps). */
-static int rsk_ev_tick_wanted;
+int rsk_ev_tick_wanted;
 static int rsk_ev_sleeping;
 
 static void rsk_ev_lock_take(void)
@@ -347,14 +347,6 @@ void rsk_evloop_request_tick(void)
 	__atomic_store_n(&rsk_ev_tick_wanted, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_exchange_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST) && rsk_ev_evfd >= 0)
 		(void)rsk_sys_write(rsk_ev_evfd, &one, sizeof(one));
-}
-
-int rsk_evloop_take_tick(void)
-{
-	if (!__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
-		return 0;
-	__atomic_store_n(&rsk_ev_tick_wanted, 0, __ATOMIC_SEQ_CST);
-	return 1;
 }
 
 void rsk_evloop_atfork_child(void)

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "compiler.h"
+
 /* @events: what epoll reported (EPOLLIN, EPOLLHUP, ...). Runs on the loop thread. */
 typedef void (*rsk_watch_fn)(void *arg, uint32_t events);
 
@@ -56,7 +58,18 @@ int rsk_evloop_run_async(void (*fn)(void));
  */
 void rsk_evloop_set_tick(void (*fn)(void));
 void rsk_evloop_request_tick(void);
-int rsk_evloop_take_tick(void);
+
+/* A tick is requested (set by request_tick, cleared by take_tick). Extern so that
+ * take_tick is one load while none is: every wait of the application asks it. */
+extern RSK_HIDDEN int rsk_ev_tick_wanted;
+
+static inline int rsk_evloop_take_tick(void)
+{
+	if (!__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(&rsk_ev_tick_wanted, 0, __ATOMIC_SEQ_CST);
+	return 1;
+}
 
 /* In a forked child: the thread and its epoll set are the parent's; forget every watch. */
 void rsk_evloop_atfork_child(void);

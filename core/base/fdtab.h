@@ -26,7 +26,7 @@
 #define RSK_FDTAB_TAG_DIVERT ((uintptr_t)2)
 #define RSK_FDTAB_TAGS (RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT)
 
-extern uintptr_t *rsk_fdtab_dir[RSK_FDTAB_DIR];
+extern RSK_HIDDEN uintptr_t *rsk_fdtab_dir[RSK_FDTAB_DIR];
 
 /* The raw slot value for @fd, 0 when untracked or out of range. Lock-free, no allocation. */
 static inline uintptr_t rsk_fdtab_load(int fd)

@@ -101,7 +101,7 @@ struct rsk_real_table {
 };
 #undef RSK_REAL_MEMBER
 
-extern struct rsk_real_table rsk_real;
+extern RSK_HIDDEN struct rsk_real_table rsk_real;
 
 /*
  * Resolve every symbol with dlsym(RTLD_NEXT). Idempotent and thread-safe (concurrent

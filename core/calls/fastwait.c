@@ -28,7 +28,7 @@
 #include "sock/sock.h"
 
 int rsk_fw_active;
-static int rsk_fw_mirrors;
+int rsk_fw_mirrors;
 
 /*
  * Fairness: a look asks the kernel (a zero-timeout real wait) once RSK_FW_FAIR_RETURNS
@@ -219,11 +219,6 @@ static void rsk_fw_kill(int epfd, int taint)
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m); /* the table's reference */
-}
-
-int rsk_fw_any_mirror(void)
-{
-	return __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) != 0;
 }
 
 void rsk_fw_created(int epfd)

@@ -13,9 +13,11 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "base/compiler.h"
+
 /* Set for good once this process made a mirror: the gate of every hook below, so that a
  * process without the fast path pays one load and branch. */
-extern int rsk_fw_active;
+extern RSK_HIDDEN int rsk_fw_active;
 /* rsk_fw_active, read from any thread without a lock (a plain load on x86: it is the
  * pass-through path's test); set once, atomically, and never cleared while threads run. */
 static inline int rsk_fw_on(void)
@@ -23,8 +25,14 @@ static inline int rsk_fw_on(void)
 	return __atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED);
 }
 
-/* Is some epoll set mirrored now? (A hint, without a lock.) */
-int rsk_fw_any_mirror(void);
+/* Epoll sets mirrored now (under the table lock; read as a hint without it). */
+extern RSK_HIDDEN int rsk_fw_mirrors;
+/* Is some epoll set mirrored now? (A hint, without a lock: one load, inline, since every
+ * poll/select of a process with connections of ours asks it.) */
+static inline int rsk_fw_any_mirror(void)
+{
+	return __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) != 0;
+}
 
 /* epoll_create/epoll_create1 returned @epfd: mirror it (when the fast path is on). */
 void rsk_fw_created(int epfd);

@@ -275,22 +275,6 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 	return 0;
 }
 
-int rsk_io_kwait_begin(int timeout_ms)
-{
-	if (timeout_ms == 0) {
-		(void)rsk_conn_harvest_quiet();
-		return 0;
-	}
-	rsk_conn_sleep_begin();
-	return 1;
-}
-
-void rsk_io_kwait_end(int began)
-{
-	if (began)
-		rsk_conn_sleep_end();
-}
-
 /* A spin round of rsk_io_wait: 1 while the spin goes on (the clock read only once a pace). */
 static int rsk_io_spin_round(struct rsk_io_ctx *x)
 {

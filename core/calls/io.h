@@ -39,17 +39,61 @@ void rsk_io_setfl(int fd, int flags);
  */
 int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *spent_ms);
 
-/*
- * Around the application's own kernel wait on its fds (after the spin): begin harvests the
- * quiet endpoints (conn.h) for a zero @timeout_ms, and for a wait that may sleep also arms
- * them and counts the sleeper; end undoes it (pass begin's result).
- */
-int rsk_io_kwait_begin(int timeout_ms);
-void rsk_io_kwait_end(int began);
-
+#include "base/config.h"
 #include "conn/conn.h"
 #include "fastwait.h"
 #include "spin.h"
+
+/*
+ * Around the application's own kernel wait on its fds (after the spin): begin harvests the
+ * quiet endpoints (conn.h) for a zero @timeout_ms, and for a wait that may sleep also arms
+ * them and counts the sleeper; end undoes it (pass begin's result). Inline: without quiet
+ * endpoints or staged writes they cost a load or an atomic add and a load.
+ */
+static inline int rsk_io_kwait_begin(int timeout_ms)
+{
+	if (timeout_ms == 0) {
+		(void)rsk_conn_harvest_quiet();
+		return 0;
+	}
+	rsk_conn_sleep_begin();
+	return 1;
+}
+
+static inline void rsk_io_kwait_end(int began)
+{
+	if (began)
+		rsk_conn_sleep_end();
+}
+
+/*
+ * rsk_io_kwait_begin for a wait on kernel fds only (rsk_pf_has_ours 0) in a process with
+ * connections of ours: staged writes are posted first (the application may wait for an
+ * answer to them), and nothing is spun for. Pass its result to rsk_io_kwait_end.
+ */
+static inline int rsk_io_kwait_kernel(int timeout_ms)
+{
+	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
+	return rsk_io_kwait_begin(timeout_ms);
+}
+
+/*
+ * A wait on kernel fds only (rsk_pf_has_ours 0) that needs nothing around its real call, so
+ * the wrapper calls the kernel at once: nothing is staged (no write to push), and with the
+ * fast path on no endpoint of this process ever went quiet (shm only), so there is nothing
+ * to harvest and no one the sleeper count could concern. Why that count is not needed even
+ * then: an endpoint goes quiet only while every wait on its app end is ours; with the fast
+ * path on, a connection added to an epoll set we do not mirror goes eager for good (armed,
+ * never quiet), one in a mirrored set makes rsk_pf_has_ours 1, and any other fd number of it
+ * is ours in the fd table. With the fast path off (no taint at epoll_ctl) or once an
+ * endpoint went quiet (verbs), every such wait counts its sleep as before
+ * (rsk_io_kwait_kernel).
+ */
+static inline int rsk_io_kwait_none(void)
+{
+	return rsk_config.fastwait && !__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&rsk_conn_quiet_seen, __ATOMIC_RELAXED);
+}
 
 /*
  * A readiness wait (poll, ppoll, select, pselect) in a process that holds no connection of

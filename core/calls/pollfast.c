@@ -462,18 +462,6 @@ int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t
 	return 1;
 }
 
-int rsk_pf_has_ours(const struct pollfd *fds, nfds_t n)
-{
-	nfds_t i;
-
-	if (rsk_fw_any_mirror())
-		return 1;
-	for (i = 0; fds != NULL && i < n; i++)
-		if (fds[i].fd >= 0 && rsk_fdtab_is_accel(rsk_fdtab_load(fds[i].fd)))
-			return 1;
-	return 0;
-}
-
 /* ---- select as a poll ---- */
 
 #define RSK_PF_SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
@@ -512,16 +500,35 @@ static struct pollfd *rsk_pf_sel_fds(int n, fd_set *r, fd_set *w, fd_set *e,
 	return fds;
 }
 
+/* The bits of fds [@base, @base + 64) of @set (glibc's layout: fd / 64 -> word, fd % 64
+ * -> bit), 0 for no set. */
+static uint64_t rsk_pf_word(const fd_set *set, int base)
+{
+	uint64_t v = 0;
+
+	if (set != NULL)
+		memcpy(&v, (const char *)set + base / 8, sizeof(v));
+	return v;
+}
+
+/* A word at a time, so that a select of a few kernel fds costs a few table loads. */
 int rsk_pf_sel_has_ours(int n, const fd_set *r, const fd_set *w, const fd_set *e)
 {
-	int fd;
+	uint64_t bits;
+	int base;
 
 	if (rsk_fw_any_mirror())
 		return 1;
-	for (fd = 0; fd < n && fd < FD_SETSIZE; fd++)
-		if ((rsk_pf_in(r, fd) || rsk_pf_in(w, fd) || rsk_pf_in(e, fd)) &&
-		    rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
-			return 1;
+	if (n > FD_SETSIZE)
+		n = FD_SETSIZE;
+	for (base = 0; base < n; base += 64) {
+		bits = rsk_pf_word(r, base) | rsk_pf_word(w, base) | rsk_pf_word(e, base);
+		if (n - base < 64)
+			bits &= ((uint64_t)1 << (n - base)) - 1; /* only fds below n */
+		for (; bits != 0; bits &= bits - 1)
+			if (rsk_fdtab_is_accel(rsk_fdtab_load(base + __builtin_ctzll(bits))))
+				return 1;
+	}
 	return 0;
 }
 

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <sys/select.h>
 
+#include "base/fdtab.h"
+#include "fastwait.h"
+
 /*
  * poll/ppoll of @fds through the fast path, @timeout_us microseconds (-1: forever), the
  * sleep under @mask (NULL: the thread's own). Returns 1 with the wait's result (a count or
@@ -30,11 +33,27 @@ int rsk_pf_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_us,
 		  const sigset_t *mask, int *res, int64_t *left_us);
 
 /*
- * May a spin on this poll set / these select sets see something of ours? 1 when one of its
- * fds is a socket of ours or some epoll set is mirrored (an epoll fd in the set may hold
- * connections of ours); 0 for kernel fds only: a wait on them has nothing to spin for.
+ * May this poll set / these select sets see something of ours? 1 when one of its fds is a
+ * socket of ours or some epoll set is mirrored (an epoll fd in the set may hold connections
+ * of ours: polling it must end its mirror); 0 for kernel fds only. A set of kernel fds only
+ * has nothing lazy in it and nothing to taint (a lazy connection's every fd number is ours
+ * in the fd table; an epoll set we do not mirror holds none, since adding one made it eager),
+ * and nothing to spin for: the wrappers then only push staged writes and count the sleeper
+ * around the real call (rsk_io_kwait_kernel). Inline, one pass with an early exit: it is the
+ * whole classification a process with connections of ours pays for such a set.
  */
-int rsk_pf_has_ours(const struct pollfd *fds, nfds_t n);
+static inline int rsk_pf_has_ours(const struct pollfd *fds, nfds_t n)
+{
+	nfds_t i;
+
+	if (rsk_fw_any_mirror())
+		return 1;
+	for (i = 0; fds != NULL && i < n; i++) /* a negative fd is out of the table's range */
+		if (rsk_fdtab_is_accel(rsk_fdtab_load(fds[i].fd)))
+			return 1;
+	return 0;
+}
+
 int rsk_pf_sel_has_ours(int n, const fd_set *r, const fd_set *w, const fd_set *e);
 
 /*

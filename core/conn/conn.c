@@ -535,8 +535,9 @@ static void rsk_conn_on_tcp(void *arg, uint32_t events)
  * looks at rsk_conn_sleepers after; a sleeper counts itself and looks at rsk_conn_nquiet
  * after. Sequentially consistent, so one of them sees the other and arms it.
  */
-static int rsk_conn_sleepers;
-static int rsk_conn_nquiet;
+int rsk_conn_sleepers;
+int rsk_conn_nquiet;
+int rsk_conn_quiet_seen;
 
 /* Arm @c's endpoint if it is quiet, and count it out of rsk_conn_nquiet: 1 if it was quiet
  * (its completions may wait in its CQ: the caller harvests or wakes). */
@@ -578,8 +579,11 @@ static unsigned int rsk_conn_ep_event(struct rsk_conn *c, int i, int quiet)
 {
 	unsigned int what;
 
-	if (quiet)
+	if (quiet) {
+		if (!__atomic_load_n(&rsk_conn_quiet_seen, __ATOMIC_RELAXED))
+			__atomic_store_n(&rsk_conn_quiet_seen, 1, __ATOMIC_SEQ_CST);
 		__atomic_add_fetch(&rsk_conn_nquiet, 1, __ATOMIC_SEQ_CST);
+	}
 	__atomic_store_n(&c->ep->quiet_ok, quiet, __ATOMIC_RELAXED);
 	what = rsk_transport_cm(c->ep)->on_event(c->ep, i);
 	__atomic_store_n(&c->ep->quiet_ok, 0, __ATOMIC_RELAXED);
@@ -778,13 +782,11 @@ static int rsk_conn_harvest_one(struct rsk_conn *c)
 	return n != 0;
 }
 
-int rsk_conn_harvest_quiet(void)
+int rsk_conn_harvest_some(void)
 {
 	struct rsk_conn_rec *r, *tmp;
 	int any = 0;
 
-	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) == 0)
-		return 0;
 	pthread_mutex_lock(&rsk_conn_reg_lock);
 	HASH_ITER(hh, rsk_conn_reg, r, tmp)
 		if (rsk_ep_arm(r->c->ep, 0))
@@ -793,23 +795,15 @@ int rsk_conn_harvest_quiet(void)
 	return any;
 }
 
-void rsk_conn_sleep_begin(void)
+void rsk_conn_sleep_arm(void)
 {
 	struct rsk_conn_rec *r, *tmp;
 
-	__atomic_add_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) == 0)
-		return;
 	pthread_mutex_lock(&rsk_conn_reg_lock);
 	HASH_ITER(hh, rsk_conn_reg, r, tmp)
 		if (rsk_ep_arm(r->c->ep, 0))
 			rsk_conn_unquiet(r->c);
 	pthread_mutex_unlock(&rsk_conn_reg_lock);
-}
-
-void rsk_conn_sleep_end(void)
-{
-	__atomic_sub_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
 }
 
 int rsk_conn_any_arrival(void)
@@ -840,13 +834,11 @@ int rsk_conn_any_arrival(void)
  * Post every staged message. The request is taken before the pass, so a stage made during
  * it requests again; stages we could not reach (lock busy) request again too.
  */
-void rsk_conn_push_all(void)
+void rsk_conn_push_taken(void)
 {
 	struct rsk_conn_rec *r, *tmp;
 	int left = 0, rc;
 
-	if (!rsk_evloop_take_tick())
-		return;
 	pthread_mutex_lock(&rsk_conn_reg_lock);
 	HASH_ITER(hh, rsk_conn_reg, r, tmp) {
 		rc = pthread_mutex_trylock(&r->c->lock);

@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "base/compiler.h"
+#include "base/evloop.h"
 #include "base/ready.h"
 #include "stream/stream.h"
 
@@ -80,7 +82,7 @@ struct rsk_conn {
 };
 
 /* Accelerated connections held by this process (readers may spin instead of sleeping). */
-extern int rsk_conn_live;
+extern RSK_HIDDEN int rsk_conn_live;
 
 /*
  * A zeroed connection able to hold an endpoint of @ep_size bytes (see rsk_conn_ep_mem) with
@@ -265,8 +267,15 @@ void rsk_conn_forget(struct rsk_conn *c);
 /* A connection of ours holds a staged (coalesced) message: make sure it is posted soon. */
 void rsk_conn_staged(void);
 
-/* Post every staged message of this process now (the application is about to wait). */
-void rsk_conn_push_all(void);
+/* Post every staged message of this process now (the application is about to wait).
+ * Inline while nothing is staged (one load): push_taken does the pass once the request
+ * was taken. */
+void rsk_conn_push_taken(void);
+static inline void rsk_conn_push_all(void)
+{
+	if (rsk_evloop_take_tick())
+		rsk_conn_push_taken();
+}
 
 /*
  * Quiet endpoints (conn.c, transport.h ops->arm): while no thread of ours sleeps in the kernel,
@@ -278,9 +287,33 @@ void rsk_conn_push_all(void);
  * quiet until sleep_end. arm_locked (lock held): @c raises events again from now on (its
  * waits may no longer all be ours: lazy_never, a relay).
  */
-int rsk_conn_harvest_quiet(void);
-void rsk_conn_sleep_begin(void);
-void rsk_conn_sleep_end(void);
+extern RSK_HIDDEN int rsk_conn_sleepers, rsk_conn_nquiet; /* threads asleep; quiet endpoints (conn.c) */
+/* Set for good (before its count) once an endpoint of this process went quiet: until then
+ * sleepers only matter to endpoints that could go quiet later (see rsk_io_kwait_none). */
+extern RSK_HIDDEN int rsk_conn_quiet_seen;
+int rsk_conn_harvest_some(void);
+void rsk_conn_sleep_arm(void);
+
+/* Inline: without quiet endpoints (shm only) a wait pays one load, and a sleep an atomic
+ * add and a load, not a call into conn.c. */
+static inline int rsk_conn_harvest_quiet(void)
+{
+	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) == 0)
+		return 0;
+	return rsk_conn_harvest_some();
+}
+
+static inline void rsk_conn_sleep_begin(void)
+{
+	__atomic_add_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&rsk_conn_nquiet, __ATOMIC_SEQ_CST) != 0)
+		rsk_conn_sleep_arm();
+}
+
+static inline void rsk_conn_sleep_end(void)
+{
+	__atomic_sub_fetch(&rsk_conn_sleepers, 1, __ATOMIC_SEQ_CST);
+}
 void rsk_conn_arm_locked(struct rsk_conn *c);
 
 /* A hint for a spinning wait: may a message have come on any connection of this process

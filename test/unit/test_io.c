@@ -9,7 +9,8 @@
  * MSG_PEEK, MSG_WAITALL and scattered iovecs; EPIPE with and without SIGPIPE; shutdown and
  * O_NONBLOCK mirroring; rsk_io_wait_spin's bounds; the spins' yield back-off and the spin
  * learner (a socket's blocking calls stop spinning after a run of misses, probe, and spin again
- * after a hit); when the readiness wrappers may skip the library (rsk_io_none_ours); a
+ * after a hit); when the readiness wrappers may skip the library (rsk_io_none_ours), and
+ * what their wait on kernel fds only still does (push staged writes, count the sleeper); a
  * spinning recv looks at the ring without the connection lock.
  */
 #include <errno.h>
@@ -642,6 +643,33 @@ static void test_none_ours(void **state)
 	assert_int_equal(teardown(NULL), 0);
 }
 
+/*
+ * The wrappers' wait on kernel fds only (rsk_io_kwait_kernel): it still posts what is staged
+ * (the application may wait elsewhere for the answer to it), rsk_io_kwait_none says there is
+ * work until then, and a wait that may sleep counts itself a sleeper until its end (a quiet
+ * endpoint must not go quiet under it). Without the push the second byte would reach the
+ * peer only at the loop's tick, up to a millisecond later, so the read right after the call
+ * finds one byte (a tick that falls between the write and the read hides that, rarely).
+ */
+static void test_kwait_kernel(void **state)
+{
+	char b[8];
+	int k;
+
+	(void)state;
+	assert_int_equal(ucl_send(P.cl, "1", 1, 0), 1);
+	assert_int_equal(ucl_send(P.cl, "2", 1, 0), 1); /* staged: the first is unconsumed */
+	k = rsk_io_kwait_kernel(0);
+	assert_int_equal(k, 0);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), MSG_DONTWAIT), 2);
+	assert_memory_equal(b, "12", 2);
+	assert_int_equal(rsk_io_kwait_none(), 1);
+	k = rsk_io_kwait_kernel(-1);
+	assert_int_equal(__atomic_load_n(&rsk_conn_sleepers, __ATOMIC_SEQ_CST), 1);
+	rsk_io_kwait_end(k);
+	assert_int_equal(__atomic_load_n(&rsk_conn_sleepers, __ATOMIC_SEQ_CST), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -659,6 +687,7 @@ int main(void)
 		T(test_wait_spin),
 		T(test_recv_spin_lockless),
 		T(test_recv_learns_spin),
+		T(test_kwait_kernel),
 		cmocka_unit_test_setup_teardown(test_sendfile_tcp_first, setup_tcp_first, teardown),
 	};
 

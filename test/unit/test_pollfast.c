@@ -7,7 +7,9 @@
  * connection (EOF) is the kernel's again, reported as before. A connection only read and
  * written by blocking calls is lazy from its first call: no token per message, and a
  * blocking recv that sleeps is still woken. A set of kernel fds only has nothing of ours to
- * spin for (unless an epoll set is mirrored).
+ * spin for (unless an epoll set is mirrored); in a process whose connection is lazy it
+ * needs nothing around its real call, while a mixed set, or an epoll fd of a mirrored set,
+ * still goes through the fast path's classification.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include "base/clock.h"
 #include "base/ready.h"
 #include "base/real.h"
+#include "calls/io.h"
 #include "calls/pollfast.h"
 #include "conn/conn.h"
 #include "transport/transport.h"
@@ -412,11 +415,124 @@ static void test_has_ours(void **state)
 	close(pp[1]);
 }
 
+/*
+ * A set of kernel fds only in a process whose connection is lazy (what the wrappers send
+ * straight to the kernel): rsk_pf_has_ours is 0 and nothing needs doing around the call
+ * (rsk_io_kwait_none), so the wrapper makes the real call alone and the connection stays
+ * lazy. A mixed set is ours wherever our fd sits in it (a check that stopped at the first
+ * kernel fd would send it to the kernel, whose stale token the old wait reported), and is
+ * still answered from the ring without a real look once the set is known.
+ */
+static void test_kernel_only_set(void **state)
+{
+	struct pollfd p[3];
+	int pp[2];
+
+	(void)state;
+	assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+	send1("a");
+	p[0] = (struct pollfd){.fd = F.sv, .events = POLLIN};
+	assert_int_equal(pf_poll(p, 1, 0), 1);
+	drain();
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	p[0] = (struct pollfd){.fd = -1};
+	p[1] = (struct pollfd){.fd = pp[0], .events = POLLIN};
+	assert_int_equal(rsk_pf_has_ours(p, 2), 0);
+	assert_int_equal(rsk_io_kwait_none(), 1);
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	p[2] = (struct pollfd){.fd = F.sv, .events = POLLIN}; /* behind two fds not ours */
+	assert_int_equal(rsk_pf_has_ours(p, 3), 1);
+	assert_int_equal(pf_poll(p, 3, 0), 0); /* an unknown set's first look: real, nothing */
+	send1("b");
+	count_real(1);
+	assert_int_equal(pf_poll(p, 3, -1), 1);
+	assert_int_equal(p[2].revents, POLLIN);
+	assert_int_equal(p[1].revents, 0);
+	assert_int_equal(UNIT_LOAD(&looks) + UNIT_LOAD(&sleeps), 0);
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	drain();
+	close(pp[0]);
+	close(pp[1]);
+}
+
+/* What makes a set of kernel fds need the wrapper's work after all: a staged write to push,
+ * the fast path off (no taint at epoll_ctl), an endpoint that went quiet. */
+static void test_kernel_only_gates(void **state)
+{
+	(void)state;
+	assert_int_equal(rsk_io_kwait_none(), 1);
+	rsk_config.fastwait = 0;
+	assert_int_equal(rsk_io_kwait_none(), 0);
+	rsk_config.fastwait = 1;
+	__atomic_store_n(&rsk_conn_quiet_seen, 1, __ATOMIC_SEQ_CST);
+	assert_int_equal(rsk_io_kwait_none(), 0);
+	__atomic_store_n(&rsk_conn_quiet_seen, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(rsk_io_kwait_none(), 1);
+}
+
+/*
+ * An epoll fd that mirrors our lazy connection, polled alone: a set of "kernel fds" that
+ * must still take the slow path (rsk_pf_has_ours 1 while a mirror exists; a check of the fd
+ * table alone would say 0), whose classification ends the mirror and makes the connection
+ * eager for good, since the poll's sleep would see its stale token through the epoll fd.
+ */
+static void test_kernel_only_mirror(void **state)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 7}, kev = ev;
+	struct pollfd p = {.events = POLLIN};
+	int ep, et, res = -1;
+
+	(void)state;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(ep >= 0);
+	rsk_fw_created(ep);
+	et = rsk_fw_ctl_et(ep, EPOLL_CTL_ADD, F.sv, &ev);
+	if (et)
+		kev.events |= EPOLLET;
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, F.sv, &kev), 0);
+	rsk_fw_ctl(ep, EPOLL_CTL_ADD, F.sv, &ev, et);
+	assert_int_equal(conn_of(F.sv)->lazy, 1); /* the mirror's candidate */
+	p.fd = ep;
+	assert_int_equal(rsk_pf_has_ours(&p, 1), 1);
+	assert_int_equal(rsk_pf_poll(&p, 1, 0, NULL, &res), 0); /* the kernel's, but classified */
+	assert_int_equal(rsk_fw_any_mirror(), 0);
+	assert_int_equal(conn_of(F.sv)->lazy, 0);
+	assert_int_equal(conn_of(F.sv)->lazy_never, 1);
+	rsk_fw_fd_gone(ep);
+	close(ep);
+}
+
+/* select's sets a word at a time: an fd of ours in the second word is found (fd 100, a dup
+ * of ours), only below n, and n past FD_SETSIZE reads no further than the sets. */
+static void test_sel_has_ours_words(void **state)
+{
+	fd_set r;
+	int d;
+
+	(void)state;
+	d = dup2(F.sv, 100);
+	assert_int_equal(d, 100);
+	assert_int_equal(rsk_sock_dup(F.sv, d), 0);
+	FD_ZERO(&r);
+	FD_SET(d, &r);
+	assert_int_equal(rsk_pf_sel_has_ours(d + 1, &r, NULL, NULL), 1);
+	assert_int_equal(rsk_pf_sel_has_ours(d + 1, NULL, NULL, &r), 1);
+	assert_int_equal(rsk_pf_sel_has_ours(d, &r, NULL, NULL), 0);
+	FD_ZERO(&r);
+	FD_SET(d - 64, &r); /* the same bit one word down: not ours */
+	assert_int_equal(rsk_pf_sel_has_ours(FD_SETSIZE + 100, &r, NULL, NULL), 0);
+	ucl_close(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_poll_user_space, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_has_ours, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_only_set, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_only_gates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_only_mirror, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sel_has_ours_words, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_poll_sleep_exact_wakes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_select_user_space, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pipe_within_fairness, setup, teardown),
