@@ -129,11 +129,12 @@ logdir() {
 }
 
 # plain_lib: an unsanitized library for pre_plain (the CI build's, or one made here).
+# (always brought up to date: a stale one from older sources speaks an older wire format to
+# the sanitized library, and nginx's accepts failed with EPROTO on a developer's tree)
 plain_lib() {
-	if [ ! -f build-ci/librdmasock.so ]; then
+	[ -f build-ci/CMakeCache.txt ] ||
 		cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRSK_WERROR=ON >/dev/null
-		cmake --build build-ci -j "$(nproc)" --target rdmasock >/dev/null
-	fi
+	cmake --build build-ci -j "$(nproc)" --target rdmasock >/dev/null
 	echo "$top/build-ci/librdmasock.so"
 }
 
