@@ -6,7 +6,6 @@
  * files of processes that could not (SIGKILL, _exit) are swept by the next process that
  * makes one, on its publisher thread.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,6 +27,7 @@
 #include "log.h"
 #include "stats.h"
 #include "statseg.h"
+#include "sweep.h"
 #include "sys.h"
 #include "thread.h"
 
@@ -227,61 +227,40 @@ void rsk_statseg_sweep_own(void)
  * cost is bounded however many leftovers a machine collected; later processes go on. */
 #define RSK_SEG_SWEEP_SCAN 4096
 #define RSK_SEG_SWEEP_REMOVE 256
-#define RSK_SEG_CLAIM ".sweep-" /* "rdmasock-stat.PID.sweep-SWEEPER": a file being judged */
 
 static int rsk_seg_swept; /* this image swept already (a forked child inherits the 1) */
 
-static int rsk_seg_pid_gone(pid_t pid)
+/* The pid in "rdmasock-stat.PID", else 0 (garbage names are left alone). */
+static pid_t rsk_seg_name_pid(const char *name)
 {
-	return kill(pid, 0) < 0 && errno == ESRCH; /* EPERM: it exists (another user's) */
+	const char *end;
+	pid_t pid = rsk_sweep_parse_pid(name + strlen(RSK_STATSEG_PREFIX), &end);
+
+	return *end == '\0' ? pid : 0;
 }
 
-/* A decimal pid at @p, without sign or leading zero: the pid (*@end: what follows), else 0. */
-static pid_t rsk_seg_parse_pid(const char *p, const char **end)
+/* Worth claiming: a segment whose process looks gone (live pids are not touched). */
+static int rsk_seg_candidate(const char *name, void *arg)
 {
-	long v = 0;
-	int n;
+	pid_t pid = rsk_seg_name_pid(name);
 
-	for (n = 0; p[n] >= '0' && p[n] <= '9' && n < 10; n++)
-		v = v * 10 + (p[n] - '0');
-	*end = p + n;
-	return n == 0 || p[0] == '0' || v > INT_MAX ? 0 : (pid_t)v;
+	(void)arg;
+	return pid != 0 && rsk_sweep_pid_gone(pid);
 }
 
-/*
- * @name: "rdmasock-stat.PID", or a claimed "rdmasock-stat.PID.sweep-Q" whose sweeper Q died
- * while judging it. Returns PID when the name is a candidate (its process looks gone, or its
- * sweeper does), else 0: garbage names, live pids and claims under way are left alone.
- */
-static pid_t rsk_seg_candidate(const char *name)
-{
-	size_t plen = strlen(RSK_STATSEG_PREFIX), clen = strlen(RSK_SEG_CLAIM);
-	const char *end, *end2;
-	pid_t pid, q;
-
-	if (strncmp(name, RSK_STATSEG_PREFIX, plen) != 0)
-		return 0;
-	pid = rsk_seg_parse_pid(name + plen, &end);
-	if (pid == 0)
-		return 0;
-	if (*end == '\0')
-		return rsk_seg_pid_gone(pid) ? pid : 0;
-	if (strncmp(end, RSK_SEG_CLAIM, clen) != 0)
-		return 0;
-	q = rsk_seg_parse_pid(end + clen, &end2);
-	return q != 0 && *end2 == '\0' && rsk_seg_pid_gone(q) ? pid : 0;
-}
-
-/* Is the claimed file @fd, named for @pid, a dead writer's? The pid is gone, or it is alive
- * with another start time than the complete header's (reused). Otherwise (alive and the
- * same, or a header not written yet: a writer creating it) it is live. */
-static int rsk_seg_is_stale(int fd, pid_t pid, const void *arg)
+/* Is the claimed file @fd, named @name, a dead writer's? Its pid is gone, or alive with
+ * another start time than the complete header's (reused). Otherwise (alive and the same, or
+ * a header not written yet: a writer creating it) it is live. */
+static int rsk_seg_is_stale(int fd, const char *name, void *arg)
 {
 	struct rsk_statseg_hdr h;
+	pid_t pid = rsk_seg_name_pid(name);
 	uint64_t start;
 
 	(void)arg;
-	if (rsk_seg_pid_gone(pid))
+	if (pid == 0)
+		return 0;
+	if (rsk_sweep_pid_gone(pid))
 		return 1;
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != RSK_STATSEG_MAGIC ||
 	    h.pid != pid)
@@ -290,95 +269,41 @@ static int rsk_seg_is_stale(int fd, pid_t pid, const void *arg)
 	return start != 0 && start != h.start_time;
 }
 
-/* Put a claimed file back under @orig, never replacing a file there: RENAME_NOREPLACE, or
- * a hard link where the filesystem has no such rename. 0, or -errno (-EEXIST: one is). */
-static int rsk_seg_put_back(int dfd, const char *claim, const char *orig)
-{
-	if (renameat2(dfd, claim, dfd, orig, RENAME_NOREPLACE) == 0)
-		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
-		return -errno;
-	if (linkat(dfd, claim, dfd, orig, 0) < 0)
-		return -errno;
-	(void)unlinkat(dfd, claim, 0);
-	return 0;
-}
-
-/*
- * Remove @name (a candidate for @pid) if it is stale, never a live writer's file. Judging by
- * name and then unlinking the name would race with a new process of the same pid creating
- * its segment in between, so the file is first claimed: renamed (atomically) to a name only
- * this sweeper uses, judged there, and then unlinked, or put back (EEXIST: the owner exec'd
- * and made a new one meanwhile; the claimed one is then its old image's). A claim that
- * cannot be put back otherwise stays for a sweep after ours. Returns 1 if removed.
- */
-static int rsk_seg_reap(int dfd, const char *name, pid_t pid,
-			int (*is_stale)(int fd, pid_t pid, const void *arg), const void *arg)
-{
-	char claim[96], orig[64];
-	int fd, stale = 0;
-
-	snprintf(orig, sizeof(orig), RSK_STATSEG_PREFIX "%d", (int)pid);
-	snprintf(claim, sizeof(claim), "%s" RSK_SEG_CLAIM "%d", orig, (int)getpid());
-	if (renameat(dfd, name, dfd, claim) < 0)
-		return 0; /* gone meanwhile, or another user's (a sticky directory) */
-	fd = openat(dfd, claim, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		stale = is_stale(fd, pid, arg);
-		(void)rsk_sys_close(fd);
-	}
-	if (!stale && rsk_seg_put_back(dfd, claim, orig) != -EEXIST)
-		return 0;
-	return unlinkat(dfd, claim, 0) == 0;
-}
-
-/* Only regular files of ours (root: anyone's) are judged; links and others are not. */
-static int rsk_seg_sweepable(int dfd, const char *name)
-{
-	struct stat st;
-
-	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	       (st.st_uid == geteuid() || geteuid() == 0);
-}
+static const struct rsk_sweep rsk_seg_sweep_ops = {
+	.prefix = RSK_STATSEG_PREFIX,
+	.scan = RSK_SEG_SWEEP_SCAN,
+	.remove = RSK_SEG_SWEEP_REMOVE,
+	.stop = &rsk_seg_stopping,
+	.candidate = rsk_seg_candidate,
+	.stale = rsk_seg_is_stale,
+};
 
 int rsk_statseg_sweep(void)
 {
-	DIR *d = opendir(rsk_seg_dir());
-	struct dirent *e;
-	int seen = 0, removed = 0;
-	pid_t pid;
-
-	if (d == NULL)
-		return 0;
-	while (seen++ < RSK_SEG_SWEEP_SCAN && removed < RSK_SEG_SWEEP_REMOVE &&
-	       !__atomic_load_n(&rsk_seg_stopping, __ATOMIC_ACQUIRE) && (e = readdir(d)) != NULL) {
-		pid = rsk_seg_candidate(e->d_name);
-		if (pid != 0 && rsk_seg_sweepable(dirfd(d), e->d_name))
-			removed += rsk_seg_reap(dirfd(d), e->d_name, pid, rsk_seg_is_stale, NULL);
-	}
-	closedir(d);
-	return removed;
+	return rsk_sweep_dir(rsk_seg_dir(), &rsk_seg_sweep_ops, NULL);
 }
 
 /* The claimed file is the one the caller judged (same device and inode)? */
-static int rsk_seg_same_file(int fd, pid_t pid, const void *arg)
+static int rsk_seg_same_file(int fd, const char *name, void *arg)
 {
 	const struct stat *judged = arg;
 	struct stat st;
 
-	(void)pid;
+	(void)name;
 	return fstat(fd, &st) == 0 && st.st_dev == judged->st_dev && st.st_ino == judged->st_ino;
 }
 
 int rsk_statseg_remove(pid_t pid, const struct stat *judged)
 {
+	static const struct rsk_sweep same = {.prefix = RSK_STATSEG_PREFIX,
+					      .stale = rsk_seg_same_file};
 	char name[64];
 	int dfd = open(rsk_seg_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC), n;
 
 	if (dfd < 0)
 		return 0;
 	snprintf(name, sizeof(name), RSK_STATSEG_PREFIX "%d", (int)pid);
-	n = rsk_seg_reap(dfd, name, pid, rsk_seg_same_file, judged);
+	n = rsk_sweep_reap(dfd, name, &same, (void *)judged);
 	(void)rsk_sys_close(dfd);
 	return n;
 }

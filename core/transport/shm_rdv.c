@@ -4,7 +4,6 @@
  * and the namespace's inode is part of the name as well (sockets can outlive a setns()).
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sweep.h"
 #include "base/sys.h"
 #include "shm.h"
 #include "shm_rdv.h"
@@ -501,59 +501,35 @@ static int rsk_rdv_bell_path(char *out, size_t size, const char *what, unsigned 
 }
 
 /*
- * Is bell file @fd a dead listener's? Closed (magic 0, a pid written: its listener only had
- * the unlink left), or its pid is gone. A page not written yet (pid 0: a listener making it
- * right now) and a live pid are kept; so is a dead listener's whose pid was reused, until
- * that process ends too.
+ * Is the claimed bell file @fd a dead listener's? Closed (magic 0, a pid written: its
+ * listener only had the unlink left), or its pid is gone. A page not written yet (pid 0: a
+ * listener making it right now) and a live pid are kept; so is a dead listener's whose pid
+ * was reused, until that process ends too. The claim (base/sweep.h) makes the file judged
+ * the one removed: a new listener's bell made under the name meanwhile stays.
  */
-static int rsk_rdv_bell_stale(int fd)
+static int rsk_rdv_bell_stale(int fd, const char *name, void *arg)
 {
 	struct rsk_bell_page pg;
 
+	(void)name;
+	(void)arg;
 	if (pread(fd, &pg, sizeof(pg), 0) != (ssize_t)sizeof(pg) || pg.pid <= 0)
 		return 0;
 	if (pg.magic == 0)
 		return 1;
-	return pg.magic == RSK_BELL_MAGIC && kill(pg.pid, 0) < 0 && errno == ESRCH;
+	return pg.magic == RSK_BELL_MAGIC && rsk_sweep_pid_gone(pg.pid);
 }
 
-/*
- * Remove @name if it is a stale bell of ours (root: anyone's). The file judged is the one
- * unlinked, unless a new listener replaced it in the instant between the second look and the
- * unlink: its clients then find no bell, start on TCP and move later (slower, nothing lost).
- */
-static int rsk_rdv_bell_reap(int dfd, const char *name)
-{
-	struct stat st, now;
-	int fd, stale;
-
-	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	stale = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-		(st.st_uid == geteuid() || geteuid() == 0) && rsk_rdv_bell_stale(fd);
-	(void)rsk_sys_close(fd);
-	if (!stale || fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    now.st_ino != st.st_ino || now.st_dev != st.st_dev)
-		return 0;
-	return unlinkat(dfd, name, 0) == 0;
-}
+static const struct rsk_sweep rsk_rdv_bell_sweep = {
+	.prefix = RSK_BELL_PREFIX,
+	.scan = RSK_BELL_SWEEP_SCAN,
+	.remove = RSK_BELL_SWEEP_REMOVE,
+	.stale = rsk_rdv_bell_stale,
+};
 
 int rsk_rdv_bells_sweep(const char *dir)
 {
-	DIR *d = opendir(dir != NULL ? dir : RSK_BELL_DIR);
-	size_t plen = strlen(RSK_BELL_PREFIX);
-	int seen = 0, removed = 0;
-	struct dirent *e;
-
-	if (d == NULL)
-		return 0;
-	while (seen++ < RSK_BELL_SWEEP_SCAN && removed < RSK_BELL_SWEEP_REMOVE &&
-	       (e = readdir(d)) != NULL)
-		if (strncmp(e->d_name, RSK_BELL_PREFIX, plen) == 0)
-			removed += rsk_rdv_bell_reap(dirfd(d), e->d_name);
-	closedir(d);
-	return removed;
+	return rsk_sweep_dir(dir != NULL ? dir : RSK_BELL_DIR, &rsk_rdv_bell_sweep, NULL);
 }
 
 /* Once per process image, inside the application's listen(): every fd the sweep opens is

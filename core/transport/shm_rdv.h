@@ -122,8 +122,8 @@ int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
 /*
  * Bell files outlive a listener that dies without its destructors (SIGKILL, a crash): the
  * first bell a process makes first removes up to RSK_BELL_SWEEP_REMOVE dead listeners' files
- * from @dir (rsk_rdv_bells_sweep; NULL: /dev/shm), judged by the pid inside. Returns how many
- * went. rsk_rdv_bells_end_all ends this process's bells now, as its exit would (_exit: no
+ * from @dir (rsk_rdv_bells_sweep; NULL: /dev/shm), judged by the pid inside on a claimed file
+ * (base/sweep.h). Returns how many went. rsk_rdv_bells_end_all ends this process's bells now, as its exit would (_exit: no
  * destructor runs); safe in a signal handler.
  */
 #define RSK_BELL_SWEEP_SCAN 4096
