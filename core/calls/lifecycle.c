@@ -398,12 +398,12 @@ void rsk_life_quick_exit(void)
 {
 	struct timespec end;
 
-	if (rsk_proc_pid() == getpid())
-		rsk_transport_quick_exit(); /* (a vfork child's listeners are its parent's) */
-	/* Nothing of ours to end (most _exit calls: a forked child of a shell, say); or a vfork
-	 * child, whose connections are its parent's. */
-	if ((__atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) == 0 && rsk_relay_count() == 0) ||
-	    rsk_proc_pid() != getpid())
+	/* A vfork child: its listeners and connections are its parent's. */
+	if (rsk_proc_pid() != getpid())
+		return;
+	rsk_transport_quick_exit();
+	/* Nothing of ours to end (most _exit calls: a forked child of a shell, say). */
+	if (__atomic_load_n(&rsk_conn_live, __ATOMIC_RELAXED) == 0 && rsk_relay_count() == 0)
 		return;
 	if (sem_init(&rsk_life_quick_done, 0, 0) < 0 ||
 	    clock_gettime(CLOCK_REALTIME, &end) < 0)
