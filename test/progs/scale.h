@@ -137,6 +137,30 @@ static inline void proc_sched_of(pid_t pid, double *cpu, double *wait)
 	closedir(d);
 }
 
+/*
+ * Minor page faults of @pid (0 = us), every thread's, exited ones included: field 10 of
+ * /proc/PID/stat (after the command name, which may hold spaces and parentheses). -1 if
+ * unreadable. A count of work done, not of time: the machine's load does not change it.
+ */
+static inline long proc_minflt_of(pid_t pid)
+{
+	char path[64], line[1024], *p;
+	unsigned long flt;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), pid ? "/proc/%d/stat" : "/proc/self/stat", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return -1;
+	n = fread(line, 1, sizeof(line) - 1, f);
+	fclose(f);
+	line[n] = 0;
+	p = strrchr(line, ')');
+	if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %lu", &flt) != 1)
+		return -1;
+	return (long)flt;
+}
+
 static inline void proc_usage_print(const char *who, const struct proc_usage *u)
 {
 	prog_msg("%s: fds=%ld rss_kb=%ld rss_shmem_kb=%ld threads=%ld shm_maps=%ld shm_kb=%ld", who,
