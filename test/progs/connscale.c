@@ -37,8 +37,8 @@
  *       RDMASOCK_STAT_DIR (shm_files) must be as many. Whether the pair ages is judged by
  *       counts of work, not by time: at every 1% of the cycles it notes the CPU time (every
  *       thread's schedstat) and the minor faults of both processes; the cheapest 1% window
- *       of the last 10% may cost at most 1.2x the cheapest of the first 10% in CPU per
- *       cycle, and 1.2x + 0.1 in faults per cycle (churn_aged says why). When it does not, 10% more cycles give the aged pair 10 more windows before
+ *       of the last 10% may cost at most 1.2x the CPU per cycle of the cheapest of the first
+ *       10% (churn_aged says why; faults are printed). When it does not, 10% more cycles give the aged pair 10 more windows before
  *       it fails. The wall-clock rates (first, last, per tenth) are printed, not judged.
  *       Env CHURN_AGING_CHECK=0 prints without judging aging (sanitizers), and
  *       CHURN_SHM_FILES_CHECK=0 leaves /dev/shm out (no network namespace of our own:
@@ -323,10 +323,6 @@ static int mode_emfile_srv(int port, long m)
 #define CHURN_MARKS_MAX 110
 /* The last 10% may cost at most this much CPU per cycle over the first 10% (issue 9). */
 #define CHURN_AGING_MAX 1.20
-/* Minor faults per cycle the last 10% may add beyond that: kernel TCP makes about none, so a
- * ratio alone would judge noise (a leak of 0.1 page per cycle is 40 MiB over 100,000). */
-#define CHURN_FAULT_SLACK 0.1
-
 struct slot {
 	int fd;
 	int sent;
@@ -633,14 +629,15 @@ static void section(const struct churn *ch, int w0, int w1,
 /*
  * Has the pair aged? Judged by the work a cycle costs, which the machine's load changes
  * little, not by its wall-clock rate, which it changes a lot (shm's aged pair once ran at
- * 0.63 of a fresh one while its CPU per cycle had moved 3%): the CPU time and the minor
- * faults of both processes per cycle, the least of the 10 windows (1% of the run each) of
- * the last 10% against the least of the first 10%. Load from elsewhere only adds to a
- * window's CPU (cache and run-queue contention, smaller epoll batches), and how often a
- * shm setup finds a kept region instead of faulting in a new one depends on timing (5.8-8.4
- * faults per cycle between windows of one run): the least is the nearest to the cost itself.
- * @last_to is the mark the last section ends at (CHURN_MARKS, or CHURN_MARKS_MAX after the
- * second look). Returns 1 if aged.
+ * 0.63 of a fresh one while its CPU per cycle had moved 3%): the CPU time of both processes
+ * per cycle, the least of the 10 windows (1% of the run each) of the last 10% against the
+ * least of the first 10%. Load from elsewhere only adds to a window (cache and run-queue
+ * contention, smaller epoll batches): the least is the nearest to the cost itself. Minor
+ * faults per cycle are printed, not judged: a shm client's depend on how many of its setups
+ * find one of the 4 kept segments released by its old peer in time (core/transport/shm.c),
+ * that is on timing -- 4.2 to 9.9 per cycle between windows of one run while the server's
+ * stayed at 2.1-2.2 -- and the CPU they cost is counted anyway. @last_to is the mark the last
+ * section ends at (CHURN_MARKS, or CHURN_MARKS_MAX after the second look). Returns 1 if aged.
  */
 static int churn_aged(const struct churn *ch, int last_to, int quiet)
 {
@@ -651,8 +648,7 @@ static int churn_aged(const struct churn *ch, int last_to, int quiet)
 	section(ch, w_last, last_to, win_cpu_us, &l_min, &l_med);
 	section(ch, 0, CHURN_MARKS / 10, win_faults, &ff_min, &ff_med);
 	section(ch, w_last, last_to, win_faults, &lf_min, &lf_med);
-	aged = l_min > CHURN_AGING_MAX * f_min ||
-	       lf_min > CHURN_AGING_MAX * ff_min + CHURN_FAULT_SLACK;
+	aged = l_min > CHURN_AGING_MAX * f_min;
 	if (!quiet || aged)
 		printf("churn: first10/last%d per cycle (least/median of their 1%% windows): "
 		       "cpu_us %.1f/%.1f median %.1f/%.1f ratio=%.2f; minor_faults %.2f/%.2f "
@@ -686,7 +682,20 @@ static void churn_tenths(const struct churn *ch)
 	printf(" runqueue_wait_s");
 	for (i = 0; i < 10; i++)
 		printf(" %.2f", ch->marks[(i + 1) * k].wait - ch->marks[i * k].wait);
+	printf(" minor_faults_client/server");
+	for (i = 0; i < 10; i++) {
+		const struct churn_mark *a = &ch->marks[i * k], *b = &ch->marks[(i + 1) * k];
+		double n = (double)(mark_at(ch, (i + 1) * k) - mark_at(ch, i * k));
+
+		printf(" %.2f/%.2f", (b->flt_c - a->flt_c) / n, (b->flt_s - a->flt_s) / n);
+	}
 	printf("\n");
+	if (getenv("CHURN_WINDOWS") != NULL) /* every 1% window, for a closer look */
+		for (i = 0; i < ch->next_mark - 1; i++)
+			printf("churn: window %d cpu_us=%.1f faults=%.2f seconds=%.3f wait_s=%.3f\n", i,
+			       win_cpu_us(ch, i), win_faults(ch, i),
+			       ch->marks[i + 1].t - ch->marks[i].t,
+			       ch->marks[i + 1].wait - ch->marks[i].wait);
 }
 
 static int churn_check_off(const char *var)
@@ -765,9 +774,8 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 		if (!check_aging)
 			(void)churn_aged(&ch, CHURN_MARKS, 0), prog_msg("aging not checked");
 		else if (churn_aged(&ch, last_to, last_to == CHURN_MARKS))
-			prog_msg("the last 10%% cost more CPU or faults per cycle than the first "
-				 "(above %.2fx, or %.1f faults more)",
-				 CHURN_AGING_MAX, CHURN_FAULT_SLACK),
+			prog_msg("the last 10%% cost more than %.2fx the CPU per cycle of the first",
+				 CHURN_AGING_MAX),
 			    bad = 1;
 	}
 	printf("churn: %s\n", bad ? "FAIL" : "ok");
