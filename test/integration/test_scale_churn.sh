@@ -70,5 +70,6 @@ auto) # short connections stay on TCP by the policy; the first burst, before the
 	# has a verdict, sets up 8 on shm (setup_limit: 8 at once, docs/design.md "TCP first")
 	assert_path connscale "$started" kernel tcp_first setup_limit shm:$((8 + few)) handshake:$few
 	assert_path connserver "$started" kernel no_peer shm:$((8 + few)) ;;
+*) fail "no path claimed for transport $RSK_TEST_TRANSPORT" ;;
 esac
 echo "churn of $cycles connections over $RSK_TEST_TRANSPORT: ok"
