@@ -78,3 +78,46 @@ if bad:
     sys.exit("%s: unexpected fallbacks %s" % (prog, bad))
 PY
 }
+
+# assert_path PROGRAM TOTAL TRANSPORT [ITEM...]: the processes of PROGRAM made exactly TOTAL
+# connections, on TRANSPORT but for what the ITEMs allow: "REASON" any number of fallbacks
+# of that reason, "REASON:MAX" at most MAX of them, "OTHER_TRANSPORT:MAX" at most MAX
+# connections there. Fallbacks of reasons not named, and connections on transports not named,
+# fail it. Prints the counts: which path carried the connections.
+assert_path() {
+	python3 - "$RSK_STATS" "$@" <<'PY' || fail "stats of $1: not the path this variant claims"
+import json, sys
+path, prog, total, want, items = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
+conns, fbs = {}, {}
+lines = [json.loads(l) for l in open(path).read().splitlines()]
+lines = [o for o in lines if o["program"] == prog]
+if not lines:
+    sys.exit("no stats line from " + prog)
+for o in lines:
+    for t, n in o["connections"].items():
+        conns[t] = conns.get(t, 0) + n
+    for r, n in o["fallbacks"].items():
+        fbs[r] = fbs.get(r, 0) + n
+limit = {}
+for it in items:
+    name, _, mx = it.partition(":")
+    limit[name] = int(mx) if mx else None
+print("%s: connections %s, fallbacks %s" % (prog, conns, {r: n for r, n in fbs.items() if n}))
+errs = []
+if sum(conns.values()) != total:
+    errs.append("%d connections, not %d" % (sum(conns.values()), total))
+for t, n in conns.items():
+    if t != want and t != "kernel" and n > (limit.get(t) or 0):
+        errs.append("%d on %s (allowed: %s)" % (n, t, limit.get(t, 0)))
+for r, n in fbs.items():
+    if n and r not in limit:
+        errs.append("%d fallbacks '%s' (not allowed)" % (n, r))
+    elif n and limit[r] is not None and n > limit[r]:
+        errs.append("%d fallbacks '%s' (at most %d)" % (n, r, limit[r]))
+if want != "kernel" and conns.get("kernel", 0) > sum(n for r, n in fbs.items() if r in limit):
+    errs.append("%d on kernel, not all by an allowed fallback" % conns.get("kernel", 0))
+if errs:
+    sys.exit("%s: %s" % (prog, "; ".join(errs)))
+print("%s: %.2f%% of %d connections on %s" % (prog, 100.0 * conns.get(want, 0) / total, total, want))
+PY
+}
