@@ -551,8 +551,11 @@ static int rsk_fw_user_op(struct rsk_fw *m, struct rsk_fw_ent *e, int op,
 	}
 	if (e->held)
 		return rsk_fw_readd(m, e, ev, res);
-	if (m->sleeping)
-		return 0; /* a thread sleeps in the kernel: a real ctl is what may wake it */
+	if (m->sleeping) { /* a thread sleeps in the kernel: a real ctl is what may wake it */
+		if (op == EPOLL_CTL_MOD && !(ev->events & RSK_FW_NOT_LT) && ev->data.u64 == e->data)
+			e->events = ev->events; /* now: the woken sleeper's filter masks by them */
+		return 0;
+	}
 	if (op == EPOLL_CTL_DEL) {
 		rsk_fw_join(e, 0);
 		e->held = 1;
@@ -1017,14 +1020,32 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 
 /* ---- what other waits may see ---- */
 
+/*
+ * Does closing @fd need a real DEL in the sets that mirror it? An accelerated socket that
+ * no other number of the application names: with another one, the kernel keeps the
+ * registration while that number lives (epoll(7)), and so do we.
+ */
+static int rsk_fw_close_dels(int fd)
+{
+	struct rsk_sock *s;
+	int del;
+
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	del = __atomic_load_n(&s->nfds, __ATOMIC_RELAXED) == 1;
+	rsk_sock_put(s);
+	return del;
+}
+
 void rsk_fw_fd_gone(int fd)
 {
 	struct rsk_fw *m;
 	struct rsk_fw_ent *e;
-	int i, accel = rsk_fdtab_is_accel(rsk_fdtab_load(fd));
+	int i, del = rsk_fw_close_dels(fd);
 
 	rsk_fw_kill(fd, 0); /* an epoll set closed: its registrations went with it */
-	if (!accel && __atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) &&
+	    __atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
 		return;
 	/*
 	 * The number leaves every mirror before its connection can be released, and the kernel
@@ -1044,7 +1065,7 @@ void rsk_fw_fd_gone(int fd)
 		if (m == NULL)
 			return;
 		pthread_mutex_lock(&m->lock);
-		if ((e = rsk_fw_find(m, fd)) != NULL && !e->held && accel)
+		if ((e = rsk_fw_find(m, fd)) != NULL && !e->held && del)
 			(void)rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
 		if (e != NULL)
 			rsk_fw_remove(m, e); /* (a held DEL is sent by it) */
