@@ -36,11 +36,15 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct epoll_event kev;
 	int rc, et = 0;
 
-	/* A lazy candidate is held edge-triggered by the kernel (calls/fastwait.c). */
-	if (rsk_unlikely(rsk_fw_on()) && rsk_fdtab_is_accel(v) &&
-	    (et = rsk_fw_ctl_et(epfd, op, fd, ev)) != 0) {
-		kev = *ev;
-		kev.events |= EPOLLET;
+	/* A lazy candidate's MOD/DEL/re-ADD is answered by its mirror; otherwise a likely
+	 * candidate is held edge-triggered by the kernel (calls/fastwait.c). */
+	if (rsk_unlikely(rsk_fw_on()) && rsk_fdtab_is_accel(v)) {
+		if (rsk_fw_ctl_user(epfd, op, fd, ev, &rc))
+			return (int)rsk_ret(rc);
+		if ((et = rsk_fw_ctl_et(epfd, op, fd, ev)) != 0) {
+			kev = *ev;
+			kev.events |= EPOLLET;
+		}
 	}
 	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, et ? &kev : ev);
 

@@ -7,7 +7,10 @@
  * The kernel holds a candidate edge-triggered (the application's events | EPOLLET), so its
  * stale token stays through a sleep; the sleeper is counted in the connection's readiness
  * state and the peer writes one token, an edge, for it (base/ready.h, `sleep`). Everything
- * else in the set is the kernel's, asked by the fairness rule below.
+ * else in the set is the kernel's, asked by the fairness rule below. A candidate's MOD, DEL
+ * and re-ADD are answered here too (rsk_fw_ctl_user), each held back from the kernel until
+ * its view can matter; a close takes the number out of the kernel's set before the file can
+ * outlive it in a hidden copy of ours.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +32,7 @@
 
 int rsk_fw_active;
 int rsk_fw_mirrors;
+static int rsk_fw_nheld; /* entries whose DEL is held back, in every mirror (atomic) */
 
 /*
  * Fairness: a look asks the kernel (a zero-timeout real wait) once RSK_FW_FAIR_RETURNS
@@ -58,6 +62,8 @@ struct rsk_fw_ent {
 	struct rsk_sock *s; /* a lazy candidate (reference held), else NULL */
 	unsigned int gen;   /* the look that reported it last */
 	int et;             /* the kernel holds it as events | EPOLLET (we set that) */
+	uint32_t kev;       /* the events the kernel holds (a MOD answered here leaves them) */
+	int held;           /* deleted by the application; the kernel's DEL is held back */
 	int joined;         /* its connection counts this set's sleepers (rsk_conn_sleep) */
 	int later;          /* not accelerated when added: it may be once its socket moves */
 };
@@ -121,11 +127,13 @@ static int rsk_fw_rereg(struct rsk_fw *m, struct rsk_fw_ent *e, int et)
 	struct epoll_event ev = {.events = e->events | (et ? EPOLLET : 0), .data.u64 = e->data};
 	int rc;
 
-	if (e->et == et)
+	if (e->et == et && (!et || e->kev == e->events))
 		return 0;
 	rc = rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, e->fd, &ev);
-	if (rc == 0 || !et)
+	if (rc == 0 || !et) {
 		e->et = et; /* a MOD back that fails: the registration is gone (a raw DEL/close) */
+		e->kev = e->events;
+	}
 	return rc;
 }
 
@@ -145,11 +153,20 @@ static void rsk_fw_join(struct rsk_fw_ent *e, int on)
  */
 static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int rereg)
 {
+	int fd = e->fd;
+
 	if (e->s == NULL)
 		return;
+	if (e->held) { /* deleted by the application: the kernel's view matters now */
+		(void)rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
+		e->held = 0;
+		__atomic_sub_fetch(&rsk_fw_nheld, 1, __ATOMIC_RELAXED);
+		e->fd = -1; /* no entry any more: compacted by rsk_fw_compact */
+		rereg = 0;
+	}
 	rsk_fw_join(e, 0);
 	if (taint)
-		rsk_fw_taint_sock(e->s, e->fd); /* first: no stale token when the kernel is LT */
+		rsk_fw_taint_sock(e->s, fd); /* first: no stale token when the kernel is LT */
 	if (rereg)
 		(void)rsk_fw_rereg(m, e, 0);
 	e->et = 0;
@@ -157,6 +174,9 @@ static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int
 	e->s = NULL;
 	m->ncand--;
 }
+
+static void rsk_fw_flush_held(struct rsk_fw *m);
+static void rsk_fw_compact(struct rsk_fw *m);
 
 /* ---- the table of mirrors, by epoll fd ---- */
 
@@ -272,8 +292,12 @@ static int rsk_fw_data_clash(struct rsk_fw *m, struct rsk_fw_ent *self, uint64_t
 	int i, clash = 0;
 
 	for (i = 0; i < m->n; i++) {
-		if (&m->ent[i] == self || m->ent[i].data != data)
+		if (&m->ent[i] == self || m->ent[i].fd < 0 || m->ent[i].data != data)
 			continue;
+		if (m->ent[i].held) { /* deleted: no clash, but its DEL must go first */
+			rsk_fw_uncand(m, &m->ent[i], 0, 0);
+			continue;
+		}
 		rsk_fw_uncand(m, &m->ent[i], 1, 1);
 		clash = 1;
 	}
@@ -310,6 +334,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 	int ok, was = 0;
 
 	e->et = kernel_et; /* what the real call registered */
+	e->kev = e->events;
 	e->later = 0;
 	if (rsk_fw_data_clash(m, e, e->data) || (e->events & RSK_FW_NOT_LT)) {
 		was = e->s != NULL;
@@ -361,8 +386,10 @@ static void rsk_fw_unguess(int epfd, int fd, const struct epoll_event *ev, int k
 static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev,
 			     int kernel_et)
 {
-	struct rsk_fw_ent *e = rsk_fw_find(m, fd), *t;
+	struct rsk_fw_ent *e, *t;
 
+	rsk_fw_compact(m);
+	e = rsk_fw_find(m, fd);
 	if (op == EPOLL_CTL_DEL) {
 		if (e != NULL)
 			rsk_fw_remove(m, e);
@@ -376,6 +403,7 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 
 			if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
 				m->dead = 1; /* cannot follow: the set ends eager (rsk_fw_wait) */
+				rsk_fw_flush_held(m);
 				rsk_fw_unguess(m->epfd, fd, ev, kernel_et);
 				return 0;
 			}
@@ -442,6 +470,131 @@ int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev)
 	et = c != NULL && s->nfds == 1 && !c->lazy_never && rsk_conn_can_lazy(c);
 	rsk_sock_put(s);
 	return et;
+}
+
+/* ---- epoll_ctl answered from the mirror ---- */
+
+/* Every DEL held back in @m goes to the kernel (its entries go). m locked. */
+static void rsk_fw_flush_held(struct rsk_fw *m)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (m->ent[i].held)
+			rsk_fw_uncand(m, &m->ent[i], 0, 0);
+}
+
+/* Entries that stopped being entries (a held DEL sent: fd -1) go. m locked. */
+static void rsk_fw_compact(struct rsk_fw *m)
+{
+	int i = 0;
+
+	while (i < m->n) {
+		if (m->ent[i].fd < 0)
+			m->ent[i] = m->ent[--m->n];
+		else
+			i++;
+	}
+}
+
+/* Does another live entry than @self use @data? m locked. */
+static int rsk_fw_data_used(struct rsk_fw *m, struct rsk_fw_ent *self, uint64_t data)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (&m->ent[i] != self && m->ent[i].fd >= 0 && !m->ent[i].held &&
+		    m->ent[i].data == data)
+			return 1;
+	return 0;
+}
+
+/*
+ * A re-ADD of held entry @e: answered here when the number still names the candidate's socket
+ * (a close or a dup onto it sent the DEL and dropped the entry) and the registration stays a
+ * candidate's (level-triggered, data no other entry uses). New data goes to the kernel at
+ * once (a MOD for the application's ADD): a real report is matched by its data. Else the held
+ * DEL goes to the kernel and the ADD is the kernel's. m locked.
+ */
+static int rsk_fw_readd(struct rsk_fw *m, struct rsk_fw_ent *e, const struct epoll_event *ev,
+			int *res)
+{
+	struct epoll_event kev = {.events = ev->events | EPOLLET, .data = ev->data};
+
+	if (m->sleeping || (ev->events & RSK_FW_NOT_LT) ||
+	    rsk_fdtab_ptr(rsk_fdtab_load(e->fd)) != e->s ||
+	    !rsk_fdtab_is_accel(rsk_fdtab_load(e->fd)) ||
+	    rsk_fw_data_used(m, e, ev->data.u64) ||
+	    (ev->data.u64 != e->data &&
+	     rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, e->fd, &kev) < 0)) {
+		rsk_fw_uncand(m, e, 0, 0); /* sends the DEL */
+		return 0;
+	}
+	if (ev->data.u64 != e->data)
+		e->kev = ev->events;
+	e->held = 0;
+	__atomic_sub_fetch(&rsk_fw_nheld, 1, __ATOMIC_RELAXED);
+	e->events = ev->events;
+	e->data = ev->data.u64;
+	*res = 0;
+	return 1;
+}
+
+/* @op on candidate @e, held back or answered here when it can be (see rsk_fw_ctl_user);
+ * 0: the kernel's call. m locked. */
+static int rsk_fw_user_op(struct rsk_fw *m, struct rsk_fw_ent *e, int op,
+			  const struct epoll_event *ev, int *res)
+{
+	if (e->held && op != EPOLL_CTL_ADD) {
+		*res = -ENOENT; /* as the kernel: deleted */
+		return 1;
+	}
+	if (e->held)
+		return rsk_fw_readd(m, e, ev, res);
+	if (m->sleeping) { /* a thread sleeps in the kernel: a real ctl is what may wake it */
+		if (op == EPOLL_CTL_MOD && !(ev->events & RSK_FW_NOT_LT) && ev->data.u64 == e->data)
+			e->events = ev->events; /* now: the woken sleeper's filter masks by them */
+		return 0;
+	}
+	if (op == EPOLL_CTL_DEL) {
+		rsk_fw_join(e, 0);
+		e->held = 1;
+		__atomic_add_fetch(&rsk_fw_nheld, 1, __ATOMIC_RELAXED);
+		*res = 0;
+		return 1;
+	}
+	if (op != EPOLL_CTL_MOD || (ev->events & RSK_FW_NOT_LT) || ev->data.u64 != e->data)
+		return 0; /* an ADD (EEXIST), edge-triggered, or new data: the kernel's */
+	e->events = ev->events; /* the kernel gets them before a sleep (rsk_fw_prepare) */
+	*res = 0;
+	return 1;
+}
+
+/*
+ * epoll_ctl of a lazy candidate answered from the mirror: user-space waits answer it, so the
+ * kernel's registration (events | EPOLLET) matters only to a sleep and to whoever else may see
+ * the set or the file. A DEL is held back (the entry stays, marked held; nothing reports it),
+ * a re-ADD of the same socket takes it back, a MOD of its events only is noted. Every held-back
+ * op reaches the kernel before its view can matter: a sleep (rsk_fw_prepare), a close or dup
+ * onto the number (rsk_fw_fd_gone), the connection going eager, moving or relayed
+ * (rsk_fw_uncand), the set shared, nested, closed or its mirror ended (rsk_fw_kill), fork and
+ * exec (rsk_fw_all_eager, rsk_fw_flush_all), and another entry taking the held one's data.
+ */
+int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int *res)
+{
+	struct rsk_fw *m;
+	struct rsk_fw_ent *e;
+	int done = 0;
+
+	if ((op != EPOLL_CTL_DEL && ev == NULL) || (m = rsk_fw_get(epfd)) == NULL)
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	if (!m->dead && (e = rsk_fw_find(m, fd)) != NULL && e->s != NULL && e->et)
+		done = rsk_fw_user_op(m, e, op, ev, res);
+	rsk_fw_compact(m);
+	pthread_mutex_unlock(&m->lock);
+	rsk_fw_put(m);
+	return done;
 }
 
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et)
@@ -546,7 +699,7 @@ static int rsk_fw_scan(struct rsk_fw *m, struct epoll_event *ev, int n, int max,
 	start = m->rot;
 	for (k = 0; k < m->n && n < max; k++) {
 		i = (int)((start + (unsigned int)k) % (unsigned int)m->n);
-		if (m->ent[i].s == NULL || m->ent[i].gen == m->gen)
+		if (m->ent[i].s == NULL || m->ent[i].held || m->ent[i].gen == m->gen)
 			continue;
 		got = rsk_fw_ent_events(m, &m->ent[i]);
 		if (got < 0) {
@@ -570,7 +723,7 @@ static struct rsk_fw_ent *rsk_fw_by_data(struct rsk_fw *m, uint64_t data)
 	int i;
 
 	for (i = 0; i < m->n; i++)
-		if (m->ent[i].s != NULL && m->ent[i].data == data)
+		if (m->ent[i].s != NULL && m->ent[i].fd >= 0 && m->ent[i].data == data)
 			return &m->ent[i];
 	return NULL;
 }
@@ -593,6 +746,10 @@ static int rsk_fw_filter(struct rsk_fw *m, struct epoll_event *ev, int n, int *n
 		e = rsk_fw_by_data(m, ev[i].data.u64);
 		if (e != NULL && e->s->conn != NULL)
 			rsk_conn_edge_seen(e->s->conn); /* before its stream is looked at */
+		if (e != NULL && e->held)
+			continue; /* the application deleted it: its DEL is only held back */
+		if (e != NULL)
+			ev[i].events &= e->events | EPOLLERR | EPOLLHUP; /* a MOD answered here */
 		if (e != NULL && !(ev[i].events & RSK_FW_KERNEL_BITS)) {
 			got = rsk_fw_ent_events(m, e);
 			if (got <= 0)
@@ -695,8 +852,14 @@ static int rsk_fw_prepare(struct rsk_fw *m, struct epoll_event *ev, int max)
 
 	m->sleeping++;
 	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].held) /* the sleep must not be woken for it: the DEL goes now */
+			rsk_fw_uncand(m, &m->ent[i], 0, 0);
 		if (m->ent[i].s == NULL || (c = m->ent[i].s->conn) == NULL)
 			continue;
+		if (rsk_fw_rereg(m, &m->ent[i], 1) < 0) { /* a MOD answered here: its events */
+			rsk_fw_uncand(m, &m->ent[i], 1, 0);
+			continue;
+		}
 		rsk_fw_join(&m->ent[i], 1);
 		if (rsk_conn_tokens(c) >= RSK_CONN_TRIM_AT) {
 			rsk_conn_lock(c);
@@ -857,16 +1020,40 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 
 /* ---- what other waits may see ---- */
 
+/*
+ * Does closing @fd need a real DEL in the sets that mirror it? An accelerated socket that
+ * no other number of the application names: with another one, the kernel keeps the
+ * registration while that number lives (epoll(7)), and so do we.
+ */
+static int rsk_fw_close_dels(int fd)
+{
+	struct rsk_sock *s;
+	int del;
+
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) || (s = rsk_sock_get(fd)) == NULL)
+		return 0;
+	del = __atomic_load_n(&s->nfds, __ATOMIC_RELAXED) == 1;
+	rsk_sock_put(s);
+	return del;
+}
+
 void rsk_fw_fd_gone(int fd)
 {
 	struct rsk_fw *m;
 	struct rsk_fw_ent *e;
-	int i;
+	int i, del = rsk_fw_close_dels(fd);
 
 	rsk_fw_kill(fd, 0); /* an epoll set closed: its registrations went with it */
-	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
+	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd)) &&
+	    __atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
 		return;
-	/* The number leaves every mirror before its connection can be released. */
+	/*
+	 * The number leaves every mirror before its connection can be released, and the kernel
+	 * drops its registration first: the kernel would only with the file's last reference,
+	 * and the library may hold one a while longer (a moved connection's spare app end while
+	 * a send still uses it, calls/upgrade.c), so a close without a DEL (or with the DEL held
+	 * back here) went on reporting the application's data for a number it closed.
+	 */
 	for (i = 0;; i++) {
 		pthread_mutex_lock(&rsk_fw_tab_lock);
 		while (i < rsk_fw_tab_cap && rsk_fw_tab[i] == NULL)
@@ -878,8 +1065,28 @@ void rsk_fw_fd_gone(int fd)
 		if (m == NULL)
 			return;
 		pthread_mutex_lock(&m->lock);
-		if ((e = rsk_fw_find(m, fd)) != NULL)
-			rsk_fw_remove(m, e);
+		if ((e = rsk_fw_find(m, fd)) != NULL && !e->held && del)
+			(void)rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
+		if (e != NULL)
+			rsk_fw_remove(m, e); /* (a held DEL is sent by it) */
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+	}
+}
+
+void rsk_fw_flush_all(void)
+{
+	struct rsk_fw *m;
+	int i;
+
+	if (__atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
+		return;
+	for (i = 0; i < __atomic_load_n(&rsk_fw_tab_cap, __ATOMIC_RELAXED); i++) {
+		if ((m = rsk_fw_get(i)) == NULL)
+			continue;
+		pthread_mutex_lock(&m->lock);
+		rsk_fw_flush_held(m);
+		rsk_fw_compact(m);
 		pthread_mutex_unlock(&m->lock);
 		rsk_fw_put(m);
 	}

@@ -44,6 +44,12 @@ void rsk_fw_created(int epfd);
  */
 int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev);
 
+/*
+ * Before the real epoll_ctl(@epfd, @op, @fd, @ev) of an accelerated @fd: 1 when the mirror
+ * answered it from user space (the result, 0 or -errno, in *@res; make no real call), else 0.
+ */
+int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int *res);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);
@@ -76,6 +82,10 @@ void rsk_fw_fd_relayed(int fd);
 void rsk_fw_poll_shared(void *pollfds, unsigned long n);
 void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e);
 void rsk_fw_msg_shared(const struct msghdr *msg);
+
+/* exec: every epoll_ctl held back in user space reaches the kernel (a set that survives the
+ * exec holds only what the application registered). */
+void rsk_fw_flush_all(void);
 
 /* fork or io_uring: other processes or the kernel itself may wait on anything: every
  * connection goes eager for good and the mirrors end. */
