@@ -25,6 +25,11 @@ sum() {
 	RSK_STATS=$1 stats_get "$2" "$3" python3 # (python3 may be a wrapper script: its shells count nothing)
 }
 
+# preload LIB: LD_PRELOAD's value for LIB (behind a sanitizer's runtime in a sanitized run)
+preload() {
+	echo "${RSK_PRELOAD_FIRST:+$RSK_PRELOAD_FIRST }$1${RSK_PRELOAD_AFTER:+ $RSK_PRELOAD_AFTER}"
+}
+
 # run_pair SRVLIB CLILIB POLICY: the peer's server preloaded with SRVLIB, its client with
 # CLILIB, both with RDMASOCK_TCP_FIRST=POLICY (moving at their first call when on TCP).
 run_pair() {
@@ -32,11 +37,11 @@ run_pair() {
 	: >"$SRV_STATS"
 	: >"$CLI_STATS"
 	port=$(free_port)
-	start_bg srv env LD_PRELOAD="$srv" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
+	start_bg srv env LD_PRELOAD="$(preload "$srv")" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
 		RDMASOCK_STATS="$SRV_STATS" RDMASOCK_TCP_FIRST="$policy" RDMASOCK_UPGRADE_MS=0 \
 		RDMASOCK_UPGRADE_BYTES=1 python3 "$PEER" server "$port" "$CONNS"
 	wait_port "$port"
-	out=$(env LD_PRELOAD="$cli" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
+	out=$(env LD_PRELOAD="$(preload "$cli")" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" \
 		RDMASOCK_STATS="$CLI_STATS" RDMASOCK_TCP_FIRST="$policy" RDMASOCK_UPGRADE_MS=0 \
 		RDMASOCK_UPGRADE_BYTES=1 timeout 60 python3 "$PEER" client "$port" "$CONNS" 2>&1) ||
 		fail "$(basename "$srv") <- $(basename "$cli") ($policy): the client failed: $out; server: $(cat "$RSK_TMP/srv.log")"
