@@ -61,6 +61,7 @@ struct rsk_upg {
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
 	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
+	int64_t answer_us;  /* offered: the next look at the server's answer, 0 none yet */
 	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
@@ -454,19 +455,23 @@ static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	return rc;
 }
 
-/* Client, offer out: did the server decline it (another build of the library)? Asked at
- * most once a millisecond (a system call), only until the server moves. */
+/* Client, offer out: did the server decline it (another build of the library)? A system
+ * call, so asked only until the server moves, and ever less often: a decline comes within a
+ * millisecond or so of the offer (the listener's loop reads it at once), while a server
+ * that takes it may move only at its next call, rounds later. At an offer's age of 1 ms,
+ * then each time its age doubled: at most 14 looks in its 10 s. */
 static int rsk_upg_declined(struct rsk_sock *s, struct rsk_upg *u)
 {
-	int64_t now;
+	int64_t now, age;
 	int why;
 
 	if (u->cm->declined == NULL || u->c->ep == NULL)
 		return 0;
 	now = rsk_now_us();
-	if (now - u->peeked_us < RSK_UPG_PEEK_US)
+	age = now - u->born_ms * 1000;
+	if (age < RSK_UPG_PEEK_US || now < u->answer_us)
 		return 0;
-	u->peeked_us = now;
+	u->answer_us = now + age;
 	if ((why = u->cm->declined(u->c->ep)) < 0)
 		return 0;
 	if (why < RDMASOCK_FB_COUNT)
