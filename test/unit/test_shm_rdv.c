@@ -705,7 +705,8 @@ static void wire(int sv[2])
 
 static void test_read_answer_hostile(void **state)
 {
-	static const uint8_t accept_b = RSK_RDV_ACCEPT, decline_b = RSK_RDV_DECLINE, odd_b = 7;
+	static const uint8_t accept_b = RSK_RDV_ACCEPT, decline_b = RSK_RDV_DECLINE, odd_b = 7,
+			     version_b = RSK_RDV_DECLINE_VERSION;
 	int sv[2], sp[2], before;
 	int64_t t0, dt;
 
@@ -741,6 +742,12 @@ static void test_read_answer_hostile(void **state)
 	assert_int_equal(ucm_send_fds(sv[0], &decline_b, 1, sp, 1), 1);
 	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNREFUSED);
 	assert_int_equal(ucm_fd_count(), before);
+	/* declined as another build's offer: told apart, the fd closed too */
+	assert_int_equal(ucm_send_fds(sv[0], &version_b, 1, sp, 1), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTONOSUPPORT);
+	assert_int_equal(ucm_fd_count(), before);
+	assert_int_equal(rsk_rdv_decline_version(sv[0]), 0); /* what a listener sends */
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTONOSUPPORT);
 	/* the server went away without answering: EOF */
 	close(sv[0]);
 	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNRESET);
