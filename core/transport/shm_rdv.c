@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,12 @@ int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV
 {
 	return rsk_rdv_send(conn, o, sizeof(*o), fds, RSK_RDV_NFDS - 1);
 }
+
+_Static_assert(offsetof(struct rsk_rdv_offer, magic) == offsetof(struct rsk_rdv_hdr, magic) &&
+		       offsetof(struct rsk_rdv_offer, version) ==
+			       offsetof(struct rsk_rdv_hdr, version) &&
+		       sizeof(struct rsk_rdv_hdr) == 8,
+	       "an offer starts with the frozen header");
 
 /*
  * Is the @n bytes read into @o (with @nfds fds) an offer we can take? 0; -EPROTONOSUPPORT

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +43,12 @@ static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nb
 	h->nbuf = htonl(nbuf);
 	h->buf_size = htonl(bsize);
 }
+
+_Static_assert(offsetof(struct rsk_verbs_hello, magic) == offsetof(struct rsk_verbs_hdr, magic) &&
+		       offsetof(struct rsk_verbs_hello, version) ==
+			       offsetof(struct rsk_verbs_hdr, version) &&
+		       sizeof(struct rsk_verbs_hdr) == 6,
+	       "a hello starts with the frozen header");
 
 /* Another build's hello: our magic in its frozen start (struct rsk_verbs_hdr), another
  * version. */
