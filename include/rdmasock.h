@@ -73,6 +73,10 @@ enum rdmasock_fallback {
 	 * progress as it allows at once (a burst of non-blocking connects), and ended before
 	 * it moved */
 	RDMASOCK_FB_SETUP_LIMIT,
+	/* "version": the same-host peer runs a build of the library whose handshake this one
+	 * does not read (another protocol version, or a message it could not parse): declined
+	 * before either end committed */
+	RDMASOCK_FB_VERSION,
 	RDMASOCK_FB_COUNT
 };
 

@@ -32,6 +32,7 @@ static const char *const rsk_fallback_names[RDMASOCK_FB_COUNT] = {
 	[RDMASOCK_FB_TCP_FIRST] = "tcp_first",
 	[RDMASOCK_FB_OTHER_USER] = "other_user",
 	[RDMASOCK_FB_SETUP_LIMIT] = "setup_limit",
+	[RDMASOCK_FB_VERSION] = "version",
 };
 
 /* Copied at start: programs like nginx overwrite argv (and with it the libc name). */

@@ -47,6 +47,13 @@ static inline void rsk_stats_unmoved(enum rdmasock_fallback was)
 	rsk_counter_add(&rsk_stats.fallbacks[was], 1);
 }
 
+/* A kernel connection counted with reason @was turned out to stay for reason @now. */
+static inline void rsk_stats_refallback(enum rdmasock_fallback was, enum rdmasock_fallback now)
+{
+	rsk_counter_add(&rsk_stats.fallbacks[was], (uint64_t)-1);
+	rsk_counter_add(&rsk_stats.fallbacks[now], 1);
+}
+
 const char *rsk_transport_name(enum rdmasock_transport t);
 const char *rsk_fallback_name(enum rdmasock_fallback why);
 

@@ -61,6 +61,7 @@ struct rsk_upg {
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
 	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
+	int64_t answer_us;  /* offered: the next look at the server's answer, 0 none yet */
 	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
@@ -89,6 +90,9 @@ struct rsk_upg {
 
 /* A move that cannot finish within this long is given up (the offer expires). */
 #define RSK_UPG_DIAL_TTL_MS 10000
+/* Least time between two looks of a call at the other side's progress that cost a system
+ * call (the peer's FIN when switched, its answer when offered). */
+#define RSK_UPG_PEEK_US 1000
 /* Longest a side waits for its first stream message to reach the peer before its FIN. */
 #define RSK_UPG_FLUSH_MS 2000
 
@@ -293,6 +297,14 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	rsk_sock_divert(s, u->fd, 0);
 }
 
+/* The connection, counted on the kernel already, stays there for reason @why. */
+static void rsk_upg_reason(struct rsk_sock *s, enum rdmasock_fallback why)
+{
+	if (s->counted && s->fb_reason != why)
+		rsk_stats_refallback(s->fb_reason, why);
+	s->fb_reason = why;
+}
+
 /* Our sending side still open on TCP (a shutdown may have bypassed us: the server's data
  * path is the kernel's until an offer comes); the peer's too unless @peer_fin_ok (a client
  * following the server's move, whose FIN came with it). */
@@ -342,7 +354,10 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	if ((rc = cm->dial(d)) < 0) {
 		rsk_conn_discard(u->c, -1, -1, -1);
 		u->c = NULL;
-		s->fb_reason = d->why;
+		if (d->why == RDMASOCK_FB_VERSION) /* (counted as its start's reason so far) */
+			rsk_upg_reason(s, d->why);
+		else
+			s->fb_reason = d->why;
 		return rsk_upg_give_up(s, u, rsk_fallback_name(d->why));
 	}
 	u->c->ep = d->ep;
@@ -440,6 +455,30 @@ static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	return rc;
 }
 
+/* Client, offer out: did the server decline it (another build of the library)? A system
+ * call, so asked only until the server moves, and ever less often: a decline comes within a
+ * millisecond or so of the offer (the listener's loop reads it at once), while a server
+ * that takes it may move only at its next call, rounds later. At an offer's age of 1 ms,
+ * then each time its age doubled: at most 14 looks in its 10 s. */
+static int rsk_upg_declined(struct rsk_sock *s, struct rsk_upg *u)
+{
+	int64_t now, age;
+	int why;
+
+	if (u->cm->declined == NULL || u->c->ep == NULL)
+		return 0;
+	now = rsk_now_us();
+	age = now - u->born_ms * 1000;
+	if (age < RSK_UPG_PEEK_US || now < u->answer_us)
+		return 0;
+	u->answer_us = now + age;
+	if ((why = u->cm->declined(u->c->ep)) < 0)
+		return 0;
+	if (why < RDMASOCK_FB_COUNT)
+		rsk_upg_reason(s, (enum rdmasock_fallback)why);
+	return 1;
+}
+
 /* Client: has the server moved (its first message is there)? Then move too. */
 static void rsk_upg_client_look(struct rsk_sock *s, struct rsk_upg *u, int fd)
 {
@@ -452,6 +491,8 @@ static void rsk_upg_client_look(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	rsk_conn_unlock(u->c);
 	if (err || (!moved && !u->shut_wr && rsk_now_ms() - u->born_ms > RSK_UPG_DIAL_TTL_MS))
 		return rsk_upg_give_up(s, u, "the server did not take the offer");
+	if (!moved && rsk_upg_declined(s, u))
+		return rsk_upg_give_up(s, u, "the server declined the offer");
 	if (moved && rsk_upg_follow(s, u, fd) < 0) {
 		/* The server moved and we cannot follow: only a reset is honest now. */
 		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
@@ -614,7 +655,6 @@ static int rsk_upg_at_eof(struct rsk_sock *s, struct rsk_upg *u, int fd)
 
 /* Switched, sending: is all that is left on TCP the peer's FIN? Then the move ends now. At
  * most once a millisecond (a syscall), and only in the moment between the two moves. */
-#define RSK_UPG_PEEK_US 1000
 
 static int rsk_upg_peek_fin(struct rsk_sock *s, struct rsk_upg *u, int fd)
 {

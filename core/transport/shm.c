@@ -580,6 +580,11 @@ int rsk_shm_has_peer_ctl(struct rsk_ep *ep)
 	return RSK_SHM_EP(ep)->peer_ctl >= 0;
 }
 
+int rsk_shm_answer_fd(struct rsk_ep *ep)
+{
+	return RSK_SHM_EP(ep)->answer_fd;
+}
+
 void rsk_shm_set_answer(struct rsk_ep *ep, int fd, int (*read_answer)(int fd, int wait_ms))
 {
 	RSK_SHM_EP(ep)->answer_fd = fd;

@@ -13,7 +13,11 @@
 #include "transport.h"
 
 #define RSK_SHM_MAGIC 0x4b53524du /* "MRSK" */
+#ifndef RSK_TEST_PROTO_NEXT /* a test build's next version (shm_rdv.h) */
 #define RSK_SHM_VERSION 4u
+#else
+#define RSK_SHM_VERSION 5u
+#endif
 #define RSK_SHM_MAX_NBUF 1024u
 #define RSK_SHM_MAX_BUF (4u << 20)
 
@@ -86,6 +90,8 @@ int rsk_shm_has_peer_ctl(struct rsk_ep *ep);
  * another -errno) when the endpoint first needs it, which is when a wake is owed.
  */
 void rsk_shm_set_answer(struct rsk_ep *ep, int fd, int (*read_answer)(int fd, int wait_ms));
+/* That fd while its answer is unread, else -1. */
+int rsk_shm_answer_fd(struct rsk_ep *ep);
 
 /* Connection-management hooks of the endpoint (rsk_shm_cm_ops, shm_cm.c): */
 /* Before a fork: a child must be able to wake the peer, so learn its fd now if we can. */

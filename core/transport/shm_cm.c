@@ -103,8 +103,14 @@ static int rsk_shm_dial(struct rsk_dial *d)
 		return rc;
 	}
 	/* A bell rung is our user's listener's (rsk_rdv_find rings no other): no need to ask
-	 * who we are again. */
-	if ((rc = rung ? 0 : rsk_shm_dial_owner(d, owner)) == 0 && !rung && !d->upgrade) {
+	 * who we are again. One that says its listener reads no offer of our version (another
+	 * build of the library): nothing to offer, now or later. */
+	if (rung == RSK_RDV_RUNG_OTHER) {
+		rsk_dbg("shm: the listener's library reads no offer of version %u: staying on TCP",
+			RSK_RDV_VERSION);
+		d->why = RDMASOCK_FB_VERSION;
+		rc = -EPROTONOSUPPORT;
+	} else if ((rc = rung ? 0 : rsk_shm_dial_owner(d, owner)) == 0 && !rung && !d->upgrade) {
 		/* The listener's accept may not look for an offer it was not told of: start on
 		 * TCP, whose offer comes once connected (its event loop watches for those). */
 		rsk_dbg("shm: the rendezvous' bell did not ring: starting on TCP");
@@ -217,6 +223,30 @@ static int rsk_shm_withdraw(struct rsk_dial *d, int fd)
 	    rsk_sys_recv(p->rdv, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1)
 		return 0; /* no answer: the endpoint finds out (a reset), as before */
 	return b == RSK_RDV_DECLINE;
+}
+
+/*
+ * Client of an upgrade, offer out: has the server declined it? The answer is only peeked at
+ * (the endpoint reads an acceptance when it needs the server's ctl end). Why it was
+ * declined (a fallback reason; RDMASOCK_FB_COUNT: not said), or -1: not (yet).
+ */
+static int rsk_shm_declined(struct rsk_ep *ep)
+{
+	int fd = rsk_shm_answer_fd(ep);
+	ssize_t n;
+	char b;
+
+	if (fd < 0)
+		return -1; /* read already: an acceptance (a broken one shows in the stream) */
+	n = rsk_sys_recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == -EAGAIN || n == -EINTR || (n == 1 && b == RSK_RDV_ACCEPT))
+		return -1;
+	if (n == 1 && b == RSK_RDV_DECLINE_VERSION)
+		return RDMASOCK_FB_VERSION;
+	/* A plain decline (the server cannot move this connection: it keeps the reason it was
+	 * counted with), gone without a word (an older build drops what it cannot read; a
+	 * listener that closed), or an answer we cannot read: not taken, no reason told. */
+	return RDMASOCK_FB_COUNT;
 }
 
 static void rsk_shm_undial(struct rsk_dial *d)
@@ -709,6 +739,15 @@ static int rsk_offer_update(struct rsk_offer *e)
 		rc = rsk_rdv_read_offer(e->conn, &e->o, e->fds);
 		if (rc == -EAGAIN)
 			return 0; /* a client still before its SYN: not the connection we accepted */
+		if (rc == -EPROTONOSUPPORT || rc == -EPROTO) {
+			/* Another build's offer, or one we cannot parse: declined, so a client that
+			 * offered from TCP stays there at once (a client commits before its SYN only
+			 * to a listener whose bell says it reads its version). */
+			rsk_dbg("shm: declining an offer we cannot read (%s)", strerror(-rc));
+			(void)rsk_rdv_decline_version(e->conn);
+			e->bad = 1;
+			return -1;
+		}
 		if (rc < 0)
 			return -1;
 		if (rc == 1) { /* a sibling's: the client's connection itself, still unread */
@@ -1177,6 +1216,7 @@ const struct rsk_cm_ops rsk_shm_cm_ops = {
 	.withdraw = rsk_shm_withdraw,
 	.dialed = rsk_shm_dialed,
 	.undial = rsk_shm_undial,
+	.declined = rsk_shm_declined,
 	.listen = rsk_shm_listen,
 	.listen_fd = rsk_shm_listen_fd,
 	.listen_event = rsk_shm_listen_event,

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,9 +219,10 @@ int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung)
 		(void)rsk_sys_close(fd);
 		return rc;
 	}
-	/* Our connection is queued: the bell says so (only a listener of our own user's). */
-	if (cr.uid == geteuid() && rsk_rdv_ring(what, port, cr.pid) == 0 && rung != NULL)
-		*rung = 1;
+	/* Our connection is queued: the bell says so (only a listener of our own user's), and
+	 * whether that listener reads our offers. */
+	if (cr.uid == geteuid() && (rc = rsk_rdv_ring(what, port, cr.pid)) > 0 && rung != NULL)
+		*rung = rc;
 	return fd;
 }
 
@@ -244,6 +246,14 @@ int rsk_rdv_exists(const struct sockaddr *bound)
 	rc = rsk_rdv_connect_rdv(fd, bound); /* a look, no offer: no ring */
 	(void)rsk_sys_close(fd);
 	return rc == 0;
+}
+
+static void rsk_rdv_close_fds(const int *fds, int nfds)
+{
+	int i;
+
+	for (i = 0; i < nfds; i++)
+		(void)rsk_sys_close(fds[i]);
 }
 
 static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, int nfds)
@@ -273,8 +283,9 @@ static int rsk_rdv_send(int conn, const void *data, size_t len, const int *fds, 
 	return n == (ssize_t)len ? 0 : -EMSGSIZE;
 }
 
-/* Receive a message of exactly @len bytes with up to 3 fds; returns the fd count or -errno. */
-static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[4])
+/* Receive a message of up to @len bytes (its length in *@got) with up to 4 fds; returns the
+ * fd count or -errno (-EPROTO: more fds than that, none kept). */
+static int rsk_rdv_recv_msg(int conn, void *data, size_t len, int fds[4], size_t *got_len)
 {
 	union {
 		struct cmsghdr h;
@@ -307,9 +318,22 @@ static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[4])
 				(void)rsk_sys_close(fd);
 		}
 	}
-	if ((size_t)n != len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-		for (i = 0; i < nfds; i++)
-			(void)rsk_sys_close(fds[i]);
+	*got_len = (size_t)n;
+	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		rsk_rdv_close_fds(fds, nfds);
+		return -EPROTO;
+	}
+	return nfds;
+}
+
+/* Receive a message of exactly @len bytes with up to 4 fds; returns the fd count or -errno. */
+static int rsk_rdv_recv(int conn, void *data, size_t len, int fds[4])
+{
+	size_t n = 0;
+	int nfds = rsk_rdv_recv_msg(conn, data, len, fds, &n);
+
+	if (nfds >= 0 && n != len) {
+		rsk_rdv_close_fds(fds, nfds);
 		return n == 0 ? -ECONNRESET : -EPROTO;
 	}
 	return nfds;
@@ -320,31 +344,55 @@ int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV
 	return rsk_rdv_send(conn, o, sizeof(*o), fds, RSK_RDV_NFDS - 1);
 }
 
-static int rsk_rdv_offer_valid(const struct rsk_rdv_offer *o, int nfds)
+_Static_assert(offsetof(struct rsk_rdv_offer, magic) == offsetof(struct rsk_rdv_hdr, magic) &&
+		       offsetof(struct rsk_rdv_offer, version) ==
+			       offsetof(struct rsk_rdv_hdr, version) &&
+		       sizeof(struct rsk_rdv_hdr) == 8,
+	       "an offer starts with the frozen header");
+
+/*
+ * Is the @n bytes read into @o (with @nfds fds) an offer we can take? 0; -EPROTONOSUPPORT
+ * when its frozen header (struct rsk_rdv_hdr) names a version we do not read (what follows
+ * it is that version's, whatever its length); -EPROTO when it is not a rendezvous message
+ * or not a well-formed one of our version.
+ */
+static int rsk_rdv_offer_check(const struct rsk_rdv_offer *o, size_t n, int nfds)
 {
 	int fam = o->server.ss_family;
 
-	if (o->magic != RSK_RDV_MAGIC || o->version != RSK_RDV_VERSION)
-		return 0;
+	if (n < sizeof(struct rsk_rdv_hdr) || o->magic != RSK_RDV_MAGIC)
+		return -EPROTO;
+	if (o->version < RSK_RDV_VERSION_MIN || o->version > RSK_RDV_VERSION)
+		return -EPROTONOSUPPORT;
+	if (n != sizeof(*o))
+		return -EPROTO;
 	if (o->forwarded == RSK_RDV_FWD_UNREAD)
-		return nfds == 1;
+		return nfds == 1 ? 0 : -EPROTO;
 	return rsk_shm_size(o->nbuf, o->buf_size) != 0 && (fam == AF_INET || fam == AF_INET6) &&
-	       (o->forwarded == RSK_RDV_FWD_NONE || o->forwarded == RSK_RDV_FWD_OFFER) &&
-	       o->upgrade <= RSK_RDV_UPGRADE_HOPS + 1 &&
-	       nfds == (o->forwarded ? RSK_RDV_NFDS : RSK_RDV_NFDS - 1);
+			       (o->forwarded == RSK_RDV_FWD_NONE ||
+				o->forwarded == RSK_RDV_FWD_OFFER) &&
+			       o->upgrade <= RSK_RDV_UPGRADE_HOPS + 1 &&
+			       nfds == (o->forwarded ? RSK_RDV_NFDS : RSK_RDV_NFDS - 1)
+		       ? 0
+		       : -EPROTO;
 }
 
 int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS])
 {
-	int got[RSK_RDV_NFDS], nfds, i;
+	int got[RSK_RDV_NFDS], nfds, i, rc;
+	size_t n = 0;
 
-	nfds = rsk_rdv_recv(conn, o, sizeof(*o), got);
+	memset(o, 0, sizeof(*o));
+	nfds = rsk_rdv_recv_msg(conn, o, sizeof(*o), got, &n);
 	if (nfds < 0)
 		return nfds;
-	if (!rsk_rdv_offer_valid(o, nfds)) {
-		for (i = 0; i < nfds; i++)
-			(void)rsk_sys_close(got[i]);
-		return -EPROTO;
+	if (n == 0 && nfds == 0)
+		return -ECONNRESET;
+	/* (a longer message of another version leaves its rest unread: the connection is
+	 * answered and closed) */
+	if ((rc = rsk_rdv_offer_check(o, n, nfds)) < 0) {
+		rsk_rdv_close_fds(got, nfds);
+		return rc;
 	}
 	for (i = 0; i < nfds; i++)
 		fds[i] = got[i];
@@ -399,6 +447,13 @@ int rsk_rdv_answer(int reply, int accept, int ctl)
 	return rsk_rdv_send(reply, &b, 1, &ctl, accept ? 1 : 0);
 }
 
+int rsk_rdv_decline_version(int reply)
+{
+	char b = RSK_RDV_DECLINE_VERSION;
+
+	return rsk_rdv_send(reply, &b, 1, NULL, 0);
+}
+
 int rsk_rdv_read_answer(int conn, int wait_ms)
 {
 	struct pollfd p = {.fd = conn, .events = POLLIN};
@@ -414,6 +469,8 @@ int rsk_rdv_read_answer(int conn, int wait_ms)
 		return fds[0];
 	for (i = 0; i < nfds; i++)
 		(void)rsk_sys_close(fds[i]);
+	if (b == RSK_RDV_DECLINE_VERSION)
+		return -EPROTONOSUPPORT;
 	return b == RSK_RDV_DECLINE ? -ECONNREFUSED : -EPROTO;
 }
 
@@ -443,13 +500,26 @@ int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t
  * keeps its mapping, and maps the file again when the bell in it is dead (its listener
  * closed it) or names another process than the one that listens now (its listener died).
  */
-#define RSK_BELL_MAGIC 0x4c4c4542u /* "BELL" */
+/*
+ * The page says which offer versions its listener reads, so a client commits at connect only
+ * to one that reads its own (any other starts on TCP or stays there: rsk_rdv_ring). Builds
+ * before that wrote RSK_BELL_MAGIC_V1 and no versions: their clients do not take ours for a
+ * live bell (they start on TCP and offer in band, where a decline costs nothing), and ours
+ * ring theirs without committing to them.
+ */
+#define RSK_BELL_MAGIC_V1 0x4c4c4542u /* "BELL" */
+#define RSK_BELL_MAGIC 0x324c4542u    /* "BEL2" */
 
-struct rsk_bell_page { /* the shared file's contents */
-	uint32_t magic; /* 0 once its listener closed it */
-	int32_t pid;    /* the process that listens (SO_PEERCRED of a connection to it) */
-	uint64_t rings; /* connections rung for */
+/* The shared file's contents. FROZEN layout, whatever the version: a listener of any
+ * version writes it so, a client of any version reads it so (append only, never reorder). */
+struct rsk_bell_page {
+	uint32_t magic;   /* RSK_BELL_MAGIC; 0 once its listener closed it */
+	int32_t pid;      /* the process that listens (SO_PEERCRED of a connection to it) */
+	uint64_t rings;   /* connections rung for */
+	uint32_t ver_min; /* offers of versions ver_min..ver_max its listener reads */
+	uint32_t ver_max;
 };
+#define RSK_BELL_PAGE_V1 16u /* a RSK_BELL_MAGIC_V1 page's size: magic, pid, rings */
 
 struct rsk_rdv_bell { /* the listener's handle */
 	struct rsk_bell_page *pg;
@@ -513,11 +583,13 @@ static int rsk_rdv_bell_stale(int fd, const char *name, void *arg)
 
 	(void)name;
 	(void)arg;
-	if (pread(fd, &pg, sizeof(pg), 0) != (ssize_t)sizeof(pg) || pg.pid <= 0)
+	memset(&pg, 0, sizeof(pg));
+	if (pread(fd, &pg, sizeof(pg), 0) < (ssize_t)RSK_BELL_PAGE_V1 || pg.pid <= 0)
 		return 0;
 	if (pg.magic == 0)
 		return 1;
-	return pg.magic == RSK_BELL_MAGIC && rsk_sweep_pid_gone(pg.pid);
+	return (pg.magic == RSK_BELL_MAGIC || pg.magic == RSK_BELL_MAGIC_V1) &&
+	       rsk_sweep_pid_gone(pg.pid);
 }
 
 static const struct rsk_sweep rsk_rdv_bell_sweep = {
@@ -570,6 +642,8 @@ static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int p
 	}
 	b->pg = pg;
 	b->pg->pid = (int32_t)getpid();
+	b->pg->ver_min = RSK_RDV_VERSION_MIN;
+	b->pg->ver_max = RSK_RDV_VERSION;
 	__atomic_store_n(&b->pg->magic, RSK_BELL_MAGIC, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&rsk_bells_made_lock);
 	b->next = rsk_bells_made;
@@ -618,10 +692,24 @@ static struct rsk_bell_ent {
 static uint64_t rsk_bell_clock;
 static pthread_mutex_t rsk_bell_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Is @b alive (its listener has not closed it) and of the process @pid that listens? */
+/* Is @b alive (its listener has not closed it) and of the process @pid that listens? (Of a
+ * build of any version: every one counts the rings.) */
 static int rsk_rdv_bell_names(const struct rsk_bell_page *b, pid_t pid)
 {
-	return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == RSK_BELL_MAGIC && b->pid == pid;
+	uint32_t m = __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE);
+
+	return (m == RSK_BELL_MAGIC || m == RSK_BELL_MAGIC_V1) && b->pid == pid;
+}
+
+/* What ringing @b tells a client: RSK_RDV_RUNG (its listener reads our offers),
+ * RSK_RDV_RUNG_OTHER (it reads none of our version), or 0 (a bell of a build that does not
+ * say: start on TCP). */
+static int rsk_rdv_bell_speaks(const struct rsk_bell_page *b)
+{
+	if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != RSK_BELL_MAGIC)
+		return 0;
+	return b->ver_min <= RSK_RDV_VERSION && RSK_RDV_VERSION <= b->ver_max ? RSK_RDV_RUNG
+									       : RSK_RDV_RUNG_OTHER;
 }
 
 static struct rsk_bell_page *rsk_rdv_bell_map(const char *path, pid_t pid)
@@ -632,8 +720,9 @@ static struct rsk_bell_page *rsk_rdv_bell_map(const char *path, pid_t pid)
 
 	if (fd < 0)
 		return NULL;
+	/* (a V1 page is shorter: the mapping's tail past its end reads 0, within one page) */
 	b = fstat(fd, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) &&
-		    st.st_size >= (off_t)sizeof(*b)
+		    st.st_size >= (off_t)RSK_BELL_PAGE_V1
 		    ? mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
 		    : MAP_FAILED;
 	(void)rsk_sys_close(fd);
@@ -677,13 +766,16 @@ int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid)
 {
 	struct rsk_bell_page *b;
 	char path[128];
+	int rc = -ENOENT;
 
 	if (rsk_rdv_bell_path(path, sizeof(path), what, port) < 0)
 		return -ENAMETOOLONG;
 	pthread_mutex_lock(&rsk_bell_lock);
 	b = rsk_rdv_bell_get(path, pid);
-	if (b != NULL)
+	if (b != NULL) {
 		__atomic_add_fetch(&b->rings, 1, __ATOMIC_SEQ_CST);
+		rc = rsk_rdv_bell_speaks(b);
+	}
 	pthread_mutex_unlock(&rsk_bell_lock);
-	return b != NULL ? 0 : -ENOENT;
+	return rc;
 }

@@ -16,11 +16,35 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+/*
+ * Versions. RSK_RDV_VERSION covers everything the handshake hands over: the offer, the
+ * answer and the segment's layout (RSK_SHM_VERSION, shm.h); bump it with any of them. A
+ * build takes offers of versions RSK_RDV_VERSION_MIN..RSK_RDV_VERSION and says so in its
+ * rendezvous' bell (below), so a client commits at connect only to a listener that reads
+ * its offer; any other offer is declined (RSK_RDV_DECLINE_VERSION) and both ends stay on
+ * TCP. RSK_TEST_PROTO_NEXT is a test build's only (test/integration: test_version_mix.sh).
+ */
 #define RSK_RDV_MAGIC 0x31534b52u /* "RKS1" */
+#ifndef RSK_TEST_PROTO_NEXT
 #define RSK_RDV_VERSION 2u
+#else
+#define RSK_RDV_VERSION 3u
+#endif
+#define RSK_RDV_VERSION_MIN RSK_RDV_VERSION
 
+/*
+ * FROZEN: the first 8 bytes of every rendezvous message of every version, and nothing else
+ * any version may assume of another's. A reader of any version reads this much and knows
+ * whether the rest is for it; never change it, whatever the version.
+ */
+struct rsk_rdv_hdr {
+	uint32_t magic;   /* RSK_RDV_MAGIC */
+	uint32_t version; /* the sender's RSK_RDV_VERSION */
+};
+
+/* Version 2's offer (its layout may change with the version; its start may not). */
 struct rsk_rdv_offer {
-	uint32_t magic;
+	uint32_t magic;   /* = struct rsk_rdv_hdr */
 	uint32_t version;
 	uint32_t nbuf;
 	uint32_t buf_size;
@@ -43,9 +67,12 @@ struct rsk_rdv_offer {
 /* The fds of an offer, in message order (the reply fd only in a forwarded one). */
 enum { RSK_RDV_MEMFD = 0, RSK_RDV_CTL, RSK_RDV_TCP, RSK_RDV_REPLY, RSK_RDV_NFDS };
 
-/* Answer bytes, on the offer's connection. */
+/* Answer bytes, on the offer's connection (FROZEN as well: one byte, any version; a
+ * client that reads anything but RSK_RDV_ACCEPT with one fd was not taken). */
 #define RSK_RDV_ACCEPT 'A' /* with the server's ctl end */
 #define RSK_RDV_DECLINE 'D'
+/* Declined: an offer of a version this build does not read, or one it could not parse. */
+#define RSK_RDV_DECLINE_VERSION 'V'
 /* From the client, after its offer: it takes the offer back (a connect that did not finish
  * at once stays TCP). A server that finds it declines. */
 #define RSK_RDV_WITHDRAW 'W'
@@ -70,9 +97,15 @@ int rsk_rdv_exists(const struct sockaddr *bound);
 
 /* Client: connect to the rendezvous for @dest and ring its bell (below). The fd, -ENOENT (no
  * preloaded listener), or -errno; the listener's owner in *@owner and whether the bell rang
- * in *@rung (each may be NULL). A client that could not ring must not offer before its SYN:
- * the listener's accept may not look (it offers once connected, as TCP first does). Only a
- * listener of our own effective user is rung: a bell that rang says its owner is us. */
+ * in *@rung (each may be NULL): RSK_RDV_RUNG, RSK_RDV_RUNG_OTHER (it rang, and says its
+ * listener reads no offer of our version: offer nothing) or 0. A client that could not ring
+ * must not offer before its SYN: the listener's accept may not look (it offers once
+ * connected, as TCP first does); nor may one whose bell does not say that its listener
+ * reads our version (a bell of an older build), since a decline would come after it
+ * committed. Only a listener of our own effective user is rung: a bell that rang says its
+ * owner is us. */
+#define RSK_RDV_RUNG 1
+#define RSK_RDV_RUNG_OTHER 2
 int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung);
 
 /* Client: send the offer with its fds (RSK_RDV_*) on @conn. 0 or -errno. */
@@ -83,7 +116,9 @@ int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV
  * ours (close-on-exec), fds[RSK_RDV_REPLY] is what to answer on (@conn itself unless a
  * sibling forwarded the offer). 0, 1 (a client's connection forwarded unread: it is
  * fds[0], read its offer from it), -EAGAIN (nothing there yet), -ECONNRESET (the client
- * closed without an offer) or -EPROTO (malformed: wrong magic, version, geometry or fds).
+ * closed without an offer), -EPROTONOSUPPORT (an offer of a version we do not read) or
+ * -EPROTO (malformed: wrong magic, length, geometry or fds). On an error no fd of the
+ * message is kept; @conn is the caller's to answer on (rsk_rdv_decline_version) and close.
  */
 int rsk_rdv_read_offer(int conn, struct rsk_rdv_offer *o, int fds[RSK_RDV_NFDS]);
 
@@ -96,11 +131,13 @@ int rsk_rdv_forward_unread(const struct sockaddr *server, int conn);
 
 /* Server: answer on @reply: accept (with our ctl end @ctl) or decline (@ctl -1). 0/-errno. */
 int rsk_rdv_answer(int reply, int accept, int ctl);
+/* Server: decline an offer rsk_rdv_read_offer could not take (-EPROTONOSUPPORT, -EPROTO). */
+int rsk_rdv_decline_version(int reply);
 
 /*
  * Client: the answer on @conn, waiting up to @wait_ms: the server's ctl end (>= 0, ours,
- * close-on-exec), -EAGAIN (not yet), -ECONNREFUSED (declined), -ECONNRESET (the server went
- * without a word) or -EPROTO.
+ * close-on-exec), -EAGAIN (not yet), -ECONNREFUSED (declined), -EPROTONOSUPPORT (declined:
+ * it does not read our offer), -ECONNRESET (the server went without a word) or -EPROTO.
  */
 int rsk_rdv_read_answer(int conn, int wait_ms);
 

@@ -311,13 +311,17 @@ struct rsk_cm_ops {
 	 * withdraw: a non-blocking kernel connect (TCP socket @fd) did not finish at once (a
 	 * full backlog, a slow server): take the offer back, so the connection stays TCP and
 	 * reports its handshake as the kernel's does. 1: withdrawn (undial follows), 0: the
-	 * server took the offer first (go on as dialed). NULL: the connect goes on accelerated. */
+	 * server took the offer first (go on as dialed). NULL: the connect goes on accelerated.
+	 * declined: an upgrade's offer is out (endpoint @ep, dialed) and the server has not
+	 * moved: did it decline? A fallback reason (e.g. RDMASOCK_FB_VERSION: another build's
+	 * listener; RDMASOCK_FB_COUNT: it did not say why), or -1 not (yet). NULL: it cannot tell (the offer expires instead). */
 	int (*dial)(struct rsk_dial *d);
 	int (*offer)(struct rsk_dial *d, int ctl);
 	int (*withdraw)(struct rsk_dial *d, int fd);
 	void (*dialed)(struct rsk_dial *d);
 	void (*undial)(struct rsk_dial *d);
 	void (*dial_failed)(struct rsk_dial *d);
+	int (*declined)(struct rsk_ep *ep);
 
 	/* Server. listen: a listener beside the kernel's, bound like it (*lh); listen_fd: its
 	 * event fd @i (0..RSK_LISTEN_MAX_FDS-1) for the event loop (-1: none; it may change

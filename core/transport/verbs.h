@@ -24,9 +24,21 @@ struct rdma_event_channel;
 
 /* The client's hello and the server's answer, in rdma_cm private data (network order). */
 #define RSK_VERBS_MAGIC 0x52534b31u /* "RSK1" */
+#ifndef RSK_TEST_PROTO_NEXT /* a test build's next version (shm_rdv.h) */
 #define RSK_VERBS_VERSION 1
+#else
+#define RSK_VERBS_VERSION 2
+#endif
+/* FROZEN: the start of every hello and of a version reject's private data, whatever the
+ * version; a reader of any version reads this much and knows whether the rest is for it. */
+struct rsk_verbs_hdr {
+	uint32_t magic;   /* RSK_VERBS_MAGIC */
+	uint16_t version; /* the sender's RSK_VERBS_VERSION */
+} __attribute__((packed));
+
+/* Version 1's hello (its layout may change with the version; its start may not). */
 struct rsk_verbs_hello {
-	uint32_t magic;
+	uint32_t magic; /* = struct rsk_verbs_hdr */
 	uint16_t version;
 	uint16_t tcp_port; /* client: the port its TCP placeholder is bound to */
 	uint32_t nbuf;

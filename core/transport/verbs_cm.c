@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,11 +44,32 @@ static void rsk_hello_fill(struct rsk_verbs_hello *h, uint16_t port, uint32_t nb
 	h->buf_size = htonl(bsize);
 }
 
-/* A hello we can serve: ours, and a geometry the engine runs with. 0 or -EPROTO. */
+_Static_assert(offsetof(struct rsk_verbs_hello, magic) == offsetof(struct rsk_verbs_hdr, magic) &&
+		       offsetof(struct rsk_verbs_hello, version) ==
+			       offsetof(struct rsk_verbs_hdr, version) &&
+		       sizeof(struct rsk_verbs_hdr) == 6,
+	       "a hello starts with the frozen header");
+
+/* Another build's hello: our magic in its frozen start (struct rsk_verbs_hdr), another
+ * version. */
+static int rsk_hello_other_version(const void *data, uint8_t len)
+{
+	struct rsk_verbs_hdr v;
+
+	if (data == NULL || len < sizeof(v))
+		return 0;
+	memcpy(&v, data, sizeof(v));
+	return ntohl(v.magic) == RSK_VERBS_MAGIC && ntohs(v.version) != RSK_VERBS_VERSION;
+}
+
+/* A hello we can serve: ours, and a geometry the engine runs with. 0, -EPROTONOSUPPORT
+ * (another version's, whatever follows its start) or -EPROTO. */
 int rsk_hello_parse(const void *data, uint8_t len, struct rsk_verbs_hello *h)
 {
 	uint32_t nbuf, bsize;
 
+	if (rsk_hello_other_version(data, len))
+		return -EPROTONOSUPPORT;
 	if (data == NULL || len < sizeof(*h))
 		return -EPROTO;
 	memcpy(h, data, sizeof(*h));
@@ -103,11 +125,18 @@ static int rsk_cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type 
 	if (type == want && reply != NULL)
 		rc = rsk_hello_parse(ev->param.conn.private_data, ev->param.conn.private_data_len,
 				     reply);
+	/* a server of another build rejects us with its own hello's start: say so */
+	if (type == RDMA_CM_EVENT_REJECTED &&
+	    rsk_hello_other_version(ev->param.conn.private_data,
+				    ev->param.conn.private_data_len))
+		rc = -EPROTONOSUPPORT;
 	rdma_ack_cm_event(ev);
 	if (type == want)
 		return rc;
 	rsk_dbg("verbs: rdma_cm %s (status %d) instead of %s", rdma_event_str(type), status,
 		rdma_event_str(want));
+	if (rc == -EPROTONOSUPPORT)
+		return rc;
 	switch (type) {
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -332,7 +361,11 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 		rc = rsk_verbs_ep_create(id, NULL, h.nbuf, h.buf_size, &ep);
 	if (o == NULL || rc < 0) {
 		rsk_dbg("verbs: rejecting a connection request (%s)", strerror(rc < 0 ? -rc : ENOMEM));
-		(void)rdma_reject(id, NULL, 0);
+		/* Another build's client learns our version from the reject (its fallback
+		 * reason); to anyone else a reject says no more than before. */
+		rsk_hello_fill(&reply, 0, 0, 0, 0);
+		(void)rdma_reject(id, rc == -EPROTONOSUPPORT ? &reply : NULL,
+				  rc == -EPROTONOSUPPORT ? (uint8_t)sizeof(struct rsk_verbs_hdr) : 0);
 		free(o);
 		return id;
 	}
@@ -584,6 +617,8 @@ static enum rdmasock_fallback rsk_verbs_reason(int err)
 		return RDMASOCK_FB_MEMLOCK;
 	case -EPROTO:
 		return RDMASOCK_FB_HANDSHAKE;
+	case -EPROTONOSUPPORT:
+		return RDMASOCK_FB_VERSION;
 	default:
 		return RDMASOCK_FB_RESOURCES;
 	}
@@ -609,7 +644,7 @@ static int rsk_verbs_dial(struct rsk_dial *d)
 	if (rc < 0) {
 		d->why = rsk_verbs_reason(rc);
 		if (d->why == RDMASOCK_FB_NO_ROUTE || d->why == RDMASOCK_FB_REFUSED ||
-		    d->why == RDMASOCK_FB_TIMEOUT)
+		    d->why == RDMASOCK_FB_TIMEOUT || d->why == RDMASOCK_FB_VERSION)
 			rsk_negcache_add(d->dest, d->dest_len);
 		rsk_dbg("fd %d: no verbs connection: %s", d->fd, strerror(-rc));
 	}

@@ -25,7 +25,8 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 
 /*
  * Read a hello (the client's, or the server's reply) from @len bytes of rdma_cm private data
- * at @data into @h, in host order: 0, or -EPROTO when it is not ours or asks for a geometry
+ * at @data into @h, in host order: 0, -EPROTONOSUPPORT when its frozen start (struct
+ * rsk_verbs_hdr) is another version's, or -EPROTO when it is not ours or asks for a geometry
  * the engine does not run with. Needs no device (the fuzz target test/fuzz/fuzz_hello.c).
  */
 struct rsk_verbs_hello;

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(copy, data, len);
 	rc = rsk_hello_parse(len ? copy : NULL, len, &h);
-	FZ_CHECK(rc == 0 || rc == -EPROTO);
+	FZ_CHECK(rc == 0 || rc == -EPROTO || rc == -EPROTONOSUPPORT);
 	if (rc == 0) {
 		FZ_CHECK(len >= sizeof(h));
 		memcpy(&wire, copy, sizeof(wire));

@@ -7,8 +7,8 @@
  * opens the endpoint, answers and lets go, as accept() does. It also feeds the client's
  * answer parser (rsk_rdv_read_answer) with any bytes and fds.
  * Checked: a claim succeeds only for an offer that carried the accepted connection's other
- * end (holding it is the proof, docs/SECURITY.md); answers parse to an fd, a decline, or an
- * error; and (in the replay) every fd an input opens is closed again.
+ * end (holding it is the proof, docs/SECURITY.md); answers parse to an fd, a decline (an
+ * offer the listener could not read is declined, RSK_RDV_DECLINE_VERSION), or an error; and (in the replay) every fd an input opens is closed again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -177,7 +177,7 @@ static void read_answers(const int *conns, int n)
 	for (i = 0; i < n; i++) {
 		fd = rsk_rdv_read_answer(conns[i], 0);
 		FZ_CHECK(fd >= 0 || fd == -EAGAIN || fd == -ECONNREFUSED || fd == -ECONNRESET ||
-			 fd == -EPROTO);
+			 fd == -EPROTO || fd == -EPROTONOSUPPORT);
 		if (fd >= 0)
 			close(fd);
 	}

@@ -742,11 +742,14 @@ static void test_hostile_rendezvous(void **state)
 	assert_paired(c.d.ep, s.cl.ep, 1);
 	assert_paired(s.cl.ep, c.d.ep, 2);
 
-	/* the malformed ones were dropped: their connections are closed (EOF) */
+	/* the malformed ones were declined, then dropped: a client that offered from TCP
+	 * reads the decline and stays there (not a connection closed without a word) */
 	for (i = 0; i < H_N; i++) {
 		if (i == H_OTHER || i == H_SILENT)
 			continue;
 		assert_true(readable(h[i], 1000));
+		assert_int_equal(recv(h[i], garbage, 1, MSG_DONTWAIT), 1);
+		assert_int_equal(garbage[0], RSK_RDV_DECLINE_VERSION);
 		assert_int_equal(recv(h[i], garbage, 1, MSG_DONTWAIT), 0);
 	}
 	/* the silent one and the foreign one wait for their connections */
@@ -788,6 +791,93 @@ static void test_hostile_rendezvous(void **state)
 /* ---- one owner per name; the fd budget's pause ---- */
 
 /* A second listener on the same address and port is refused: the name has one owner. */
+/*
+ * Another build's offer (a version we do not read, longer than ours, its fds attached) is
+ * declined with RSK_RDV_DECLINE_VERSION before the connection closes: a client that offered
+ * from TCP stays there at once, never reset. (An older build closed it without a word.)
+ */
+static void test_other_version_declined(void **state)
+{
+	struct fix *f = *state;
+	uint8_t msg[sizeof(struct rsk_rdv_offer) + 32], b;
+	struct rsk_rdv_offer o;
+	struct cli c;
+	struct srv s;
+	int h, fds[3], sp[2], before;
+
+	fds[0] = rsk_shm_create(RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE);
+	assert_true(fds[0] >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	fds[1] = sp[0];
+	fds[2] = sp[1];
+	before = ucm_fd_count();
+	h = rdv_raw(f);
+	o = ucm_offer((struct sockaddr *)&f->dest, RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE);
+	o.version = RSK_RDV_VERSION + 1;
+	memset(msg, 0x5a, sizeof(msg));
+	memcpy(msg, &o, sizeof(o));
+	assert_int_equal(ucm_send_fds(h, msg, sizeof(msg), fds, 3), (ssize_t)sizeof(msg));
+	/* a genuine client behind it: the look reads both */
+	cli_full(&c, f);
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	srv_open(&s);
+	assert_true(readable(h, 1000));
+	assert_int_equal(recv(h, &b, 1, MSG_DONTWAIT), 1);
+	assert_int_equal(b, RSK_RDV_DECLINE_VERSION);
+	/* then closed (with the longer message's rest unread there: a reset, after the answer) */
+	assert_true(recv(h, &b, 1, MSG_DONTWAIT) == 0 || errno == ECONNRESET);
+	cli_close(&c);
+	srv_close(&s);
+	close(h);
+	/* none of the declined offer's fds is kept */
+	assert_int_equal(ucm_fd_count(), before);
+	close(fds[0]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+/* The client of an upgrade reads a decline without taking it (cm->declined): why, or -1 while
+ * no answer is there or it is an acceptance. */
+static void test_declined_answer(void **state)
+{
+	static const struct {
+		char b;
+		int why;
+	} cases[] = {
+		{RSK_RDV_DECLINE_VERSION, RDMASOCK_FB_VERSION},
+		{RSK_RDV_DECLINE, RDMASOCK_FB_COUNT}, /* not taken; it keeps its reason */
+		{'?', RDMASOCK_FB_COUNT}, /* an answer we cannot read: not taken */
+		{RSK_RDV_ACCEPT, -1},
+	};
+	struct rsk_ep *ep;
+	size_t k;
+	int sp[2], mfd;
+
+	(void)state;
+	assert_non_null(cm->declined);
+	for (k = 0; k < sizeof(cases) / sizeof(cases[0]) + 1; k++) {
+		mfd = rsk_shm_create_open(RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE, NULL, &ep);
+		assert_true(mfd >= 0);
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+		rsk_shm_set_answer(ep, sp[0], rsk_rdv_read_answer);
+		assert_int_equal(cm->declined(ep), -1); /* nothing yet */
+		if (k < sizeof(cases) / sizeof(cases[0])) {
+			assert_int_equal(send(sp[1], &cases[k].b, 1, 0), 1);
+			assert_int_equal(cm->declined(ep), cases[k].why);
+			assert_int_equal(cm->declined(ep), cases[k].why); /* peeked, not taken */
+		} else {
+			close(sp[1]); /* gone without a word (an older build): not taken */
+			sp[1] = -1;
+			assert_int_equal(cm->declined(ep), RDMASOCK_FB_COUNT);
+		}
+		if (sp[1] >= 0)
+			close(sp[1]);
+		rsk_ep_destroy(ep); /* closes the answer fd */
+		close(mfd);
+	}
+}
+
 static void test_second_listen_refused(void **state)
 {
 	struct fix *f = *state;
@@ -1058,6 +1148,8 @@ int main(void)
 		T4(test_unclaim_declines),
 		T4(test_claim_by_port),
 		T4(test_hostile_rendezvous),
+		T4(test_other_version_declined),
+		cmocka_unit_test(test_declined_answer),
 		T4(test_second_listen_refused),
 		T4(test_pause_resume),
 		T4(test_prefork_sibling_claims),

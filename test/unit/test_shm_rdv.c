@@ -338,6 +338,65 @@ static void test_bell(void **state)
 
 /* A process that exits with a listener it never closed takes its bell file with it (the
  * library's destructor); a kill leaves it, for the next listener of that name to replace. */
+/*
+ * The bell says which offer versions its listener reads (a frozen page: magic, pid, rings,
+ * ver_min, ver_max): a client commits at connect only to one that reads its own
+ * (RSK_RDV_RUNG); another build's says RSK_RDV_RUNG_OTHER (nothing to offer); an older
+ * build's page ("BELL", no versions) is rung but commits nothing (0: start on TCP).
+ */
+static void test_bell_versions(void **state)
+{
+	struct fix *f = *state;
+	static const struct {
+		uint32_t lo, hi;
+		int rung;
+	} ranges[] = {
+		{RSK_RDV_VERSION, RSK_RDV_VERSION, RSK_RDV_RUNG},
+		{RSK_RDV_VERSION + 1, RSK_RDV_VERSION + 1, RSK_RDV_RUNG_OTHER},
+		{RSK_RDV_VERSION - 1, RSK_RDV_VERSION - 1, RSK_RDV_RUNG_OTHER},
+		{RSK_RDV_VERSION - 1, RSK_RDV_VERSION + 3, RSK_RDV_RUNG},
+		{0, 0, RSK_RDV_RUNG_OTHER},
+	};
+	struct rsk_rdv_bell *b[2];
+	const uint32_t v1 = 0x4c4c4542u; /* "BELL" */
+	uint32_t range[2];
+	int l[2], fd, bf, rung;
+	char path[160];
+	struct stat ns;
+	size_t k;
+
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	snprintf(path, sizeof(path), "/dev/shm/rdmasock-rdv.%lu.127.0.0.1.%u",
+		 (unsigned long)ns.st_ino, (unsigned int)f->p);
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b), 1);
+	assert_non_null(b[0]);
+	bf = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(bf >= 0);
+	for (k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++) {
+		range[0] = ranges[k].lo;
+		range[1] = ranges[k].hi;
+		assert_int_equal(pwrite(bf, range, sizeof(range), 16), (ssize_t)sizeof(range));
+		rung = -1;
+		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+		assert_true(fd >= 0);
+		assert_int_equal(rung, ranges[k].rung);
+		assert_int_equal(rsk_rdv_bell_rings(b[0]), k + 1); /* rung all the same */
+		close(rdv_accept(l[0]));
+		close(fd);
+	}
+	/* an older build's page: rung (its accept looks), but it says nothing of versions */
+	assert_int_equal(pwrite(bf, &v1, sizeof(v1), 0), (ssize_t)sizeof(v1));
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_true(fd >= 0);
+	assert_int_equal(rung, 0);
+	assert_int_equal(rsk_rdv_bell_rings(b[0]), k + 1);
+	close(rdv_accept(l[0]));
+	close(fd);
+	close(bf);
+	rsk_rdv_bell_close(b[0]);
+	close_all(l, 1);
+}
+
 static void test_bell_gone_at_exit(void **state)
 {
 	struct fix *f = *state;
@@ -646,7 +705,8 @@ static void wire(int sv[2])
 
 static void test_read_answer_hostile(void **state)
 {
-	static const uint8_t accept_b = RSK_RDV_ACCEPT, decline_b = RSK_RDV_DECLINE, odd_b = 7;
+	static const uint8_t accept_b = RSK_RDV_ACCEPT, decline_b = RSK_RDV_DECLINE, odd_b = 7,
+			     version_b = RSK_RDV_DECLINE_VERSION;
 	int sv[2], sp[2], before;
 	int64_t t0, dt;
 
@@ -682,6 +742,12 @@ static void test_read_answer_hostile(void **state)
 	assert_int_equal(ucm_send_fds(sv[0], &decline_b, 1, sp, 1), 1);
 	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNREFUSED);
 	assert_int_equal(ucm_fd_count(), before);
+	/* declined as another build's offer: told apart, the fd closed too */
+	assert_int_equal(ucm_send_fds(sv[0], &version_b, 1, sp, 1), 1);
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTONOSUPPORT);
+	assert_int_equal(ucm_fd_count(), before);
+	assert_int_equal(rsk_rdv_decline_version(sv[0]), 0); /* what a listener sends */
+	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -EPROTONOSUPPORT);
 	/* the server went away without answering: EOF */
 	close(sv[0]);
 	assert_int_equal(rsk_rdv_read_answer(sv[1], 1000), -ECONNRESET);
@@ -735,8 +801,16 @@ static const struct hostile hostile_cases[] = {
 	{"good forwarded offer", M_FWD1, 0, 4, 0},
 	{"wrong magic", M_MAGIC, 0, 3, -EPROTO},
 	{"zero magic", M_MAGIC0, 0, 3, -EPROTO},
-	{"version 0", M_VER0, 0, 3, -EPROTO},
-	{"next version", M_VER_NEXT, 0, 3, -EPROTO},
+	/* another version's offer: told apart from a malformed one (it is declined so) */
+	{"version 0", M_VER0, 0, 3, -EPROTONOSUPPORT},
+	{"next version", M_VER_NEXT, 0, 3, -EPROTONOSUPPORT},
+	{"next version, shorter", M_VER_NEXT, 16, 3, -EPROTONOSUPPORT},
+	{"next version, no fds", M_VER_NEXT, 0, 0, -EPROTONOSUPPORT},
+	{"the version header only", M_VER_NEXT,
+	 (ssize_t)(sizeof(struct rsk_rdv_offer) - sizeof(struct rsk_rdv_hdr)), 0,
+	 -EPROTONOSUPPORT},
+	{"short of the version header", M_NONE, (ssize_t)sizeof(struct rsk_rdv_offer) - 7, 3,
+	 -EPROTO},
 	{"nbuf 0", M_NBUF0, 0, 3, -EPROTO},
 	{"nbuf 1", M_NBUF1, 0, 3, -EPROTO},
 	{"nbuf above the limit", M_NBUF_MAX, 0, 3, -EPROTO},
@@ -872,6 +946,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_answer, setup, teardown),
 		cmocka_unit_test(test_read_answer_hostile),
 		cmocka_unit_test_setup_teardown(test_read_offer_hostile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bell_versions, setup, teardown),
 		cmocka_unit_test(test_read_offer_eof),
 		cmocka_unit_test_setup_teardown(test_bell_gone_at_quick_exit, setup, teardown),
 		cmocka_unit_test(test_bells_sweep),

@@ -647,6 +647,7 @@ static void test_names(void **state)
 		"policy",   "no_peer",   "not_local", "no_device",   "no_route",  "refused",
 		"timeout",  "memlock",   "resources", "handshake",   "unsupported",
 		"negative_cache", "fd_limit",  "tcp_first", "other_user", "setup_limit",
+		"version",
 	};
 	unsigned int r;
 

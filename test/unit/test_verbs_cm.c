@@ -98,8 +98,18 @@ static void test_hello_parse(void **state)
 	bad = h;
 	bad.magic = htonl(RSK_VERBS_MAGIC ^ 1);
 	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTO);
+	/* another build's hello: told apart by its frozen start alone (its client is told
+	 * so in the reject, and stays on TCP with reason "version") */
 	bad = h;
 	bad.version = htons(RSK_VERBS_VERSION + 1);
+	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTONOSUPPORT);
+	assert_int_equal(parse(&bad, sizeof(struct rsk_verbs_hdr)), -EPROTONOSUPPORT);
+	assert_int_equal(parse(&bad, sizeof(struct rsk_verbs_hdr) - 1), -EPROTO);
+	bad.version = 0;
+	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTONOSUPPORT);
+	bad.nbuf = 0; /* what follows another version's start is not judged by ours */
+	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTONOSUPPORT);
+	bad.magic = htonl(RSK_VERBS_MAGIC ^ 1);
 	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTO);
 	bad = hello(64, 8192, 1, 2); /* an unknown flag */
 	assert_int_equal(parse(&bad, sizeof(bad)), -EPROTO);
