@@ -11,10 +11,31 @@
 #include <stdint.h>
 #include <sys/select.h>
 
+#include "base/clock.h"
 #include "calls/fastwait.h"
 #include "calls/io.h"
 #include "calls/pollfast.h"
+#include "calls/upgrade.h"
 #include "preload.h"
+
+/*
+ * A TCP-first socket in the middle of its move: its fd still names the TCP side, whose
+ * report may be only the move's FIN (calls/upgrade.c, rsk_upg_settle). Then the move is
+ * taken forward and the wait asked again, with what is left of its timeout. Each round that
+ * asks again ended a move for good; bounded all the same (the last answer stands).
+ */
+#define RSK_POLL_SETTLE_ROUNDS 8
+
+/* What is left of a wait of @total_us begun at @start_us (-1 stays -1: none). */
+static int64_t rsk_poll_left_us(int64_t total_us, int64_t start_us)
+{
+	int64_t left;
+
+	if (total_us <= 0)
+		return total_us;
+	left = total_us - (rsk_now_us() - start_us);
+	return left > 0 ? left : 0;
+}
 
 /* A timeout in microseconds for the fast path (-1: none), rounded up, bounded. */
 static int64_t rsk_us_of(long sec, long usec)
@@ -82,10 +103,27 @@ static __attribute__((noinline)) int rsk_poll_some(struct pollfd *fds, nfds_t n,
 	return rsk_poll_ours(fds, n, timeout);
 }
 
+/* poll() while a move is under way in this process (see RSK_POLL_SETTLE_ROUNDS). */
+static __attribute__((noinline)) int rsk_poll_moving(struct pollfd *fds, nfds_t n, int timeout)
+{
+	int64_t start = rsk_now_us(), total = timeout < 0 ? -1 : (int64_t)timeout * 1000;
+	int rc, round;
+
+	for (round = 0;; round++) {
+		rc = rsk_poll_some(fds, n, timeout);
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+			return rc;
+		if (timeout > 0) /* (rounded up: a wait never ends before its time) */
+			timeout = (int)((rsk_poll_left_us(total, start) + 999) / 1000);
+	}
+}
+
 RSK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(poll)(fds, n, timeout);
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_poll_moving(fds, n, timeout);
 	return rsk_poll_some(fds, n, timeout);
 }
 
@@ -127,10 +165,35 @@ rsk_ppoll_some(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	return rsk_ppoll_ours(fds, n, tmo, mask);
 }
 
+/* ppoll() while a move is under way in this process (see RSK_POLL_SETTLE_ROUNDS). */
+static __attribute__((noinline)) int
+rsk_ppoll_moving(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	int64_t start = rsk_now_us(), total = -1, left;
+	struct timespec ts;
+	int rc, round;
+
+	if (tmo != NULL && tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)
+		total = rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
+	for (round = 0;; round++) {
+		rc = rsk_ppoll_some(fds, n, tmo, mask);
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+			return rc;
+		if (total > 0) {
+			left = rsk_poll_left_us(total, start);
+			ts.tv_sec = (time_t)(left / 1000000);
+			ts.tv_nsec = (long)(left % 1000000) * 1000;
+			tmo = &ts;
+		}
+	}
+}
+
 RSK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(ppoll)(fds, n, tmo, mask);
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_ppoll_moving(fds, n, tmo, mask);
 	return rsk_ppoll_some(fds, n, tmo, mask);
 }
 
@@ -225,10 +288,54 @@ static __attribute__((noinline)) int rsk_select_some(int n, fd_set *r, fd_set *w
 	return rsk_select_ours(n, r, w, e, tmo);
 }
 
+/* The caller's sets, kept to be asked again (a NULL set stays NULL). */
+struct rsk_sel_copy {
+	fd_set r, w, e;
+};
+
+static void rsk_sel_keep(struct rsk_sel_copy *k, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	if (r != NULL)
+		k->r = *r;
+	if (w != NULL)
+		k->w = *w;
+	if (e != NULL)
+		k->e = *e;
+}
+
+static void rsk_sel_restore(const struct rsk_sel_copy *k, fd_set *r, fd_set *w, fd_set *e)
+{
+	if (r != NULL)
+		*r = k->r;
+	if (w != NULL)
+		*w = k->w;
+	if (e != NULL)
+		*e = k->e;
+}
+
+/* select() while a move is under way in this process (see RSK_POLL_SETTLE_ROUNDS). Its
+ * timeval is shortened by each round, as Linux's select does: the next round takes it. */
+static __attribute__((noinline)) int rsk_select_moving(int n, fd_set *r, fd_set *w, fd_set *e,
+						       struct timeval *tmo)
+{
+	struct rsk_sel_copy k;
+	int rc, round;
+
+	rsk_sel_keep(&k, r, w, e);
+	for (round = 0;; round++) {
+		rc = rsk_select_some(n, r, w, e, tmo);
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+			return rc;
+		rsk_sel_restore(&k, r, w, e);
+	}
+}
+
 RSK_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(select)(n, r, w, e, tmo);
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_select_moving(n, r, w, e, tmo);
 	return rsk_select_some(n, r, w, e, tmo);
 }
 
@@ -286,11 +393,40 @@ static __attribute__((noinline)) int rsk_pselect_some(int n, fd_set *r, fd_set *
 	return rsk_pselect_ours(n, r, w, e, tmo, mask);
 }
 
+/* pselect() while a move is under way in this process (see RSK_POLL_SETTLE_ROUNDS). */
+static __attribute__((noinline)) int rsk_pselect_moving(int n, fd_set *r, fd_set *w, fd_set *e,
+							const struct timespec *tmo,
+							const sigset_t *mask)
+{
+	int64_t start = rsk_now_us(), total = -1, left;
+	struct rsk_sel_copy k;
+	struct timespec ts;
+	int rc, round;
+
+	if (tmo != NULL && tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)
+		total = rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
+	rsk_sel_keep(&k, r, w, e);
+	for (round = 0;; round++) {
+		rc = rsk_pselect_some(n, r, w, e, tmo, mask);
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+			return rc;
+		rsk_sel_restore(&k, r, w, e);
+		if (total > 0) {
+			left = rsk_poll_left_us(total, start);
+			ts.tv_sec = (time_t)(left / 1000000);
+			ts.tv_nsec = (long)(left % 1000000) * 1000;
+			tmo = &ts;
+		}
+	}
+}
+
 RSK_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
 	if (rsk_io_none_ours())
 		return RSK_REAL(pselect)(n, r, w, e, tmo, mask);
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_pselect_moving(n, r, w, e, tmo, mask);
 	return rsk_pselect_some(n, r, w, e, tmo, mask);
 }
 

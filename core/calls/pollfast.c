@@ -28,6 +28,7 @@
 #include "fastwait.h"
 #include "pollfast.h"
 #include "sock/sock.h"
+#include "upgrade.h"
 
 /*
  * Fairness, as the epoll fast path's: a first look asks the kernel (a zero-timeout real
@@ -460,6 +461,53 @@ int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t
 	rsk_pf_release(&p, stack);
 	*res = r;
 	return 1;
+}
+
+/* ---- a TCP-first socket in the middle of its move ---- */
+
+/* What a move's FIN shows on the TCP side (the peer's FIN; with ours, the hang-up). */
+#define RSK_PF_MOVE_BITS (POLLIN | POLLRDNORM | POLLHUP | POLLRDHUP)
+
+/* 1 if @fd is a moving socket that a wait's report just moved (see rsk_upg_settle). */
+static int rsk_pf_settle_fd(int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+	struct rsk_sock *s;
+	int rc = 0;
+
+	if (!(v & RSK_FDTAB_TAG_DIVERT) || (s = rsk_sock_get(fd)) == NULL)
+		return 0; /* (every call of a TCP-first socket comes to us: it is diverted) */
+	if (s->conn == NULL && s->upg != NULL)
+		rc = rsk_upg_settle(s, fd);
+	rsk_sock_put(s);
+	return rc;
+}
+
+int rsk_pf_settle(const struct pollfd *fds, nfds_t n)
+{
+	int moved = 0;
+	nfds_t i;
+
+	if (!rsk_upg_any_moving())
+		return 0;
+	for (i = 0; i < n; i++)
+		if (fds[i].fd >= 0 && (fds[i].revents & RSK_PF_MOVE_BITS))
+			moved |= rsk_pf_settle_fd(fds[i].fd);
+	return moved;
+}
+
+int rsk_pf_sel_settle(int n, const fd_set *r)
+{
+	int fd, moved = 0;
+
+	if (r == NULL || !rsk_upg_any_moving())
+		return 0;
+	if (n > FD_SETSIZE)
+		n = FD_SETSIZE;
+	for (fd = 0; fd < n; fd++) /* (select reports a hang-up as readable) */
+		if (FD_ISSET(fd, r))
+			moved |= rsk_pf_settle_fd(fd);
+	return moved;
 }
 
 /* ---- select as a poll ---- */

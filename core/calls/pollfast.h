@@ -65,4 +65,14 @@ int rsk_pf_sel_has_ours(int n, const fd_set *r, const fd_set *w, const fd_set *e
 struct rsk_sock;
 void rsk_pf_adopt(struct rsk_sock *s, int fd);
 
+/*
+ * After a wait answered (the kernel's report in the revents, or select's read set): a
+ * TCP-first socket in the middle of its move whose report is only its move's FIN (the
+ * fd names the TCP side still) has its move taken forward as a read would take it
+ * (calls/upgrade.c, rsk_upg_settle). 1 when an fd moved: its report is void, the caller asks
+ * the wait again (the fd names the stream now). Nothing without a move under way.
+ */
+int rsk_pf_settle(const struct pollfd *fds, nfds_t n);
+int rsk_pf_sel_settle(int n, const fd_set *r);
+
 #endif

@@ -86,6 +86,7 @@ struct rsk_upg {
 	/* the stream being set up or used */
 	struct rsk_conn *c;
 	int app, ctl;
+	int moving; /* counted in rsk_upg_moving */
 };
 
 /* A move that cannot finish within this long is given up (the offer expires). */
@@ -95,6 +96,17 @@ struct rsk_upg {
 #define RSK_UPG_PEEK_US 1000
 /* Longest a side waits for its first stream message to reach the peer before its FIN. */
 #define RSK_UPG_FLUSH_MS 2000
+
+int rsk_upg_moving;
+
+/* The move is under way (offered, or our side switched) until it ends either way. */
+static void rsk_upg_count_moving(struct rsk_upg *u, int on)
+{
+	if (u->moving == on)
+		return;
+	u->moving = on;
+	__atomic_add_fetch(&rsk_upg_moving, on ? 1 : -1, __ATOMIC_RELAXED);
+}
 
 static pthread_mutex_t rsk_upg_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsk_upg *rsk_upg_map;
@@ -290,6 +302,7 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 		u->have_claim = 0;
 	}
 	u->state = RSK_UPGS_NEVER;
+	rsk_upg_count_moving(u, 0);
 	rsk_upg_unmap(u);
 	/* Its calls pass us by from now on, unless this is its last close (no fd left). */
 	if (__atomic_load_n(&s->nfds, __ATOMIC_ACQUIRE) > 0)
@@ -331,8 +344,10 @@ static int rsk_upg_move_tx(struct rsk_upg *u, int fd)
 		rc = rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
 	if (rc == 0)
 		rc = rsk_sys_shutdown(fd, SHUT_WR);
-	if (rc == 0)
+	if (rc == 0) {
 		u->state = RSK_UPGS_SWITCHED;
+		rsk_upg_count_moving(u, 1);
+	}
 	return rc;
 }
 
@@ -377,6 +392,7 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		cm->dialed(d); /* what the dial holds belongs to the endpoint now */
 	rsk_conn_take_tcp(u->c, fd, u->d.dest);
 	u->state = RSK_UPGS_DIALED;
+	rsk_upg_count_moving(u, 1);
 	u->born_ms = rsk_now_ms(); /* the offer's age from here */
 	rsk_dbg("fd %d: offered a move to %s", fd, rsk_transport_name(d->ep->ops->id));
 }
@@ -616,6 +632,7 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		rsk_hist_note(u->d.dest, 0); /* it lived long enough to move */
 	u->c = NULL;
 	u->app = u->ctl = -1;
+	rsk_upg_count_moving(u, 0);
 	rsk_upg_unmap(u);
 	s->upg = NULL;
 	rsk_upg_free(u);
@@ -837,6 +854,36 @@ int rsk_upg_try_finish(struct rsk_sock *s, int fd)
 	if (u != NULL && u->state == RSK_UPGS_SWITCHED) {
 		u->peeked_us = 0; /* the stream is full: look now */
 		rc = rsk_upg_peek_fin(s, u, fd) > 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/*
+ * A wait (poll, select) found the fd readable or hung up while the socket moves: the fd
+ * still names the TCP side, which shows the peer's move (its FIN, and our own FIN once our
+ * side moved: POLLIN|POLLHUP) as the end of the connection, before the peer has sent or
+ * ended anything in the stream. A read after that answer took the FIN, finished the move
+ * and found the stream empty: EAGAIN on a non-blocking fd, where TCP returns data or 0 (a
+ * forked server child took that for a lost EOF). So the move is taken as far as a read
+ * would take it -- a client follows the server's, and a FIN that is all TCP has left ends
+ * the move -- and the wait asks again, now of the stream. Never under another call in the
+ * kernel on the TCP side (rsk_upg_at_eof leaves the end to it). 1 if the fd moved.
+ */
+int rsk_upg_settle(struct rsk_sock *s, int fd)
+{
+	struct rsk_upg *u;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	u = s->upg;
+	if (u != NULL && u->kcalls == 0 && s->upg_scalls == 0) {
+		if (u->state == RSK_UPGS_DIALED)
+			rsk_upg_client_look(s, u, fd); /* the server moved: we follow */
+		if (u->state == RSK_UPGS_SWITCHED) {
+			u->peeked_us = 0;
+			rc = rsk_upg_peek_fin(s, u, fd) > 0;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

@@ -74,4 +74,19 @@ void rsk_upg_never(struct rsk_sock *s, int fd);
 void rsk_upg_stream_done(struct rsk_sock *s);
 int rsk_upg_try_finish(struct rsk_sock *s, int fd);
 
+/*
+ * Sockets of this process in the middle of a move (offered, or switched): only while there
+ * are some can a wait's answer be a move's FIN (rsk_upg_settle). Relaxed reads: a hint.
+ */
+extern int rsk_upg_moving;
+
+static inline int rsk_upg_any_moving(void)
+{
+	return __atomic_load_n(&rsk_upg_moving, __ATOMIC_RELAXED) > 0;
+}
+
+/* A wait reported @fd (@s moving) readable or hung up: take the move as far as a read would
+ * (the peer's FIN that is only its move ends ours). 1 if the fd moved: ask the wait again. */
+int rsk_upg_settle(struct rsk_sock *s, int fd);
+
 #endif

@@ -30,6 +30,7 @@
 
 #include "base/stats.h"
 #include "calls/history.h"
+#include "calls/pollfast.h"
 #include "calls/upgrade.h"
 #include "conn/conn.h"
 #include "transport/shm.h"
@@ -924,6 +925,71 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	pair_close(&mv);
 }
 
+/* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
+ * answer was only a move's FIN and the move ended (rsk_pf_settle). */
+static short upoll(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int i, n = 0;
+
+	for (i = 0; i < 4; i++) {
+		p.revents = 0;
+		n = poll(&p, 1, ms);
+		if (n <= 0 || !rsk_pf_settle(&p, 1))
+			break;
+	}
+	return n > 0 ? p.revents : 0;
+}
+
+/*
+ * Readiness while a connection moves is what kernel TCP would report: the TCP side shows
+ * each side's move as the end (the server's FIN to the client; the client's FIN, with the
+ * server's own, as POLLIN|POLLHUP to the server) before the peer sent or ended anything in
+ * the stream. A wait answers from where a read would read: nothing while the peer is quiet,
+ * then its bytes, then its EOF, and a non-blocking read after a report never finds EAGAIN.
+ * Before, poll reported both fds readable, and the reads (which ended the moves) returned
+ * EAGAIN: a forked server child of test/progs/stale.c took that for a lost EOF.
+ */
+static void test_moving_readiness_is_the_stream(void **state)
+{
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	struct pair p;
+	char b[64];
+	int i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	pair_open(&p);
+	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
+	recv_until(p.sv, &got_s, 16);
+	/* The server takes the offer at a call and moves (its FIN); the client, whose only
+	 * calls are waits, follows from its wait and ends its move: nothing to read. */
+	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		assert_int_equal(upoll(p.cl, 0), 0);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	/* The server's wait sees the client's TCP FIN and its own: the move, not the end. */
+	assert_non_null(ucl_sock(p.sv)->upg);
+	assert_int_equal(upoll(p.sv, 0), 0);
+	assert_non_null(ucl_sock(p.sv)->conn);
+	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
+	/* Then what the peers send, and their ends, as TCP reports them. */
+	send_pat(p.sv, &s2c, 16);
+	assert_true(upoll(p.cl, 2000) & POLLIN);
+	assert_int_equal(recv_pat(p.cl, &got_c), 16);
+	send_pat(p.cl, &c2s, 16);
+	assert_true(upoll(p.sv, 2000) & POLLIN);
+	assert_int_equal(recv_pat(p.sv, &got_s), 16);
+	ucl_close(p.cl);
+	assert_true(upoll(p.sv, 2000) & POLLIN);
+	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), 0);
+	ucl_close(p.sv);
+	ucl_close(p.l);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -944,6 +1010,7 @@ int main(void)
 		T(test_fork_during_offer_parent_uses),
 		T(test_fork_during_offer_child_uses),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
+		T(test_moving_readiness_is_the_stream),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
