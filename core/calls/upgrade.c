@@ -44,6 +44,12 @@ enum rsk_upg_state {
 	RSK_UPGS_NEVER,    /* stays TCP */
 };
 
+/* Calls of the application inside the kernel on @s's TCP side now. */
+static int rsk_upg_kcalls(struct rsk_sock *s)
+{
+	return __atomic_load_n(&s->upg_kcalls, __ATOMIC_ACQUIRE);
+}
+
 /* The key of the address map: IPv4-mapped IPv6 folded to IPv4, so both spellings meet. */
 struct rsk_upg_key {
 	uint16_t family, port;
@@ -54,14 +60,11 @@ struct rsk_upg {
 	int server;
 	int state; /* enum rsk_upg_state, under the socket's lock */
 	const struct rsk_cm_ops *cm;
-	int64_t born_ms;
-	uint64_t bytes;     /* moved over TCP (approximate under concurrent calls: a threshold) */
-	uint64_t calls;     /* calls that moved data over TCP (the same) */
+	int64_t born_ms;    /* (the bytes and calls moved over TCP: s->upg_bytes, upg_calls) */
 	unsigned int forks; /* rsk_proc_forks() when it became ours: a fork shares the TCP side */
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
 	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
-	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
@@ -203,6 +206,8 @@ static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 	u->fd = fd;
 	u->s = s;
 	u->app = u->ctl = -1;
+	__atomic_store_n(&s->upg_bytes, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->upg_calls, 0, __ATOMIC_RELAXED);
 	return u;
 }
 
@@ -536,12 +541,12 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
  * a few calls (rsk_hist_is_short). */
 static int rsk_upg_due(const struct rsk_upg *u)
 {
-	uint64_t bytes = __atomic_load_n(&u->bytes, __ATOMIC_RELAXED);
+	uint64_t bytes = __atomic_load_n(&u->s->upg_bytes, __ATOMIC_RELAXED);
 
 	if (rsk_policy_is_kernel_only())
 		return 0; /* io_uring: its I/O on this socket would not see the move */
 	return !rsk_hist_is_short(rsk_now_ms() - u->born_ms, bytes,
-				  __atomic_load_n(&u->calls, __ATOMIC_RELAXED));
+				  __atomic_load_n(&u->s->upg_calls, __ATOMIC_RELAXED));
 }
 
 /* Both directions ended on TCP: the application's fd becomes the stream's app end. */
@@ -600,7 +605,7 @@ static int rsk_upg_at_eof(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	}
 	/* A call still in the kernel on the TCP side would read the stream's end once the fd
 	 * is swapped: the last one out finishes (it too finds the FIN). */
-	if (u->kcalls > 0 && !u->force)
+	if (rsk_upg_kcalls(s) > 0 && !u->force)
 		return 0;
 	rc = rsk_upg_finish(s, u, fd);
 	if (rc < 0) {
@@ -650,7 +655,7 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	 * client that offered already cannot withdraw: the server may be moving right now; it
 	 * follows if the server moves, which a server used this way never does.)
 	 */
-	if (u->kcalls > 0 || s->upg_scalls > 0)
+	if (rsk_upg_kcalls(s) > 0 || s->upg_scalls > 0)
 		u->threads = 1;
 	if (u->server && u->state == RSK_UPGS_TCP) { /* a server moves from one thread only */
 		if (!u->tid_set) {
@@ -667,7 +672,8 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		if (u->server) {
 			/* Only while no other call of the application is inside on this socket:
 			 * the move swaps the fd under it. A later call takes the offer. */
-			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE) && u->kcalls == 0)
+			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE) &&
+			    rsk_upg_kcalls(s) == 0)
 				rsk_upg_server_take(s, u, fd);
 		} else if (rsk_upg_due(u)) {
 			if (rsk_upg_movable(s, u, fd, 0))
@@ -693,7 +699,7 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		rc = RSK_UPG_STREAM;
 	}
 	if (rc == RSK_UPG_TCP)
-		u->kcalls++; /* until rsk_upg_after */
+		__atomic_add_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL); /* until rsk_upg_after */
 	else if (rc == RSK_UPG_STREAM)
 		s->upg_scalls++; /* until rsk_upg_stream_done */
 	pthread_mutex_unlock(&s->lock);
@@ -707,12 +713,12 @@ static void rsk_upg_wait_kcalls(struct rsk_sock *s)
 	int64_t end = rsk_now_ms() + RSK_UPG_FLUSH_MS;
 	struct rsk_upg *u;
 
-	while ((u = s->upg) != NULL && u->kcalls > 0 && rsk_now_ms() < end) {
+	while ((u = s->upg) != NULL && rsk_upg_kcalls(s) > 0 && rsk_now_ms() < end) {
 		pthread_mutex_unlock(&s->lock);
 		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
 		pthread_mutex_lock(&s->lock);
 	}
-	if ((u = s->upg) != NULL && u->kcalls > 0)
+	if ((u = s->upg) != NULL && rsk_upg_kcalls(s) > 0)
 		u->force = 1; /* the move ends anyway: they return from the TCP file they hold */
 }
 
@@ -721,14 +727,25 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 	struct rsk_upg *u;
 	int rc = 0;
 
-	pthread_mutex_lock(&s->lock);
-	if ((u = s->upg) != NULL && u->kcalls > 0)
-		u->kcalls--;
-	if (n > 0 && u != NULL) {
-		__atomic_add_fetch(&u->bytes, (uint64_t)n, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&u->calls, 1, __ATOMIC_RELAXED);
+	if (n > 0) { /* (counted also after a move meanwhile: nothing reads them then) */
+		__atomic_add_fetch(&s->upg_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->upg_calls, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
 	}
+	/*
+	 * Data moved, or a send failed otherwise than by a shutdown's EPIPE, on a connection
+	 * known to be up: nothing to learn, and the call counts itself out without the lock
+	 * (no move starts while it is counted in, rsk_upg_route; it was one of two lock round
+	 * trips of every data call). A FIN, an EPIPE, or a connect still unconfirmed: below.
+	 */
+	if ((rx ? n != 0 : n != -EPIPE) &&
+	    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != RSK_SOCK_CONNECTING) {
+		__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL);
+		return 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL);
+	u = s->upg;
 	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
 	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here). */
 	if (s->state == RSK_SOCK_CONNECTING && (n > 0 || (rx && n == 0))) {

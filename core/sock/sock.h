@@ -86,6 +86,13 @@ struct rsk_sock {
 	/* Sends of the move's stream still using its app end by number as the move ended
 	 * (calls/upgrade.c), and that number + 1 kept open for them (0: none). Under lock. */
 	int upg_scalls, upg_spare;
+	/* TCP first: calls of the application inside the kernel on the TCP side (no move ends
+	 * under them), and the bytes and calls that moved data there (the client's threshold).
+	 * Here, not in upg: a call leaving the kernel counts itself out without the lock, and
+	 * the socket (unlike upg) outlives the reference the call holds. Atomic; raised under
+	 * the lock only (calls/upgrade.c). */
+	int upg_kcalls;
+	uint64_t upg_bytes, upg_calls;
 	/* TCP_NODELAY and TCP_CORK as the kernel has them, while every change went through us
 	 * (RSK_SOCK_OPT_*; rsk_sock_tcp_opts): a setup then asks the kernel neither. Valid only
 	 * in the process that learnt them, before it forked (a child's setsockopt is unseen). */

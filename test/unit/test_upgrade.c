@@ -37,6 +37,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
@@ -227,6 +228,44 @@ static void test_short_connection_allocates_nothing(void **state)
 #else
 	(void)a, (void)l, (void)i, (void)cl, (void)sv;
 #endif
+}
+
+/*
+ * A data call of a TCP-first connection that moved data takes the socket's lock once (its
+ * route, which counts it in): it counts itself out, and its bytes, lock-free. Two before.
+ * Its bytes still count toward the threshold and the stats.
+ */
+static void test_data_call_takes_one_lock(void **state)
+{
+	struct pollfd pf;
+	struct pair p;
+	char b[64] = {0};
+	int n;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	pair_open(&p);
+	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8); /* (its first: the connect is proven) */
+	assert_int_equal(ucl_recv(p.sv, b, 8, 0), 8);
+	locks = 0;
+	lock_counting = 1;
+	n = (int)ucl_send(p.cl, b, sizeof(b), 0);
+	lock_counting = 0;
+	assert_int_equal(n, (int)sizeof(b));
+	pf = (struct pollfd){.fd = p.sv, .events = POLLIN};
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	lock_counting = 1;
+	n = (int)ucl_recv(p.sv, b, sizeof(b), 0);
+	lock_counting = 0;
+	assert_int_equal(n, (int)sizeof(b));
+	assert_int_equal(locks, 2);
+	assert_int_equal(ucl_sock(p.cl)->upg_bytes, 72);
+	assert_int_equal(ucl_sock(p.cl)->own_sent, 72);
+	assert_int_equal(ucl_sock(p.sv)->own_rcvd, 72);
+	assert_int_equal(ucl_sock(p.sv)->upg_kcalls, 0);
+	assert_int_equal(ucl_sock(p.cl)->upg_kcalls, 0);
+	pair_close(&p);
 }
 
 /* Below both thresholds a client never dials; at the byte threshold it does (its next call). */
@@ -931,6 +970,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_own_counts),
 		T(test_short_connection_allocates_nothing),
+		T(test_data_call_takes_one_lock),
 		T(test_bytes_threshold),
 		T(test_age_threshold),
 		T(test_age_zero),
