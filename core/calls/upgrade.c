@@ -17,6 +17,7 @@
 #include <linux/futex.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,50 @@ enum rsk_upg_state {
 /* Calls of the application inside the kernel on @s's TCP side now. */
 static int rsk_upg_kcalls(struct rsk_sock *s)
 {
-	return __atomic_load_n(&s->upg_kcalls, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&s->upg_kcalls, __ATOMIC_SEQ_CST); /* (rsk_upg_fast) */
+}
+
+/* Moving now? The client's threshold: bytes moved, or its age at this call once it has made
+ * a few calls (rsk_hist_is_short). From the socket's fields only (the lock-free route). */
+static int rsk_upg_due_s(struct rsk_sock *s)
+{
+	uint64_t bytes = __atomic_load_n(&s->upg_bytes, __ATOMIC_RELAXED);
+
+	if (rsk_policy_is_kernel_only())
+		return 0; /* io_uring: its I/O on this socket would not see the move */
+	return !rsk_hist_is_short(rsk_now_ms() - s->upg_born_ms, bytes,
+				  __atomic_load_n(&s->upg_calls, __ATOMIC_RELAXED));
+}
+
+/*
+ * The lock-free route. A connection on TCP that no move concerns yet (no offer for a server,
+ * not due for a client), used by one thread at a time (a server: only by the thread of its
+ * first call), sends its calls to the kernel counted in without the socket's lock: on a
+ * short connection that lock was taken before and after every data call. Closed (0) by
+ * anything that may start a move or find several threads: every locked route (it opens it
+ * again as it leaves the socket on TCP), an announced offer, a give-up, the last close.
+ * Against a move another thread starts: the call counts itself in, then looks again (both
+ * sequentially consistent), and the mover closes, then looks at the count; one of them sees
+ * the other. Reads only the socket, which the call holds a reference on (upg may go).
+ */
+static void rsk_upg_fast_off(struct rsk_sock *s)
+{
+	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
+}
+
+static int rsk_upg_fast(struct rsk_sock *s)
+{
+	int f = __atomic_load_n(&s->upg_fast, __ATOMIC_ACQUIRE);
+
+	if (f == 0 || (f == 2 && !pthread_equal(s->upg_tid, pthread_self())) ||
+	    (f == 1 && rsk_upg_due_s(s)))
+		return 0;
+	if (__atomic_fetch_add(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&s->upg_fast, __ATOMIC_SEQ_CST) == f)
+		return 1; /* counted in, until rsk_upg_after */
+	/* another call inside, or closed meanwhile: the locked route decides */
+	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
+	return 0;
 }
 
 /* The key of the address map: IPv4-mapped IPv6 folded to IPv4, so both spellings meet. */
@@ -60,7 +104,7 @@ struct rsk_upg {
 	int server;
 	int state; /* enum rsk_upg_state, under the socket's lock */
 	const struct rsk_cm_ops *cm;
-	int64_t born_ms;    /* (the bytes and calls moved over TCP: s->upg_bytes, upg_calls) */
+	int64_t born_ms;    /* a dialed client's offer: when it went out */
 	unsigned int forks; /* rsk_proc_forks() when it became ours: a fork shares the TCP side */
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
@@ -70,17 +114,12 @@ struct rsk_upg {
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
 	pthread_t tid;      /* server: the thread of its first call */
 	int tid_set;
-	/* client */
-	struct rsk_dial d;
-	struct sockaddr_storage dest;
 	/* server */
 	uint64_t lst_id;
 	int held;           /* we keep the listener's companions open (rsk_listener_hold_id) */
 	int offer;          /* an offer was announced for us (atomic) */
-	struct rsk_claim cl; /* one accept() found already */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
-	struct sockaddr_storage peer; /* the accepted connection's client */
 	struct rsk_upg_key key;
 	int in_map;
 	struct rsk_sock *s;
@@ -88,6 +127,18 @@ struct rsk_upg {
 	/* the stream being set up or used */
 	struct rsk_conn *c;
 	int app, ctl;
+	/*
+	 * From here on not cleared when the state is made (rsk_upg_alloc), but as each is first
+	 * used: 1 KiB that most connections never touch, whose clearing was a tenth of a short
+	 * connection's state work on each side.
+	 */
+	/* client: its destination (set at creation); the dial (cleared as it is made, with
+	 * dest and dest_len kept: set at creation) */
+	struct sockaddr_storage dest;
+	struct rsk_dial d;
+	/* server: the client (set at creation); a claim (valid while have_claim) */
+	struct sockaddr_storage peer;
+	struct rsk_claim cl;
 };
 
 /* A move that cannot finish within this long is given up (the offer expires). */
@@ -120,7 +171,7 @@ static struct rsk_upg *rsk_upg_alloc(void)
 		if (__atomic_load_n(&rsk_upg_spares[i], __ATOMIC_RELAXED) == NULL)
 			continue;
 		if ((u = __atomic_exchange_n(&rsk_upg_spares[i], NULL, __ATOMIC_ACQUIRE)) != NULL) {
-			memset(u, 0, sizeof(*u));
+			memset(u, 0, offsetof(struct rsk_upg, dest)); /* (the rest: as used) */
 			return u;
 		}
 	}
@@ -171,7 +222,8 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 	if (u == &rsk_upg_keeper)
 		u = NULL; /* (no client has its key: family 0; never act on it) */
 	if (u != NULL) {
-		__atomic_store_n(&u->offer, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&u->offer, 1, __ATOMIC_SEQ_CST);
+		rsk_upg_fast_off(u->s); /* its next call takes the lock, and the offer */
 		/* Its next data-path call comes to us and takes the offer. */
 		rsk_sock_divert(u->s, u->fd, 1);
 	}
@@ -194,6 +246,20 @@ static void rsk_upg_unmap(struct rsk_upg *u)
 	u->in_map = 0;
 }
 
+/* Locked, leaving @u on TCP: later calls may take the lock-free route (rsk_upg_fast). A
+ * server's only from the thread of its first call, and only while no offer is announced:
+ * one announced meanwhile may have closed it before we opened, so look at it again. */
+static void rsk_upg_fast_on(struct rsk_sock *s, struct rsk_upg *u)
+{
+	if (u->state != RSK_UPGS_TCP || u->threads || (u->server && !u->tid_set))
+		return;
+	if (u->server)
+		s->upg_tid = u->tid;
+	__atomic_store_n(&s->upg_fast, u->server ? 2 : 1, __ATOMIC_SEQ_CST);
+	if (u->server && __atomic_load_n(&u->offer, __ATOMIC_SEQ_CST))
+		rsk_upg_fast_off(s);
+}
+
 static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 {
 	struct rsk_upg *u = rsk_upg_alloc();
@@ -202,6 +268,8 @@ static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 		return NULL;
 	u->server = server;
 	u->born_ms = rsk_now_ms();
+	s->upg_born_ms = u->born_ms; /* (and its bytes and calls moved over TCP: none yet) */
+	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
 	u->forks = rsk_proc_forks();
 	u->fd = fd;
 	u->s = s;
@@ -219,11 +287,13 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 	if (u == NULL)
 		return -ENOMEM;
 	u->cm = cm;
+	memset(&u->dest, 0, sizeof(u->dest));
 	memcpy(&u->dest, dest, len < sizeof(u->dest) ? len : sizeof(u->dest));
 	u->d.dest = (const struct sockaddr *)&u->dest;
 	u->d.dest_len = len;
 	s->upg = u;
 	s->own_exact = s->nfds == 1; /* every data call comes to us: we count its bytes */
+	rsk_upg_fast_on(s, u);
 	rsk_sock_divert(s, fd, 1); /* it counts its bytes until it moves */
 	return 0;
 }
@@ -233,6 +303,7 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 		   const struct rsk_cm_ops *cm)
 {
 	struct rsk_upg *u, *dup;
+	unsigned int hv;
 
 	if (rsk_listener_hold_id(lst_id) < 0)
 		return -ENOENT;
@@ -252,12 +323,13 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 	}
 	s->upg = u;
 	s->own_exact = s->nfds == 1;
+	HASH_VALUE(&u->key, sizeof(u->key), hv); /* once, for the look and the add; unlocked */
 	pthread_mutex_lock(&rsk_upg_map_lock);
 	if (rsk_upg_map == NULL)
 		HASH_ADD(hh, rsk_upg_map, key, sizeof(rsk_upg_keeper.key), &rsk_upg_keeper);
-	HASH_FIND(hh, rsk_upg_map, &u->key, sizeof(u->key), dup);
+	HASH_FIND_BYHASHVALUE(hh, rsk_upg_map, &u->key, sizeof(u->key), hv, dup);
 	if (dup == NULL) { /* (an address is one connection's while it is open) */
-		HASH_ADD(hh, rsk_upg_map, key, sizeof(u->key), u);
+		HASH_ADD_BYHASHVALUE(hh, rsk_upg_map, key, sizeof(u->key), hv, u);
 		u->in_map = 1;
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
@@ -283,6 +355,7 @@ static void rsk_upg_drop_conn(struct rsk_upg *u)
 static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *why)
 {
 	rsk_dbg("fd %d: stays on TCP (%s)", u->fd, why);
+	rsk_upg_fast_off(s);
 	rsk_upg_drop_conn(u);
 	if (u->have_claim) {
 		u->cl_cm->unclaim(&u->cl, 0);
@@ -334,7 +407,13 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 {
 	const struct rsk_cm_ops *cm = u->cm;
 	struct rsk_dial *d = &u->d;
+	const struct sockaddr *dest = d->dest;
+	socklen_t dest_len = d->dest_len;
 	int rc;
+
+	memset(d, 0, sizeof(*d)); /* not cleared at creation: only its destination was set */
+	d->dest = dest;
+	d->dest_len = dest_len;
 
 	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
 	if (u->c == NULL)
@@ -541,12 +620,7 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
  * a few calls (rsk_hist_is_short). */
 static int rsk_upg_due(const struct rsk_upg *u)
 {
-	uint64_t bytes = __atomic_load_n(&u->s->upg_bytes, __ATOMIC_RELAXED);
-
-	if (rsk_policy_is_kernel_only())
-		return 0; /* io_uring: its I/O on this socket would not see the move */
-	return !rsk_hist_is_short(rsk_now_ms() - u->born_ms, bytes,
-				  __atomic_load_n(&u->s->upg_calls, __ATOMIC_RELAXED));
+	return rsk_upg_due_s(u->s);
 }
 
 /* Both directions ended on TCP: the application's fd becomes the stream's app end. */
@@ -581,6 +655,7 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	u->c = NULL;
 	u->app = u->ctl = -1;
 	rsk_upg_unmap(u);
+	rsk_upg_fast_off(s); /* (off since it left TCP already) */
 	s->upg = NULL;
 	rsk_upg_free(u);
 	return 0;
@@ -641,7 +716,10 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	struct rsk_upg *u;
 	int rc = RSK_UPG_TCP;
 
+	if (rsk_upg_fast(s))
+		return RSK_UPG_TCP;
 	pthread_mutex_lock(&s->lock);
+	rsk_upg_fast_off(s); /* before any look at the calls inside */
 	u = s->upg;
 	if (u == NULL) { /* moved meanwhile (another call finished it) */
 		pthread_mutex_unlock(&s->lock);
@@ -699,9 +777,10 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		rc = RSK_UPG_STREAM;
 	}
 	if (rc == RSK_UPG_TCP)
-		__atomic_add_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL); /* until rsk_upg_after */
+		__atomic_add_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST); /* until rsk_upg_after */
 	else if (rc == RSK_UPG_STREAM)
 		s->upg_scalls++; /* until rsk_upg_stream_done */
+	rsk_upg_fast_on(s, u);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -899,6 +978,7 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 	int last = 1;
 
 	pthread_mutex_lock(&s->lock);
+	rsk_upg_fast_off(s);
 	u = s->upg;
 	s->upg = NULL;
 	/* A child forked while the move was under way holds the stream too (rsk_upg_prefork):

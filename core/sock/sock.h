@@ -93,6 +93,11 @@ struct rsk_sock {
 	 * the lock only (calls/upgrade.c). */
 	int upg_kcalls;
 	uint64_t upg_bytes, upg_calls;
+	int64_t upg_born_ms; /* (when it became upgradable: the client's age threshold) */
+	/* TCP first: a data call may go to the kernel without the lock (rsk_upg_route): 0 no,
+	 * 1 any thread's (a client), 2 only upg_tid's (a server). Atomic; set under the lock. */
+	int upg_fast;
+	pthread_t upg_tid;
 	/* TCP_NODELAY and TCP_CORK as the kernel has them, while every change went through us
 	 * (RSK_SOCK_OPT_*; rsk_sock_tcp_opts): a setup then asks the kernel neither. Valid only
 	 * in the process that learnt them, before it forked (a child's setsockopt is unseen). */
