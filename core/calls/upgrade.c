@@ -828,7 +828,7 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
 	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here). */
 	if (s->state == RSK_SOCK_CONNECTING && (n > 0 || (rx && n == 0))) {
-		s->state = RSK_SOCK_CONNECTED;
+		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 		rsk_sock_count(s, s->port);
 	}
 	if (rx ? n != 0 : n != -EPIPE) {

@@ -328,7 +328,7 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 	if (s->state == RSK_SOCK_CONNECTING &&
 	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
 	     (ti.tcpi_state != RSK_TCPS_SYN_SENT && ti.tcpi_state != RSK_TCPS_CLOSE))) {
-		s->state = RSK_SOCK_CONNECTED;
+		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 		rsk_sock_count(s, s->port);
 	}
 	if (s->state != RSK_SOCK_CONNECTED)
@@ -568,7 +568,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);
 	s->conn = c;
 	s->transport = c->transport;
-	s->state = RSK_SOCK_CONNECTED;
+	__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
 	/* Registered while it was TCP: an epoll set holds it that no mirror knows as a
 	 * connection, and would take a lazy app end's stale token for data (calls/pollfast.c) */

@@ -40,7 +40,7 @@ struct rsk_sock {
 	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
 	int nfds;   /* fd slots naming us: the last close accounts the connection */
 	int domain; /* AF_INET or AF_INET6 */
-	int state;  /* enum rsk_sock_state, written under lock */
+	int state;  /* enum rsk_sock_state; atomic stores (a connect's result needs no lock) */
 	int counted; /* the connection has been counted in the stats */
 	int accounted; /* kernel byte counts have been taken (at last close or exit) */
 	/* a forked child's copy of a connection that stays the parent's: calls fail ENOTCONN */
