@@ -116,7 +116,8 @@ struct rsk_upg {
 	int tid_set;
 	/* server */
 	uint64_t lst_id;
-	int held;           /* we keep the listener's companions open (rsk_listener_hold_id) */
+	struct rsk_listener *lst; /* the listener, held while @held */
+	int held;           /* we keep the listener's companions open (rsk_listener_hold) */
 	int offer;          /* an offer was announced for us (atomic) */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
@@ -236,7 +237,7 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 static void rsk_upg_unmap(struct rsk_upg *u)
 {
 	if (u->held)
-		rsk_listener_drop_id(u->lst_id); /* no offer can be for us any more */
+		rsk_listener_drop(u->lst); /* no offer can be for us any more */
 	u->held = 0;
 	if (!u->in_map)
 		return;
@@ -298,20 +299,21 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 	return 0;
 }
 
-int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
+int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
 		   const struct rsk_cm_ops *cm)
 {
 	struct rsk_upg *u, *dup;
 	unsigned int hv;
 
-	if (rsk_listener_hold_id(lst_id) < 0)
+	if (rsk_listener_hold(lst) < 0)
 		return -ENOENT;
 	if ((u = rsk_upg_new(s, fd, 1)) == NULL) {
-		rsk_listener_drop_id(lst_id);
+		rsk_listener_drop(lst);
 		return -ENOMEM;
 	}
-	u->lst_id = lst_id;
+	u->lst_id = rsk_listener_id(lst);
+	u->lst = lst;
 	u->held = 1;
 	u->peer = *peer;
 	rsk_upg_key_of(peer, &u->key);
