@@ -807,36 +807,34 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 {
 	struct rsk_upg *u;
 	int rc = 0;
+	int was = RSK_SOCK_CONNECTING;
 
 	if (n > 0) { /* (counted also after a move meanwhile: nothing reads them then) */
 		__atomic_add_fetch(&s->upg_bytes, (uint64_t)n, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&s->upg_calls, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
 	}
+	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
+	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here);
+	 * counted once, by whoever settles it. */
+	if ((n > 0 || (rx && n == 0)) &&
+	    __atomic_compare_exchange_n(&s->state, &was, RSK_SOCK_CONNECTED, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		rsk_sock_count(s, s->port);
 	/*
-	 * Data moved, or a send failed otherwise than by a shutdown's EPIPE, on a connection
-	 * known to be up: nothing to learn, and the call counts itself out without the lock
-	 * (no move starts while it is counted in, rsk_upg_route; it was one of two lock round
-	 * trips of every data call). A FIN, an EPIPE, or a connect still unconfirmed: below.
+	 * Nothing to learn: data moved, a send failed otherwise than by a shutdown's EPIPE, or
+	 * either came on a connection still on TCP with no move begun (the lock-free route is
+	 * open only then, and closes before any move: a FIN or an EPIPE is the peer's own).
+	 * The call counts itself out without the lock (no move starts while it is counted in,
+	 * rsk_upg_route; it was one of two lock round trips of every data call).
 	 */
-	if ((rx ? n != 0 : n != -EPIPE) &&
-	    __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != RSK_SOCK_CONNECTING) {
-		__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL);
+	if ((rx ? n != 0 : n != -EPIPE) || __atomic_load_n(&s->upg_fast, __ATOMIC_SEQ_CST)) {
+		__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
 		return 0;
 	}
 	pthread_mutex_lock(&s->lock);
-	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
 	u = s->upg;
-	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
-	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here). */
-	if (s->state == RSK_SOCK_CONNECTING && (n > 0 || (rx && n == 0))) {
-		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
-		rsk_sock_count(s, s->port);
-	}
-	if (rx ? n != 0 : n != -EPIPE) {
-		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
 	/*
 	 * Another thread moved the socket while this call waited in the kernel on the TCP side
 	 * (which it still holds): the FIN it read, or the EPIPE of a send cut short by our own
