@@ -787,6 +787,11 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	return rc;
 }
 
+int rsk_upg_route_tcp(struct rsk_sock *s)
+{
+	return rsk_upg_fast(s);
+}
+
 /* A read found the FIN while switched: wait (briefly: they find the FIN too, or were cut
  * short by our shutdown) until no other call is in the kernel on the TCP side. Locked. */
 static void rsk_upg_wait_kcalls(struct rsk_sock *s)

@@ -49,6 +49,10 @@ struct rsk_upg_route {
  * move the fd) and say where the call goes. Or -errno. */
 int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r);
 
+/* The lock-free part of rsk_upg_route alone: 1 when the call goes to the kernel, counted in
+ * (rsk_upg_after follows), 0 when rsk_upg_route must decide. */
+int rsk_upg_route_tcp(struct rsk_sock *s);
+
 /*
  * After a kernel call on the fd returned @n: count it, and learn from a read's EOF whether it
  * was the peer's move (1: route the call again) or the real end (0: return it).
