@@ -83,7 +83,8 @@ static int rsk_upg_fast(struct rsk_sock *s)
 {
 	int f = __atomic_load_n(&s->upg_fast, __ATOMIC_ACQUIRE);
 
-	if (f == 0 || (f == 2 && !pthread_equal(s->upg_tid, pthread_self())) ||
+	if (f == 0 ||
+	    (f == 2 && !pthread_equal(__atomic_load_n(&s->upg_tid, __ATOMIC_RELAXED), pthread_self())) ||
 	    (f == 1 && rsk_upg_due_s(s)))
 		return 0;
 	if (__atomic_fetch_add(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST) == 0 &&
@@ -254,8 +255,8 @@ static void rsk_upg_fast_on(struct rsk_sock *s, struct rsk_upg *u)
 {
 	if (u->state != RSK_UPGS_TCP || u->threads || (u->server && !u->tid_set))
 		return;
-	if (u->server)
-		s->upg_tid = u->tid;
+	if (u->server) /* (atomic: a later locked route stores it again as a call reads it) */
+		__atomic_store_n(&s->upg_tid, u->tid, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->upg_fast, u->server ? 2 : 1, __ATOMIC_SEQ_CST);
 	if (u->server && __atomic_load_n(&u->offer, __ATOMIC_SEQ_CST))
 		rsk_upg_fast_off(s);
