@@ -79,13 +79,31 @@ static void rsk_upg_fast_off(struct rsk_sock *s)
 	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * A server moves from one thread only: the thread of its first data call (a server socket
+ * that another thread uses stays on TCP). Is the caller that thread? The first caller names
+ * itself, lock-free: a compare-exchange from unnamed to naming, the thread, then named. A
+ * caller that finds another thread named, or being named right now, is not.
+ */
+static int rsk_upg_ours(struct rsk_sock *s)
+{
+	int n = __atomic_load_n(&s->upg_named, __ATOMIC_ACQUIRE);
+
+	if (n == 0 && __atomic_compare_exchange_n(&s->upg_named, &n, 1, 0, __ATOMIC_ACQ_REL,
+						  __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&s->upg_tid, pthread_self(), __ATOMIC_RELAXED);
+		__atomic_store_n(&s->upg_named, 2, __ATOMIC_RELEASE);
+		return 1;
+	}
+	return n == 2 && pthread_equal(__atomic_load_n(&s->upg_tid, __ATOMIC_RELAXED),
+				       pthread_self());
+}
+
 static int rsk_upg_fast(struct rsk_sock *s)
 {
 	int f = __atomic_load_n(&s->upg_fast, __ATOMIC_ACQUIRE);
 
-	if (f == 0 ||
-	    (f == 2 && !pthread_equal(__atomic_load_n(&s->upg_tid, __ATOMIC_RELAXED), pthread_self())) ||
-	    (f == 1 && rsk_upg_due_s(s)))
+	if (f == 0 || (f == 2 && !rsk_upg_ours(s)) || (f == 1 && rsk_upg_due_s(s)))
 		return 0;
 	if (__atomic_fetch_add(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST) == 0 &&
 	    __atomic_load_n(&s->upg_fast, __ATOMIC_SEQ_CST) == f)
@@ -113,8 +131,6 @@ struct rsk_upg {
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
-	pthread_t tid;      /* server: the thread of its first call */
-	int tid_set;
 	/* server */
 	uint64_t lst_id;
 	struct rsk_listener *lst; /* the listener, held while @held */
@@ -248,15 +264,14 @@ static void rsk_upg_unmap(struct rsk_upg *u)
 	u->in_map = 0;
 }
 
-/* Locked, leaving @u on TCP: later calls may take the lock-free route (rsk_upg_fast). A
- * server's only from the thread of its first call, and only while no offer is announced:
- * one announced meanwhile may have closed it before we opened, so look at it again. */
+/* Locked (or not yet published), leaving @u on TCP: later calls may take the lock-free route
+ * (rsk_upg_fast; a server's only from the thread of its first data call, rsk_upg_ours), and
+ * only while no offer is announced: one announced meanwhile may have closed it before we
+ * opened, so look at it again. */
 static void rsk_upg_fast_on(struct rsk_sock *s, struct rsk_upg *u)
 {
-	if (u->state != RSK_UPGS_TCP || u->threads || (u->server && !u->tid_set))
+	if (u->state != RSK_UPGS_TCP || u->threads)
 		return;
-	if (u->server) /* (atomic: a later locked route stores it again as a call reads it) */
-		__atomic_store_n(&s->upg_tid, u->tid, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->upg_fast, u->server ? 2 : 1, __ATOMIC_SEQ_CST);
 	if (u->server && __atomic_load_n(&u->offer, __ATOMIC_SEQ_CST))
 		rsk_upg_fast_off(s);
@@ -272,6 +287,7 @@ static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 	u->born_ms = rsk_now_ms();
 	s->upg_born_ms = u->born_ms; /* (and its bytes and calls moved over TCP: none yet) */
 	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->upg_named, 0, __ATOMIC_RELAXED);
 	u->forks = rsk_proc_forks();
 	u->fd = fd;
 	u->s = s;
@@ -336,6 +352,8 @@ int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		u->in_map = 1;
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
+	if (!u->have_claim) /* (an offer found at accept: its first call takes the lock) */
+		rsk_upg_fast_on(s, u);
 	/* Every data call comes to us from the start, not only once an offer is announced: a
 	 * read that entered the kernel unseen would take the move's FIN for the end of the
 	 * data (rsk_upg_route counts the calls inside and never moves under one). */
@@ -738,14 +756,8 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	 */
 	if (rsk_upg_kcalls(s) > 0 || s->upg_scalls > 0)
 		u->threads = 1;
-	if (u->server && u->state == RSK_UPGS_TCP) { /* a server moves from one thread only */
-		if (!u->tid_set) {
-			u->tid = pthread_self();
-			u->tid_set = 1;
-		} else if (!pthread_equal(u->tid, pthread_self())) {
-			u->threads = 1;
-		}
-	}
+	if (u->server && u->state == RSK_UPGS_TCP && !rsk_upg_ours(s))
+		u->threads = 1; /* a server moves from one thread only */
 	if (u->threads && u->state == RSK_UPGS_TCP)
 		rsk_upg_give_up(s, u, "used by several threads at once");
 	switch (u->state) {

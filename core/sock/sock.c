@@ -103,6 +103,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->upg_kcalls = 0;
 	s->upg_bytes = s->upg_calls = 0;
 	s->upg_fast = 0;
+	s->upg_named = 0;
 	s->held_fork = 0; /* (forks count from 1: never one of ours) */
 	return s;
 }

@@ -97,6 +97,9 @@ struct rsk_sock {
 	/* TCP first: a data call may go to the kernel without the lock (rsk_upg_route): 0 no,
 	 * 1 any thread's (a client), 2 only upg_tid's (a server). Atomic; set under the lock. */
 	int upg_fast;
+	/* TCP first, a server: the thread of its first data call (upg_named 2), being named (1)
+	 * or not yet (0). Atomic (calls/upgrade.c, rsk_upg_ours). */
+	int upg_named;
 	pthread_t upg_tid;
 	/* TCP_NODELAY and TCP_CORK as the kernel has them, while every change went through us
 	 * (RSK_SOCK_OPT_*; rsk_sock_tcp_opts): a setup then asks the kernel neither. Valid only

@@ -232,9 +232,9 @@ static void test_short_connection_allocates_nothing(void **state)
 }
 
 /*
- * The data calls of a TCP-first connection that no move concerns take no lock once each side
- * made its first (a server's tells which thread it belongs to): they count themselves in and
- * out lock-free, also a read that finds the peer's FIN. They took the socket's lock twice
+ * The data calls of a TCP-first connection that no move concerns take no lock (the server's
+ * first names the thread it belongs to, lock-free; the client's first send settles its
+ * connect): they count themselves in and out lock-free, also a read that finds the peer's FIN. They took the socket's lock twice
  * each before. Their bytes still count toward the threshold and the stats.
  */
 static void test_data_calls_take_no_lock(void **state)
@@ -249,13 +249,18 @@ static void test_data_calls_take_no_lock(void **state)
 		skip();
 	pair_open(&p);
 	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8); /* (its first: the connect is proven) */
-	assert_int_equal(ucl_recv(p.sv, b, 8, 0), 8);
+	pf = (struct pollfd){.fd = p.sv, .events = POLLIN};
+	assert_int_equal(poll(&pf, 1, 2000), 1);
 	locks = 0;
+	lock_counting = 1;
+	n = (int)ucl_recv(p.sv, b, 8, 0); /* the server's first: names its thread, lock-free */
+	lock_counting = 0;
+	assert_int_equal(n, 8);
+	assert_int_equal(locks, 0);
 	lock_counting = 1;
 	n = (int)ucl_send(p.cl, b, sizeof(b), 0);
 	lock_counting = 0;
 	assert_int_equal(n, (int)sizeof(b));
-	pf = (struct pollfd){.fd = p.sv, .events = POLLIN};
 	assert_int_equal(poll(&pf, 1, 2000), 1);
 	lock_counting = 1;
 	n = (int)ucl_recv(p.sv, b, sizeof(b), 0);
