@@ -30,7 +30,13 @@ static __attribute__((noinline)) ssize_t rsk_read_one(int fd, void *buf, size_t 
 						      struct sockaddr *addr, socklen_t *alen)
 {
 	struct iovec iov = {buf, n};
+	ssize_t rc;
 
+	if (rsk_io_tcp_one(fd, buf, n, flags, 1, &rc)) {
+		if (rc >= 0 && alen != NULL && addr != NULL)
+			*alen = 0; /* as rsk_read_iov */
+		return rsk_ret(rc);
+	}
 	return rsk_read_iov(fd, &iov, 1, flags, addr, alen);
 }
 

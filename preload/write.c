@@ -24,7 +24,10 @@ static __attribute__((noinline)) ssize_t rsk_write_one(int fd, const void *buf, 
 						       int flags)
 {
 	struct iovec iov = {(void *)buf, n};
+	ssize_t rc;
 
+	if (rsk_io_tcp_one(fd, (void *)buf, n, flags, 0, &rc))
+		return rsk_ret(rc);
 	return rsk_write_iov(fd, &iov, 1, flags);
 }
 

@@ -14,8 +14,8 @@
 #include "fdtab.h"
 #include "sys.h"
 
-/* Internal fds carry this marker in the fd table; tagged kernel, so data calls pass through. */
-static char rsk_internal_marker __attribute__((aligned(8)));
+/* (fdhide.h: the marker of internal fds in the fd table) */
+char rsk_internal_marker __attribute__((aligned(8)));
 #define RSK_INTERNAL_SLOT ((uintptr_t)&rsk_internal_marker | RSK_FDTAB_TAG_KERNEL)
 
 /*
@@ -302,9 +302,4 @@ void rsk_fd_unhide_close(int fd)
 		}
 	}
 	pthread_mutex_unlock(&rsk_hide_lock);
-}
-
-int rsk_fd_is_internal(int fd)
-{
-	return rsk_fdtab_load(fd) == RSK_INTERNAL_SLOT;
 }

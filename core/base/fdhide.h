@@ -5,6 +5,11 @@
 #ifndef RSK_BASE_FDHIDE_H
 #define RSK_BASE_FDHIDE_H
 
+#include <stdint.h>
+
+#include "compiler.h"
+#include "fdtab.h"
+
 /*
  * Move a library-internal fd out of the application's way (high numbers, allocated downwards
  * from the fd limit so the application's lowest-free numbering is unchanged, close-on-exec)
@@ -28,8 +33,22 @@ int rsk_fd_hide_at(int fd, int hidden);
 /* Release an fd obtained from rsk_fd_hide(). */
 void rsk_fd_unhide_close(int fd);
 
+/* Internal fds carry this marker's address in the fd table, tagged kernel (so data calls
+ * pass through). */
+extern RSK_HIDDEN char rsk_internal_marker;
+
+/* True when the fd-table slot value @v marks one of the library's own fds. Inline: every
+ * tracked call asks, most with the slot loaded already. */
+static inline int rsk_fd_slot_internal(uintptr_t v)
+{
+	return v == ((uintptr_t)&rsk_internal_marker | RSK_FDTAB_TAG_KERNEL);
+}
+
 /* True when @fd is one of the library's own fds. */
-int rsk_fd_is_internal(int fd);
+static inline int rsk_fd_is_internal(int fd)
+{
+	return rsk_fd_slot_internal(rsk_fdtab_load(fd));
+}
 
 /* Free numbers between the application's fd @fd (its newest, say) and our hidden ones: how
  * close the process is to running out if each new connection takes one more of ours. */

@@ -289,20 +289,23 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	return 1;
 }
 
+/* Without the socket's lock (one round trip per connect less): the state moves by atomic
+ * stores, and a connection is counted once whoever counts it (rsk_sock_count). */
 void rsk_connect_done(int fd, int rc)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
+	int was = RSK_SOCK_NEW;
 
 	if (s == NULL)
 		return;
-	pthread_mutex_lock(&s->lock);
 	if (rc == 0 || rc == -EISCONN) {
-		s->state = RSK_SOCK_CONNECTED;
+		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 		rsk_sock_count(s, s->port);
 	} else if (rc == -EINPROGRESS || rc == -EALREADY) {
-		s->state = RSK_SOCK_CONNECTING;
+		/* (a data call of another thread may have found it connected already) */
+		(void)__atomic_compare_exchange_n(&s->state, &was, RSK_SOCK_CONNECTING, 0,
+						  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	}
-	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }
 
@@ -312,16 +315,22 @@ void rsk_connect_so_error(int fd, int err)
 
 	if (s == NULL)
 		return;
+	/* Nothing to settle (no lock then): not connecting, or a TCP-first socket's SO_ERROR 0
+	 * (its data calls come to us, and its first one that moves data says it is connected,
+	 * without a system call of ours: calls/upgrade.c). */
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != RSK_SOCK_CONNECTING ||
+	    (err == 0 && __atomic_load_n(&s->upg, __ATOMIC_ACQUIRE) != NULL)) {
+		rsk_sock_put(s);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
-	/* SO_ERROR 0 also while the handshake is still on: the peer's name says it is done. A
-	 * TCP-first socket's data calls come to us, and its first one that moves data says so
-	 * without a system call of ours (calls/upgrade.c). */
+	/* SO_ERROR 0 also while the handshake is still on: the peer's name says it is done. */
 	if (s->state == RSK_SOCK_CONNECTING && err == 0 && s->upg == NULL &&
 	    rsk_addr_peer_port(fd) != 0) {
-		s->state = RSK_SOCK_CONNECTED;
+		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 		rsk_sock_count(s, s->port);
 	} else if (s->state == RSK_SOCK_CONNECTING && err != 0) {
-		s->state = RSK_SOCK_NEW;
+		__atomic_store_n(&s->state, RSK_SOCK_NEW, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);

@@ -1,9 +1,15 @@
 /*
  * Destination history (see history.h): a small direct-mapped table; a collision replaces
  * the older destination, which costs nothing worse than the default choice for it.
+ *
+ * Each slot is one 64-bit word, read and changed atomically: no lock (a client's short
+ * connection took the table's lock twice, at its connect's verdict and at its close's note,
+ * and hashed its destination's 18 bytes byte by byte each time). The word holds a 52-bit
+ * fingerprint of the destination in place of its key: two destinations whose fingerprints
+ * agree in one slot share a history, which, like a collision, only costs one of them the
+ * default choice.
  */
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,45 +19,50 @@
 #define RSK_HIST_SLOTS 256
 #define RSK_HIST_DEPTH 8 /* connections remembered per destination */
 
-struct rsk_hist_slot {
-	uint8_t key[18]; /* port, then the address (IPv4-mapped IPv6 folded to IPv4) */
-	uint8_t n;       /* connections remembered (<= RSK_HIST_DEPTH) */
-	uint8_t bits;    /* 1 = short, newest in bit 0 */
-};
+/* A slot: fingerprint << RSK_HIST_FP_SHIFT | n << RSK_HIST_N_SHIFT | bits; n connections
+ * remembered (<= RSK_HIST_DEPTH), bits 1 = short, newest in bit 0. 0: empty. */
+#define RSK_HIST_N_SHIFT 8
+#define RSK_HIST_FP_SHIFT 12
 
-static struct rsk_hist_slot rsk_hist[RSK_HIST_SLOTS];
-static pthread_mutex_t rsk_hist_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t rsk_hist[RSK_HIST_SLOTS];
 static int rsk_hist_nsetups; /* direct setups in progress (atomic) */
 
-static int rsk_hist_key(const struct sockaddr *a, uint8_t key[18])
+/* A hash of port and address (IPv4-mapped IPv6 folded to IPv4): slot in the low bits, the
+ * fingerprint above them. -1 for another family. */
+static int rsk_hist_hash(const struct sockaddr *a, uint64_t *h)
 {
 	static const uint8_t v4m[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
 	const struct sockaddr_in *s4 = (const struct sockaddr_in *)a;
+	uint64_t k[3] = {0, 0, 0}, x;
 
-	memset(key, 0, 18);
 	if (a->sa_family == AF_INET) {
-		memcpy(key, &s4->sin_port, 2);
-		memcpy(key + 2, &s4->sin_addr, 4);
+		memcpy(&k[0], &s4->sin_addr, 4);
+		memcpy((char *)&k[0] + 4, &s4->sin_port, 2);
 	} else if (a->sa_family == AF_INET6) {
-		memcpy(key, &s6->sin6_port, 2);
-		if (memcmp(s6->sin6_addr.s6_addr, v4m, 12) == 0)
-			memcpy(key + 2, s6->sin6_addr.s6_addr + 12, 4);
-		else
-			memcpy(key + 2, s6->sin6_addr.s6_addr, 16);
+		if (memcmp(s6->sin6_addr.s6_addr, v4m, 12) == 0) {
+			memcpy(&k[0], s6->sin6_addr.s6_addr + 12, 4);
+			memcpy((char *)&k[0] + 4, &s6->sin6_port, 2);
+		} else {
+			memcpy(k, s6->sin6_addr.s6_addr, 16);
+			memcpy(&k[2], &s6->sin6_port, 2);
+			k[2] |= 1ull << 16; /* (never the same as a folded IPv4 one) */
+		}
 	} else {
 		return -1;
 	}
+	/* multiply-xorshift mixing (splitmix64's finaliser) of the three words */
+	x = k[0] * 0x9e3779b97f4a7c15ull ^ k[1] * 0xc2b2ae3d27d4eb4full ^ k[2] * 0x165667b19e3779f9ull;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	*h = x ^ (x >> 31);
 	return 0;
 }
 
-static struct rsk_hist_slot *rsk_hist_slot(const uint8_t key[18])
+static uint64_t *rsk_hist_slot(uint64_t h)
 {
-	uint32_t h = 2166136261u;
-	int i;
-
-	for (i = 0; i < 18; i++)
-		h = (h ^ key[i]) * 16777619u;
 	return &rsk_hist[h % RSK_HIST_SLOTS];
 }
 
@@ -64,21 +75,17 @@ int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls)
 
 int rsk_hist_verdict(const struct sockaddr *dest)
 {
-	struct rsk_hist_slot *sl;
-	uint8_t key[18];
-	int shorts = 0, i, rc = -1;
+	uint64_t h, v;
+	unsigned int n, shorts;
 
-	if (rsk_hist_key(dest, key) < 0)
+	if (rsk_hist_hash(dest, &h) < 0)
 		return -1;
-	pthread_mutex_lock(&rsk_hist_lock);
-	sl = rsk_hist_slot(key);
-	if (memcmp(sl->key, key, 18) == 0 && sl->n >= RSK_HIST_DEPTH / 2) {
-		for (i = 0; i < sl->n; i++)
-			shorts += (sl->bits >> i) & 1;
-		rc = 2 * shorts > sl->n;
-	}
-	pthread_mutex_unlock(&rsk_hist_lock);
-	return rc;
+	v = __atomic_load_n(rsk_hist_slot(h), __ATOMIC_RELAXED);
+	n = (unsigned int)(v >> RSK_HIST_N_SHIFT) & 0xf;
+	if (v >> RSK_HIST_FP_SHIFT != h >> RSK_HIST_FP_SHIFT || n < RSK_HIST_DEPTH / 2)
+		return -1;
+	shorts = (unsigned int)__builtin_popcount((unsigned int)v & 0xffu & ((1u << n) - 1));
+	return 2 * shorts > n;
 }
 
 int rsk_hist_short(const struct sockaddr *dest)
@@ -88,22 +95,26 @@ int rsk_hist_short(const struct sockaddr *dest)
 
 void rsk_hist_note(const struct sockaddr *dest, int short_lived)
 {
-	struct rsk_hist_slot *sl;
-	uint8_t key[18];
+	uint64_t h, *sl, v, nv, fp;
+	unsigned int n, bits;
 
-	if (rsk_hist_key(dest, key) < 0)
+	if (rsk_hist_hash(dest, &h) < 0)
 		return;
-	pthread_mutex_lock(&rsk_hist_lock);
-	sl = rsk_hist_slot(key);
-	if (memcmp(sl->key, key, 18) != 0) {
-		memcpy(sl->key, key, 18);
-		sl->n = 0;
-		sl->bits = 0;
-	}
-	sl->bits = (uint8_t)((sl->bits << 1) | (short_lived ? 1 : 0));
-	if (sl->n < RSK_HIST_DEPTH)
-		sl->n++;
-	pthread_mutex_unlock(&rsk_hist_lock);
+	sl = rsk_hist_slot(h);
+	fp = h >> RSK_HIST_FP_SHIFT;
+	v = __atomic_load_n(sl, __ATOMIC_RELAXED);
+	do {
+		n = 0;
+		bits = 0;
+		if (v >> RSK_HIST_FP_SHIFT == fp) {
+			n = (unsigned int)(v >> RSK_HIST_N_SHIFT) & 0xf;
+			bits = (unsigned int)v & 0xffu;
+		}
+		bits = ((bits << 1) | (short_lived ? 1u : 0u)) & 0xffu;
+		if (n < RSK_HIST_DEPTH)
+			n++;
+		nv = fp << RSK_HIST_FP_SHIFT | (uint64_t)n << RSK_HIST_N_SHIFT | bits;
+	} while (!__atomic_compare_exchange_n(sl, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 int rsk_hist_setup_begin(void)
@@ -130,7 +141,8 @@ int rsk_hist_setups(void)
 
 void rsk_hist_clear(void)
 {
-	pthread_mutex_lock(&rsk_hist_lock);
-	memset(rsk_hist, 0, sizeof(rsk_hist));
-	pthread_mutex_unlock(&rsk_hist_lock);
+	int i;
+
+	for (i = 0; i < RSK_HIST_SLOTS; i++)
+		__atomic_store_n(&rsk_hist[i], 0, __ATOMIC_RELAXED);
 }

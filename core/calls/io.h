@@ -18,6 +18,13 @@ ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags);
 ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags);
 
 /*
+ * One buffer (read, write, recv, send) on a TCP-first socket that no move concerns: the
+ * kernel call, counted, with no message header, iovec or call context. 1 with the result
+ * (bytes or -errno) in *@res; 0 when the call must take rsk_io_recvmsg/rsk_io_sendmsg.
+ */
+int rsk_io_tcp_one(int fd, void *buf, size_t n, int flags, int rx, ssize_t *res);
+
+/*
  * sendfile()/splice() with the accelerated socket as one end: data is bounced through a
  * bounded buffer. @off_in may be NULL (use and advance the file position).
  */

@@ -17,6 +17,7 @@
 #include <linux/futex.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,74 @@ enum rsk_upg_state {
 	RSK_UPGS_NEVER,    /* stays TCP */
 };
 
+/* Calls of the application inside the kernel on @s's TCP side now. */
+static int rsk_upg_kcalls(struct rsk_sock *s)
+{
+	return __atomic_load_n(&s->upg_kcalls, __ATOMIC_SEQ_CST); /* (rsk_upg_fast) */
+}
+
+/* Moving now? The client's threshold: bytes moved, or its age at this call once it has made
+ * a few calls (rsk_hist_is_short). From the socket's fields only (the lock-free route). */
+static int rsk_upg_due_s(struct rsk_sock *s)
+{
+	uint64_t bytes = __atomic_load_n(&s->upg_bytes, __ATOMIC_RELAXED);
+
+	if (rsk_policy_is_kernel_only())
+		return 0; /* io_uring: its I/O on this socket would not see the move */
+	return !rsk_hist_is_short(rsk_now_ms() - s->upg_born_ms, bytes,
+				  __atomic_load_n(&s->upg_calls, __ATOMIC_RELAXED));
+}
+
+/*
+ * The lock-free route. A connection on TCP that no move concerns yet (no offer for a server,
+ * not due for a client), used by one thread at a time (a server: only by the thread of its
+ * first call), sends its calls to the kernel counted in without the socket's lock: on a
+ * short connection that lock was taken before and after every data call. Closed (0) by
+ * anything that may start a move or find several threads: every locked route (it opens it
+ * again as it leaves the socket on TCP), an announced offer, a give-up, the last close.
+ * Against a move another thread starts: the call counts itself in, then looks again (both
+ * sequentially consistent), and the mover closes, then looks at the count; one of them sees
+ * the other. Reads only the socket, which the call holds a reference on (upg may go).
+ */
+static void rsk_upg_fast_off(struct rsk_sock *s)
+{
+	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * A server moves from one thread only: the thread of its first data call (a server socket
+ * that another thread uses stays on TCP). Is the caller that thread? The first caller names
+ * itself, lock-free: a compare-exchange from unnamed to naming, the thread, then named. A
+ * caller that finds another thread named, or being named right now, is not.
+ */
+static int rsk_upg_ours(struct rsk_sock *s)
+{
+	int n = __atomic_load_n(&s->upg_named, __ATOMIC_ACQUIRE);
+
+	if (n == 0 && __atomic_compare_exchange_n(&s->upg_named, &n, 1, 0, __ATOMIC_ACQ_REL,
+						  __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&s->upg_tid, pthread_self(), __ATOMIC_RELAXED);
+		__atomic_store_n(&s->upg_named, 2, __ATOMIC_RELEASE);
+		return 1;
+	}
+	return n == 2 && pthread_equal(__atomic_load_n(&s->upg_tid, __ATOMIC_RELAXED),
+				       pthread_self());
+}
+
+static int rsk_upg_fast(struct rsk_sock *s)
+{
+	int f = __atomic_load_n(&s->upg_fast, __ATOMIC_ACQUIRE);
+
+	if (f == 0 || (f == 2 && !rsk_upg_ours(s)) || (f == 1 && rsk_upg_due_s(s)))
+		return 0;
+	if (__atomic_fetch_add(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&s->upg_fast, __ATOMIC_SEQ_CST) == f)
+		return 1; /* counted in, until rsk_upg_after */
+	/* another call inside, or closed meanwhile: the locked route decides */
+	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
 /* The key of the address map: IPv4-mapped IPv6 folded to IPv4, so both spellings meet. */
 struct rsk_upg_key {
 	uint16_t family, port;
@@ -54,31 +123,22 @@ struct rsk_upg {
 	int server;
 	int state; /* enum rsk_upg_state, under the socket's lock */
 	const struct rsk_cm_ops *cm;
-	int64_t born_ms;
-	uint64_t bytes;     /* moved over TCP (approximate under concurrent calls: a threshold) */
-	uint64_t calls;     /* calls that moved data over TCP (the same) */
+	int64_t born_ms;    /* a dialed client's offer: when it went out */
 	unsigned int forks; /* rsk_proc_forks() when it became ours: a fork shares the TCP side */
 	int fd;             /* the application's fd (the only one naming the socket) */
 	int shut_wr;        /* the application shut its writing side: no move from then on */
 	int64_t peeked_us;  /* switched: when a send last looked for the peer's FIN */
 	int64_t answer_us;  /* offered: the next look at the server's answer, 0 none yet */
-	int kcalls;         /* calls inside the kernel on the TCP side: no move ends under them */
 	int force;          /* a reader waited its bound for them: end the move regardless */
 	int threads;        /* used by several threads (a server: at all; a client: at once) */
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
-	pthread_t tid;      /* server: the thread of its first call */
-	int tid_set;
-	/* client */
-	struct rsk_dial d;
-	struct sockaddr_storage dest;
 	/* server */
 	uint64_t lst_id;
-	int held;           /* we keep the listener's companions open (rsk_listener_hold_id) */
+	struct rsk_listener *lst; /* the listener, held while @held */
+	int held;           /* we keep the listener's companions open (rsk_listener_hold) */
 	int offer;          /* an offer was announced for us (atomic) */
-	struct rsk_claim cl; /* one accept() found already */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
-	struct sockaddr_storage peer; /* the accepted connection's client */
 	struct rsk_upg_key key;
 	int in_map;
 	struct rsk_sock *s;
@@ -87,6 +147,18 @@ struct rsk_upg {
 	struct rsk_conn *c;
 	int app, ctl;
 	int moving; /* counted in rsk_upg_moving */
+	/*
+	 * From here on not cleared when the state is made (rsk_upg_alloc), but as each is first
+	 * used: 1 KiB that most connections never touch, whose clearing was a tenth of a short
+	 * connection's state work on each side.
+	 */
+	/* client: its destination (set at creation); the dial (cleared as it is made, with
+	 * dest and dest_len kept: set at creation) */
+	struct sockaddr_storage dest;
+	struct rsk_dial d;
+	/* server: the client (set at creation); a claim (valid while have_claim) */
+	struct sockaddr_storage peer;
+	struct rsk_claim cl;
 };
 
 /* A move that cannot finish within this long is given up (the offer expires). */
@@ -133,7 +205,7 @@ static struct rsk_upg *rsk_upg_alloc(void)
 		if (__atomic_load_n(&rsk_upg_spares[i], __ATOMIC_RELAXED) == NULL)
 			continue;
 		if ((u = __atomic_exchange_n(&rsk_upg_spares[i], NULL, __ATOMIC_ACQUIRE)) != NULL) {
-			memset(u, 0, sizeof(*u));
+			memset(u, 0, offsetof(struct rsk_upg, dest)); /* (the rest: as used) */
 			return u;
 		}
 	}
@@ -184,7 +256,8 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 	if (u == &rsk_upg_keeper)
 		u = NULL; /* (no client has its key: family 0; never act on it) */
 	if (u != NULL) {
-		__atomic_store_n(&u->offer, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&u->offer, 1, __ATOMIC_SEQ_CST);
+		rsk_upg_fast_off(u->s); /* its next call takes the lock, and the offer */
 		/* Its next data-path call comes to us and takes the offer. */
 		rsk_sock_divert(u->s, u->fd, 1);
 	}
@@ -197,7 +270,7 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 static void rsk_upg_unmap(struct rsk_upg *u)
 {
 	if (u->held)
-		rsk_listener_drop_id(u->lst_id); /* no offer can be for us any more */
+		rsk_listener_drop(u->lst); /* no offer can be for us any more */
 	u->held = 0;
 	if (!u->in_map)
 		return;
@@ -205,6 +278,19 @@ static void rsk_upg_unmap(struct rsk_upg *u)
 	HASH_DELETE(hh, rsk_upg_map, u);
 	pthread_mutex_unlock(&rsk_upg_map_lock);
 	u->in_map = 0;
+}
+
+/* Locked (or not yet published), leaving @u on TCP: later calls may take the lock-free route
+ * (rsk_upg_fast; a server's only from the thread of its first data call, rsk_upg_ours), and
+ * only while no offer is announced: one announced meanwhile may have closed it before we
+ * opened, so look at it again. */
+static void rsk_upg_fast_on(struct rsk_sock *s, struct rsk_upg *u)
+{
+	if (u->state != RSK_UPGS_TCP || u->threads)
+		return;
+	__atomic_store_n(&s->upg_fast, u->server ? 2 : 1, __ATOMIC_SEQ_CST);
+	if (u->server && __atomic_load_n(&u->offer, __ATOMIC_SEQ_CST))
+		rsk_upg_fast_off(s);
 }
 
 static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
@@ -215,10 +301,15 @@ static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 		return NULL;
 	u->server = server;
 	u->born_ms = rsk_now_ms();
+	s->upg_born_ms = u->born_ms; /* (and its bytes and calls moved over TCP: none yet) */
+	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->upg_named, 0, __ATOMIC_RELAXED);
 	u->forks = rsk_proc_forks();
 	u->fd = fd;
 	u->s = s;
 	u->app = u->ctl = -1;
+	__atomic_store_n(&s->upg_bytes, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->upg_calls, 0, __ATOMIC_RELAXED);
 	return u;
 }
 
@@ -230,28 +321,32 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 	if (u == NULL)
 		return -ENOMEM;
 	u->cm = cm;
+	memset(&u->dest, 0, sizeof(u->dest));
 	memcpy(&u->dest, dest, len < sizeof(u->dest) ? len : sizeof(u->dest));
 	u->d.dest = (const struct sockaddr *)&u->dest;
 	u->d.dest_len = len;
 	s->upg = u;
 	s->own_exact = s->nfds == 1; /* every data call comes to us: we count its bytes */
+	rsk_upg_fast_on(s, u);
 	rsk_sock_divert(s, fd, 1); /* it counts its bytes until it moves */
 	return 0;
 }
 
-int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
+int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
 		   const struct rsk_cm_ops *cm)
 {
 	struct rsk_upg *u, *dup;
+	unsigned int hv;
 
-	if (rsk_listener_hold_id(lst_id) < 0)
+	if (rsk_listener_hold(lst) < 0)
 		return -ENOENT;
 	if ((u = rsk_upg_new(s, fd, 1)) == NULL) {
-		rsk_listener_drop_id(lst_id);
+		rsk_listener_drop(lst);
 		return -ENOMEM;
 	}
-	u->lst_id = lst_id;
+	u->lst_id = rsk_listener_id(lst);
+	u->lst = lst;
 	u->held = 1;
 	u->peer = *peer;
 	rsk_upg_key_of(peer, &u->key);
@@ -263,15 +358,18 @@ int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
 	}
 	s->upg = u;
 	s->own_exact = s->nfds == 1;
+	HASH_VALUE(&u->key, sizeof(u->key), hv); /* once, for the look and the add; unlocked */
 	pthread_mutex_lock(&rsk_upg_map_lock);
 	if (rsk_upg_map == NULL)
 		HASH_ADD(hh, rsk_upg_map, key, sizeof(rsk_upg_keeper.key), &rsk_upg_keeper);
-	HASH_FIND(hh, rsk_upg_map, &u->key, sizeof(u->key), dup);
+	HASH_FIND_BYHASHVALUE(hh, rsk_upg_map, &u->key, sizeof(u->key), hv, dup);
 	if (dup == NULL) { /* (an address is one connection's while it is open) */
-		HASH_ADD(hh, rsk_upg_map, key, sizeof(u->key), u);
+		HASH_ADD_BYHASHVALUE(hh, rsk_upg_map, key, sizeof(u->key), hv, u);
 		u->in_map = 1;
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
+	if (!u->have_claim) /* (an offer found at accept: its first call takes the lock) */
+		rsk_upg_fast_on(s, u);
 	/* Every data call comes to us from the start, not only once an offer is announced: a
 	 * read that entered the kernel unseen would take the move's FIN for the end of the
 	 * data (rsk_upg_route counts the calls inside and never moves under one). */
@@ -294,6 +392,7 @@ static void rsk_upg_drop_conn(struct rsk_upg *u)
 static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *why)
 {
 	rsk_dbg("fd %d: stays on TCP (%s)", u->fd, why);
+	rsk_upg_fast_off(s);
 	rsk_upg_drop_conn(u);
 	if (u->have_claim) {
 		u->cl_cm->unclaim(&u->cl, 0);
@@ -356,7 +455,13 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 {
 	const struct rsk_cm_ops *cm = u->cm;
 	struct rsk_dial *d = &u->d;
+	const struct sockaddr *dest = d->dest;
+	socklen_t dest_len = d->dest_len;
 	int rc;
+
+	memset(d, 0, sizeof(*d)); /* not cleared at creation: only its destination was set */
+	d->dest = dest;
+	d->dest_len = dest_len;
 
 	u->c = rsk_conn_alloc(rsk_config.buf_count, cm->ep_size != NULL ? cm->ep_size() : 0);
 	if (u->c == NULL)
@@ -593,12 +698,7 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
  * a few calls (rsk_hist_is_short). */
 static int rsk_upg_due(const struct rsk_upg *u)
 {
-	uint64_t bytes = __atomic_load_n(&u->bytes, __ATOMIC_RELAXED);
-
-	if (rsk_policy_is_kernel_only())
-		return 0; /* io_uring: its I/O on this socket would not see the move */
-	return !rsk_hist_is_short(rsk_now_ms() - u->born_ms, bytes,
-				  __atomic_load_n(&u->calls, __ATOMIC_RELAXED));
+	return rsk_upg_due_s(u->s);
 }
 
 /* Both directions ended on TCP: the application's fd becomes the stream's app end. */
@@ -634,6 +734,7 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	u->app = u->ctl = -1;
 	rsk_upg_count_moving(u, 0);
 	rsk_upg_unmap(u);
+	rsk_upg_fast_off(s); /* (off since it left TCP already) */
 	s->upg = NULL;
 	rsk_upg_free(u);
 	return 0;
@@ -658,7 +759,7 @@ static int rsk_upg_at_eof(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	}
 	/* A call still in the kernel on the TCP side would read the stream's end once the fd
 	 * is swapped: the last one out finishes (it too finds the FIN). */
-	if (u->kcalls > 0 && !u->force)
+	if (rsk_upg_kcalls(s) > 0 && !u->force)
 		return 0;
 	rc = rsk_upg_finish(s, u, fd);
 	if (rc < 0) {
@@ -693,7 +794,10 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	struct rsk_upg *u;
 	int rc = RSK_UPG_TCP;
 
+	if (rsk_upg_fast(s))
+		return RSK_UPG_TCP;
 	pthread_mutex_lock(&s->lock);
+	rsk_upg_fast_off(s); /* before any look at the calls inside */
 	u = s->upg;
 	if (u == NULL) { /* moved meanwhile (another call finished it) */
 		pthread_mutex_unlock(&s->lock);
@@ -707,16 +811,10 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 	 * client that offered already cannot withdraw: the server may be moving right now; it
 	 * follows if the server moves, which a server used this way never does.)
 	 */
-	if (u->kcalls > 0 || s->upg_scalls > 0)
+	if (rsk_upg_kcalls(s) > 0 || s->upg_scalls > 0)
 		u->threads = 1;
-	if (u->server && u->state == RSK_UPGS_TCP) { /* a server moves from one thread only */
-		if (!u->tid_set) {
-			u->tid = pthread_self();
-			u->tid_set = 1;
-		} else if (!pthread_equal(u->tid, pthread_self())) {
-			u->threads = 1;
-		}
-	}
+	if (u->server && u->state == RSK_UPGS_TCP && !rsk_upg_ours(s))
+		u->threads = 1; /* a server moves from one thread only */
 	if (u->threads && u->state == RSK_UPGS_TCP)
 		rsk_upg_give_up(s, u, "used by several threads at once");
 	switch (u->state) {
@@ -724,7 +822,8 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		if (u->server) {
 			/* Only while no other call of the application is inside on this socket:
 			 * the move swaps the fd under it. A later call takes the offer. */
-			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE) && u->kcalls == 0)
+			if (__atomic_load_n(&u->offer, __ATOMIC_ACQUIRE) &&
+			    rsk_upg_kcalls(s) == 0)
 				rsk_upg_server_take(s, u, fd);
 		} else if (rsk_upg_due(u)) {
 			if (rsk_upg_movable(s, u, fd, 0))
@@ -750,11 +849,17 @@ int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r)
 		rc = RSK_UPG_STREAM;
 	}
 	if (rc == RSK_UPG_TCP)
-		u->kcalls++; /* until rsk_upg_after */
+		__atomic_add_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST); /* until rsk_upg_after */
 	else if (rc == RSK_UPG_STREAM)
 		s->upg_scalls++; /* until rsk_upg_stream_done */
+	rsk_upg_fast_on(s, u);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+int rsk_upg_route_tcp(struct rsk_sock *s)
+{
+	return rsk_upg_fast(s);
 }
 
 /* A read found the FIN while switched: wait (briefly: they find the FIN too, or were cut
@@ -764,12 +869,12 @@ static void rsk_upg_wait_kcalls(struct rsk_sock *s)
 	int64_t end = rsk_now_ms() + RSK_UPG_FLUSH_MS;
 	struct rsk_upg *u;
 
-	while ((u = s->upg) != NULL && u->kcalls > 0 && rsk_now_ms() < end) {
+	while ((u = s->upg) != NULL && rsk_upg_kcalls(s) > 0 && rsk_now_ms() < end) {
 		pthread_mutex_unlock(&s->lock);
 		(void)rsk_sys_poll(NULL, 0, 1); /* (a 1 ms sleep) */
 		pthread_mutex_lock(&s->lock);
 	}
-	if ((u = s->upg) != NULL && u->kcalls > 0)
+	if ((u = s->upg) != NULL && rsk_upg_kcalls(s) > 0)
 		u->force = 1; /* the move ends anyway: they return from the TCP file they hold */
 }
 
@@ -777,25 +882,34 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 {
 	struct rsk_upg *u;
 	int rc = 0;
+	int was = RSK_SOCK_CONNECTING;
 
-	pthread_mutex_lock(&s->lock);
-	if ((u = s->upg) != NULL && u->kcalls > 0)
-		u->kcalls--;
-	if (n > 0 && u != NULL) {
-		__atomic_add_fetch(&u->bytes, (uint64_t)n, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&u->calls, 1, __ATOMIC_RELAXED);
+	if (n > 0) { /* (counted also after a move meanwhile: nothing reads them then) */
+		__atomic_add_fetch(&s->upg_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->upg_calls, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
 	}
 	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done
-	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here). */
-	if (s->state == RSK_SOCK_CONNECTING && (n > 0 || (rx && n == 0))) {
-		s->state = RSK_SOCK_CONNECTED;
+	 * (rsk_connect_so_error asks the kernel nothing for a socket whose calls come here);
+	 * counted once, by whoever settles it. */
+	if ((n > 0 || (rx && n == 0)) &&
+	    __atomic_compare_exchange_n(&s->state, &was, RSK_SOCK_CONNECTED, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
 		rsk_sock_count(s, s->port);
-	}
-	if (rx ? n != 0 : n != -EPIPE) {
-		pthread_mutex_unlock(&s->lock);
+	/*
+	 * Nothing to learn: data moved, a send failed otherwise than by a shutdown's EPIPE, or
+	 * either came on a connection still on TCP with no move begun (the lock-free route is
+	 * open only then, and closes before any move: a FIN or an EPIPE is the peer's own).
+	 * The call counts itself out without the lock (no move starts while it is counted in,
+	 * rsk_upg_route; it was one of two lock round trips of every data call).
+	 */
+	if ((rx ? n != 0 : n != -EPIPE) || __atomic_load_n(&s->upg_fast, __ATOMIC_SEQ_CST)) {
+		__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
 		return 0;
 	}
+	pthread_mutex_lock(&s->lock);
+	__atomic_sub_fetch(&s->upg_kcalls, 1, __ATOMIC_SEQ_CST);
+	u = s->upg;
 	/*
 	 * Another thread moved the socket while this call waited in the kernel on the TCP side
 	 * (which it still holds): the FIN it read, or the EPIPE of a send cut short by our own
@@ -877,7 +991,7 @@ int rsk_upg_settle(struct rsk_sock *s, int fd)
 
 	pthread_mutex_lock(&s->lock);
 	u = s->upg;
-	if (u != NULL && u->kcalls == 0 && s->upg_scalls == 0) {
+	if (u != NULL && rsk_upg_kcalls(s) == 0 && s->upg_scalls == 0) {
 		if (u->state == RSK_UPGS_DIALED)
 			rsk_upg_client_look(s, u, fd); /* the server moved: we follow */
 		if (u->state == RSK_UPGS_SWITCHED) {
@@ -969,6 +1083,7 @@ void rsk_upg_release(struct rsk_sock *s, int fd)
 	int last = 1;
 
 	pthread_mutex_lock(&s->lock);
+	rsk_upg_fast_off(s);
 	u = s->upg;
 	s->upg = NULL;
 	/* A child forked while the move was under way holds the stream too (rsk_upg_prefork):

@@ -25,10 +25,12 @@ void rsk_upg_init(void);
 int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, socklen_t len,
 		   const struct rsk_cm_ops *cm);
 
-/* Server: @s (at @fd), accepted from listener @lst_id from @peer (the address accept()
+struct rsk_listener;
+
+/* Server: @s (at @fd), accepted from listener @lst from @peer (the address accept()
  * read already), may move when its client offers. @cl (may be NULL) is an upgrade offer
  * accept() already found for it (taken over). */
-int rsk_upg_server(struct rsk_sock *s, int fd, uint64_t lst_id,
+int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
 		   const struct rsk_cm_ops *cm);
 
@@ -46,6 +48,10 @@ struct rsk_upg_route {
 /* Before a call of direction @rx: do what the state allows (dial, take an offer, switch,
  * move the fd) and say where the call goes. Or -errno. */
 int rsk_upg_route(struct rsk_sock *s, int fd, int rx, struct rsk_upg_route *r);
+
+/* The lock-free part of rsk_upg_route alone: 1 when the call goes to the kernel, counted in
+ * (rsk_upg_after follows), 0 when rsk_upg_route must decide. */
+int rsk_upg_route_tcp(struct rsk_sock *s);
 
 /*
  * After a kernel call on the fd returned @n: count it, and learn from a read's EOF whether it

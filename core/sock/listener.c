@@ -39,11 +39,16 @@ struct rsk_tlistener {
 struct rsk_listener {
 	struct rsk_listener *next;
 	uint64_t id;
-	int holds;   /* accepted connections that may still move through it (rsk_lst_lock) */
-	int closing; /* the application closed it: it goes with the last hold */
+	/* Accepted connections that may still move through it, with RSK_LST_CLOSING once the
+	 * application closed it (it goes with the last hold). Atomic: a hold and its drop,
+	 * once per TCP-first connection, take no lock (they took the list's lock and walked
+	 * it, each). */
+	unsigned int holds;
 	int n;
 	struct rsk_tlistener t[RSK_TRANSPORT_MAX];
 };
+
+#define RSK_LST_CLOSING 0x80000000u
 
 /* How long accept() waits for a claim whose setup is still under way (verbs: ESTABLISHED). */
 #define RSK_CLAIM_WAIT_MS 1000
@@ -207,53 +212,45 @@ static void rsk_listener_destroy(struct rsk_listener *l)
 	free(l);
 }
 
+/* Off the list (no id finds it any more), then gone. */
+static void rsk_listener_end(struct rsk_listener *l)
+{
+	pthread_mutex_lock(&rsk_lst_lock);
+	rsk_listener_unlink_locked(l);
+	pthread_mutex_unlock(&rsk_lst_lock);
+	rsk_listener_destroy(l);
+}
+
 /*
  * The kernel's listener closed. Ours go too, unless accepted connections may still move
  * through them (TCP first: their offers come to our rendezvous): then with the last of those.
+ * Once closing, nothing takes a hold any more, so exactly one of the close and the last drop
+ * sees no holds left and ends it.
  */
 void rsk_listener_close(struct rsk_listener *l)
 {
-	int keep;
+	unsigned int was = __atomic_fetch_or(&l->holds, RSK_LST_CLOSING, __ATOMIC_ACQ_REL);
 
-	pthread_mutex_lock(&rsk_lst_lock);
-	keep = l->holds > 0;
-	if (keep)
-		l->closing = 1;
-	else
-		rsk_listener_unlink_locked(l);
-	pthread_mutex_unlock(&rsk_lst_lock);
-	if (!keep)
-		rsk_listener_destroy(l);
+	if ((was & ~RSK_LST_CLOSING) == 0)
+		rsk_listener_end(l);
 }
 
-int rsk_listener_hold_id(uint64_t id)
+int rsk_listener_hold(struct rsk_listener *l)
 {
-	struct rsk_listener *l;
+	unsigned int h = __atomic_load_n(&l->holds, __ATOMIC_ACQUIRE);
 
-	pthread_mutex_lock(&rsk_lst_lock);
-	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
-		;
-	if (l != NULL && !l->closing)
-		l->holds++;
-	pthread_mutex_unlock(&rsk_lst_lock);
-	return l != NULL && !l->closing ? 0 : -ENOENT;
+	do {
+		if (h & RSK_LST_CLOSING)
+			return -ENOENT;
+	} while (!__atomic_compare_exchange_n(&l->holds, &h, h + 1, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return 0;
 }
 
-void rsk_listener_drop_id(uint64_t id)
+void rsk_listener_drop(struct rsk_listener *l)
 {
-	struct rsk_listener *l;
-	int last = 0;
-
-	pthread_mutex_lock(&rsk_lst_lock);
-	for (l = rsk_lst_all; l != NULL && l->id != id; l = l->next)
-		;
-	if (l != NULL && l->holds > 0 && --l->holds == 0 && l->closing) {
-		rsk_listener_unlink_locked(l);
-		last = 1;
-	}
-	pthread_mutex_unlock(&rsk_lst_lock);
-	if (last)
-		rsk_listener_destroy(l);
+	if (__atomic_sub_fetch(&l->holds, 1, __ATOMIC_ACQ_REL) == RSK_LST_CLOSING)
+		rsk_listener_end(l); /* the last hold of a closed one */
 }
 
 /*

@@ -30,10 +30,11 @@ void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note);
 uint64_t rsk_listener_id(const struct rsk_listener *l);
 void rsk_listener_note_id(uint64_t id, const struct rsk_cm_ops *cm, enum rsk_listen_note note);
 
-/* An accepted connection that may move later keeps listener @id's companions open past the
- * application's close (0, or -ENOENT when it is gone or closing); drop_id lets go. */
-int rsk_listener_hold_id(uint64_t id);
-void rsk_listener_drop_id(uint64_t id);
+/* An accepted connection that may move later keeps listener @l's companions open past the
+ * application's close (0, or -ENOENT when it is closing); drop lets go (the last hold of a
+ * closed one ends it). No lock. */
+int rsk_listener_hold(struct rsk_listener *l);
+void rsk_listener_drop(struct rsk_listener *l);
 
 /* A forked child: drop the listeners of transports whose objects cannot follow a fork. */
 void rsk_listener_forget(struct rsk_listener *l);

@@ -29,15 +29,51 @@
 static pthread_mutex_t rsk_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rsk_sock *rsk_pool_free;
 
-static struct rsk_sock *rsk_sock_alloc(void)
+/*
+ * The last few objects given back, taken and given by exchanging a slot's pointer: no lock
+ * (a short connection took the pool's lock twice on each side, at track and at the last
+ * close). A whole slot is exchanged, so no ABA; the locked list takes the overflow.
+ */
+#define RSK_SOCK_SPARES 8
+static struct rsk_sock *rsk_sock_spares[RSK_SOCK_SPARES];
+
+static struct rsk_sock *rsk_sock_spare_take(void)
 {
 	struct rsk_sock *s;
+	int i;
 
-	pthread_mutex_lock(&rsk_pool_lock);
-	s = rsk_pool_free;
-	if (s != NULL)
-		rsk_pool_free = s->next_free;
-	pthread_mutex_unlock(&rsk_pool_lock);
+	for (i = 0; i < RSK_SOCK_SPARES; i++) {
+		if (__atomic_load_n(&rsk_sock_spares[i], __ATOMIC_RELAXED) == NULL)
+			continue;
+		if ((s = __atomic_exchange_n(&rsk_sock_spares[i], NULL, __ATOMIC_ACQUIRE)) != NULL)
+			return s;
+	}
+	return NULL;
+}
+
+/* @s into an empty spare slot; what comes back from the exchange (NULL, or another thread's
+ * object that filled the slot first) goes on looking, then to the locked list. */
+static struct rsk_sock *rsk_sock_spare_give(struct rsk_sock *s)
+{
+	int i;
+
+	for (i = 0; i < RSK_SOCK_SPARES && s != NULL; i++)
+		if (__atomic_load_n(&rsk_sock_spares[i], __ATOMIC_RELAXED) == NULL)
+			s = __atomic_exchange_n(&rsk_sock_spares[i], s, __ATOMIC_ACQ_REL);
+	return s;
+}
+
+static struct rsk_sock *rsk_sock_alloc(void)
+{
+	struct rsk_sock *s = rsk_sock_spare_take();
+
+	if (s == NULL) {
+		pthread_mutex_lock(&rsk_pool_lock);
+		s = rsk_pool_free;
+		if (s != NULL)
+			rsk_pool_free = s->next_free;
+		pthread_mutex_unlock(&rsk_pool_lock);
+	}
 	if (s == NULL) {
 		s = calloc(1, sizeof(*s));
 		if (s == NULL)
@@ -64,12 +100,18 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->own_exact = 0;
 	s->port = 0;
 	s->upg = NULL;
+	s->upg_kcalls = 0;
+	s->upg_bytes = s->upg_calls = 0;
+	s->upg_fast = 0;
+	s->upg_named = 0;
 	s->held_fork = 0; /* (forks count from 1: never one of ours) */
 	return s;
 }
 
 static void rsk_sock_free(struct rsk_sock *s)
 {
+	if ((s = rsk_sock_spare_give(s)) == NULL)
+		return;
 	pthread_mutex_lock(&rsk_pool_lock);
 	s->next_free = rsk_pool_free;
 	rsk_pool_free = s;
@@ -185,7 +227,7 @@ struct rsk_sock *rsk_sock_get(int fd)
 
 	for (;;) {
 		v = rsk_fdtab_load(fd);
-		if (v == 0 || rsk_fd_is_internal(fd))
+		if (v == 0 || rsk_fd_slot_internal(v))
 			return NULL;
 		s = rsk_fdtab_ptr(v);
 		if (!rsk_ref_inc_not_zero(&s->refs))
@@ -287,7 +329,7 @@ static void rsk_sock_account(struct rsk_sock *s, int fd)
 	if (s->state == RSK_SOCK_CONNECTING &&
 	    (ti.tcpi_bytes_received > 0 || ti.tcpi_bytes_acked > 1 ||
 	     (ti.tcpi_state != RSK_TCPS_SYN_SENT && ti.tcpi_state != RSK_TCPS_CLOSE))) {
-		s->state = RSK_SOCK_CONNECTED;
+		__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 		rsk_sock_count(s, s->port);
 	}
 	if (s->state != RSK_SOCK_CONNECTED)
@@ -321,7 +363,7 @@ int rsk_sock_release_fd(int fd)
 	uintptr_t v = rsk_fdtab_load(fd);
 	struct rsk_sock *s;
 
-	if (v == 0 || rsk_fd_is_internal(fd) || !rsk_fdtab_replace(fd, v, 0))
+	if (v == 0 || rsk_fd_slot_internal(v) || !rsk_fdtab_replace(fd, v, 0))
 		return 0;
 	s = rsk_fdtab_ptr(v);
 	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
@@ -527,7 +569,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		rsk_warn("fd %d: peer liveness not watched; a crashed peer shows only at close", fd);
 	s->conn = c;
 	s->transport = c->transport;
-	s->state = RSK_SOCK_CONNECTED;
+	__atomic_store_n(&s->state, RSK_SOCK_CONNECTED, __ATOMIC_RELEASE);
 	rsk_fdtab_store(fd, (uintptr_t)s); /* untagged: the data path is ours now */
 	/* Registered while it was TCP: an epoll set holds it that no mirror knows as a
 	 * connection, and would take a lazy app end's stale token for data (calls/pollfast.c) */

@@ -40,7 +40,7 @@ struct rsk_sock {
 	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
 	int nfds;   /* fd slots naming us: the last close accounts the connection */
 	int domain; /* AF_INET or AF_INET6 */
-	int state;  /* enum rsk_sock_state, written under lock */
+	int state;  /* enum rsk_sock_state; atomic stores (a connect's result needs no lock) */
 	int counted; /* the connection has been counted in the stats */
 	int accounted; /* kernel byte counts have been taken (at last close or exit) */
 	/* a forked child's copy of a connection that stays the parent's: calls fail ENOTCONN */
@@ -86,6 +86,21 @@ struct rsk_sock {
 	/* Sends of the move's stream still using its app end by number as the move ended
 	 * (calls/upgrade.c), and that number + 1 kept open for them (0: none). Under lock. */
 	int upg_scalls, upg_spare;
+	/* TCP first: calls of the application inside the kernel on the TCP side (no move ends
+	 * under them), and the bytes and calls that moved data there (the client's threshold).
+	 * Here, not in upg: a call leaving the kernel counts itself out without the lock, and
+	 * the socket (unlike upg) outlives the reference the call holds. Atomic; raised under
+	 * the lock only (calls/upgrade.c). */
+	int upg_kcalls;
+	uint64_t upg_bytes, upg_calls;
+	int64_t upg_born_ms; /* (when it became upgradable: the client's age threshold) */
+	/* TCP first: a data call may go to the kernel without the lock (rsk_upg_route): 0 no,
+	 * 1 any thread's (a client), 2 only upg_tid's (a server). Atomic; set under the lock. */
+	int upg_fast;
+	/* TCP first, a server: the thread of its first data call (upg_named 2), being named (1)
+	 * or not yet (0). Atomic (calls/upgrade.c, rsk_upg_ours). */
+	int upg_named;
+	pthread_t upg_tid;
 	/* TCP_NODELAY and TCP_CORK as the kernel has them, while every change went through us
 	 * (RSK_SOCK_OPT_*; rsk_sock_tcp_opts): a setup then asks the kernel neither. Valid only
 	 * in the process that learnt them, before it forked (a child's setsockopt is unseen). */

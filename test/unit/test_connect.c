@@ -31,6 +31,7 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 #include "unit_count.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define RSK_HIST_DEPTH_VERDICT 4 /* connections ended before a destination has a verdict */
@@ -388,6 +389,51 @@ static void test_so_error_tcp_first(void **state)
 	ucl_close(l);
 }
 
+/*
+ * A TCP-first connect takes no lock, from the destination's history to its result and the
+ * SO_ERROR 0 that has nothing to settle on such a socket (3 before: the history's, and the
+ * socket's at the result and at SO_ERROR). A failed SO_ERROR still settles it (NEW).
+ */
+static void test_tcp_first_connect_takes_no_lock(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), fd, sv, rc, n;
+	struct pollfd p;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	fd = ucl_socket(SOCK_NONBLOCK);
+	locks = 0;
+	lock_counting = 1;
+	rc = ucl_connect(fd, &a, NULL);
+	lock_counting = 0;
+	n = locks;
+	assert_non_null(ucl_sock(fd)->upg);
+	if (rc == -EINPROGRESS) {
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTING);
+		p = (struct pollfd){.fd = fd, .events = POLLOUT};
+		assert_int_equal(poll(&p, 1, 2000), 1);
+		lock_counting = 1;
+		rsk_connect_so_error(fd, 0);
+		lock_counting = 0;
+		n = locks;
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTING);
+		rsk_connect_so_error(fd, ECONNREFUSED); /* (stands in for a failed handshake) */
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_NEW);
+	} else {
+		assert_int_equal(rc, 0);
+		assert_int_equal(ucl_sock(fd)->state, RSK_SOCK_CONNECTED);
+	}
+	assert_int_equal(n, 0);
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	ucl_close(fd);
+	ucl_close(sv);
+	ucl_close(l);
+}
+
 /* TCP first: the kernel connect, with the socket ready to move (reason tcp_first). */
 static void test_tcp_first(void **state)
 {
@@ -566,6 +612,7 @@ int main(void)
 		T(test_refused),
 		T(test_so_error_settles),
 		T(test_so_error_tcp_first),
+		T(test_tcp_first_connect_takes_no_lock),
 		T(test_tcp_first),
 		T(test_setup_limit),
 		T(test_setup_limit_lived),

@@ -1,7 +1,8 @@
 /*
  * Unit tests for core/calls/history.c, the destination history: what counts as short, the
  * verdict once enough connections to a destination ended (most of the last few short: start
- * on TCP), per destination; the count of setups in progress and its limit.
+ * on TCP), per destination; the count of setups in progress and its limit; that the two
+ * spellings of an IPv4 destination share a history, and that a look and a note take no lock.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 
 #include "base/config.h"
 #include "calls/history.h"
+#include "unit_locks.h"
 
 static struct sockaddr_in dst(uint16_t port)
 {
@@ -109,6 +111,49 @@ static void test_setups(void **state)
 	assert_int_equal(rsk_hist_setups(), 0);
 }
 
+/* An IPv4 destination and its IPv4-mapped IPv6 spelling are one destination; an IPv6 one
+ * with the same port is another. */
+static void test_v4_mapped_folds(void **state)
+{
+	struct sockaddr_in a = dst(7000);
+	struct sockaddr_in6 m, o;
+	int i;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.sin6_family = AF_INET6;
+	m.sin6_port = htons(7000);
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &m.sin6_addr);
+	o = m;
+	inet_pton(AF_INET6, "::1", &o.sin6_addr);
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(m), 1);
+	assert_int_equal(rsk_hist_verdict(SA(a)), 1);
+	assert_int_equal(rsk_hist_verdict(SA(o)), -1);
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(o), 0);
+	assert_int_equal(rsk_hist_verdict(SA(o)), 0);
+	assert_int_equal(rsk_hist_verdict(SA(m)), 1);
+}
+
+/* A connect's look and a close's note take no lock (both did, once per short connection). */
+static void test_no_lock(void **state)
+{
+	struct sockaddr_in a = dst(7001);
+	int v;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	locks = 0;
+	lock_counting = 1;
+	rsk_hist_note(SA(a), 1);
+	v = rsk_hist_verdict(SA(a));
+	lock_counting = 0;
+	assert_int_equal(v, -1);
+	assert_int_equal(locks, 0);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -118,6 +163,8 @@ int main(void)
 		T(test_verdict),
 		T(test_verdict_values),
 		T(test_setups),
+		T(test_v4_mapped_folds),
+		T(test_no_lock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

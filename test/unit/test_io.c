@@ -438,6 +438,66 @@ static void test_epipe_sigpipe(void **state)
 	assert_int_equal(sigaction(SIGPIPE, &old, NULL), 0);
 }
 
+/*
+ * rsk_io_tcp_one, a TCP-first connection's single-buffer calls: served (and counted) on a
+ * socket whose lock-free route is open (a server's from its first call), left to the
+ * general path for an accelerated socket, an untracked fd and a MSG_WAITALL read; a send
+ * to a peer gone is EPIPE with SIGPIPE unless MSG_NOSIGNAL, as over the general path.
+ */
+static void test_tcp_one(void **state)
+{
+	struct sockaddr_in a;
+	struct sigaction sa, old;
+	struct pollfd pf;
+	char b[16] = "0123456789abcdef";
+	int l, cl, sv, i;
+	ssize_t r = 0;
+
+	(void)state;
+	assert_int_equal(rsk_io_tcp_one(P.cl, b, 4, 0, 0, &r), 0); /* accelerated: not this */
+	assert_int_equal(rsk_io_tcp_one(0, b, 4, 0, 0, &r), 0);    /* not ours */
+	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	rsk_config.upgrade_bytes = 1 << 20;
+	rsk_config.upgrade_ms = 600000;
+	l = ucl_listen(&a);
+	cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(cl, &a, NULL), 0);
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	assert_non_null(ucl_sock(cl)->upg);
+	assert_int_equal(rsk_io_tcp_one(cl, b, 16, 0, 0, &r), 1);
+	assert_int_equal(r, 16);
+	pf = (struct pollfd){.fd = sv, .events = POLLIN};
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	assert_int_equal(rsk_io_tcp_one(sv, b, 4, MSG_WAITALL, 1, &r), 0); /* general path */
+	assert_int_equal(rsk_io_tcp_one(sv, b, 4, 0, 1, &r), 1); /* its first names its thread */
+	assert_int_equal(r, 4);
+	assert_int_equal(rsk_io_tcp_one(sv, b, 12, 0, 1, &r), 1);
+	assert_int_equal(r, 12);
+	assert_memory_equal(b, "456789abcdef", 12);
+	assert_int_equal(ucl_sock(cl)->own_sent, 16);
+	assert_int_equal(ucl_sock(sv)->own_rcvd, 16);
+	assert_int_equal(rsk_io_tcp_one(sv, b, 4, MSG_DONTWAIT, 1, &r), 1);
+	assert_int_equal(r, -EAGAIN);
+	/* the peer gone: EPIPE, SIGPIPE only without MSG_NOSIGNAL */
+	ucl_close(sv);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sa.sa_flags = SA_RESTART;
+	assert_int_equal(sigaction(SIGPIPE, &sa, &old), 0);
+	g_sigs = 0;
+	for (i = 0; i < 100 && rsk_io_tcp_one(cl, b, 1, MSG_NOSIGNAL, 0, &r) == 1 && r > 0; i++)
+		unit_sleep_ms(1);
+	assert_true(r == -EPIPE || r == -ECONNRESET);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 0);
+	assert_int_equal(rsk_io_tcp_one(cl, b, 1, 0, 0, &r), 1);
+	assert_int_equal(r, -EPIPE);
+	assert_int_equal(UNIT_LOAD(&g_sigs), 1);
+	assert_int_equal(sigaction(SIGPIPE, &old, NULL), 0);
+	ucl_close(cl);
+	ucl_close(l);
+}
+
 static int g_polls;
 
 static int poll0_after_3(void *arg)
@@ -684,6 +744,7 @@ int main(void)
 		T(test_peek_waitall_iovec),
 		T(test_shutdown),
 		T(test_epipe_sigpipe),
+		T(test_tcp_one),
 		T(test_wait_spin),
 		T(test_recv_spin_lockless),
 		T(test_recv_learns_spin),

@@ -321,6 +321,44 @@ static void test_notes_and_ids(void **state)
 }
 
 /*
+ * Holds (each TCP-first connection accepted): a closed listener with holds stays, found by
+ * its id, until the last drop; once closing it takes no new hold; without holds the close
+ * ends it. A hold and its drop take no lock (each took the list's lock and walked the list).
+ */
+static void test_holds(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_listener *l;
+	enum rdmasock_fallback why;
+	uint64_t id;
+	int n, before = ucm_fd_count();
+
+	assert_int_equal(rsk_listener_open(f->kfd, &l, &why), 0);
+	id = rsk_listener_id(l);
+	if (LOCKS_COUNTED) {
+		locks = 0;
+		lock_counting = 1;
+	}
+	assert_int_equal(rsk_listener_hold(l), 0);
+	assert_int_equal(rsk_listener_hold(l), 0);
+	rsk_listener_drop(l);
+	lock_counting = 0;
+	n = locks;
+	rsk_listener_close(l); /* one hold left: it stays */
+	assert_true(exists(&f->addr));
+	assert_int_equal(rsk_listener_hold(l), -ENOENT); /* closing: no new hold */
+	rsk_listener_note_id(id, &rsk_shm_cm_ops, RSK_LISTEN_PAUSE); /* found by id still */
+	assert_false(exists(&f->addr));
+	rsk_listener_note_id(id, &rsk_shm_cm_ops, RSK_LISTEN_RESUME);
+	assert_true(exists(&f->addr));
+	rsk_listener_drop(l); /* the last: it goes */
+	assert_false(exists(&f->addr));
+	assert_int_equal(ucm_fd_count(), before);
+	if (LOCKS_COUNTED)
+		assert_int_equal(n, 0);
+}
+
+/*
  * An interest (each accept, an epoll registration) changes no fds a transport listens on, so
  * it costs no lock: the loop's watches are looked over again only after a note that changed
  * them. Before, every interest asked shm for each of its two listen fds under its lock.
@@ -425,6 +463,7 @@ int main(void)
 		T(test_v6only_follows_socket),
 		T(test_claim),
 		T(test_notes_and_ids),
+		T(test_holds),
 		T(test_interest_takes_no_lock),
 		T(test_forked_child_forgets),
 	};

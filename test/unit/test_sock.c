@@ -30,6 +30,7 @@
 #include "sock/sock.h"
 #include "unit.h"
 #include "unit_cm.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 
@@ -469,6 +470,32 @@ static void test_swap_file(void **state)
 
 #define T(f) cmocka_unit_test_setup(f, setup)
 
+/* A socket object comes and goes without a lock: a short connection took the pool's lock at
+ * track and again at its last close, on each side (the spares are exchanged lock-free). */
+static void test_track_release_take_no_lock(void **state)
+{
+	int cli, srv, i, n;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	for (i = 0; i < 3; i++) { /* the first one makes the object the others reuse */
+		tcp_pair(&cli, &srv);
+		if (i > 0) {
+			locks = 0;
+			lock_counting = 1;
+		}
+		assert_int_equal(rsk_sock_track(cli, AF_INET, RSK_SOCK_CONNECTED), 0);
+		assert_int_equal(rsk_sock_release_fd(cli), 1);
+		lock_counting = 0;
+		n = locks;
+		close(cli);
+		close(srv);
+		if (i > 0)
+			assert_int_equal(n, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -483,6 +510,7 @@ int main(void)
 		T(test_account_open),
 		T(test_baseline),
 		T(test_walks_retag_detach),
+		T(test_track_release_take_no_lock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

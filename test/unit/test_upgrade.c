@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,6 +39,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
 #define SHM RDMASOCK_TRANSPORT_SHM
@@ -228,6 +230,99 @@ static void test_short_connection_allocates_nothing(void **state)
 #else
 	(void)a, (void)l, (void)i, (void)cl, (void)sv;
 #endif
+}
+
+/*
+ * The data calls of a TCP-first connection that no move concerns take no lock (the server's
+ * first names the thread it belongs to, lock-free; the client's first send settles its
+ * connect): they count themselves in and out lock-free, also a read that finds the peer's FIN. They took the socket's lock twice
+ * each before. Their bytes still count toward the threshold and the stats.
+ */
+static void test_data_calls_take_no_lock(void **state)
+{
+	struct pollfd pf;
+	struct pair p;
+	char b[64] = {0};
+	int n;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	pair_open(&p);
+	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8); /* (its first: the connect is proven) */
+	pf = (struct pollfd){.fd = p.sv, .events = POLLIN};
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	locks = 0;
+	lock_counting = 1;
+	n = (int)ucl_recv(p.sv, b, 8, 0); /* the server's first: names its thread, lock-free */
+	lock_counting = 0;
+	assert_int_equal(n, 8);
+	assert_int_equal(locks, 0);
+	lock_counting = 1;
+	n = (int)ucl_send(p.cl, b, sizeof(b), 0);
+	lock_counting = 0;
+	assert_int_equal(n, (int)sizeof(b));
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	lock_counting = 1;
+	n = (int)ucl_recv(p.sv, b, sizeof(b), 0);
+	if (n == (int)sizeof(b))
+		n += (int)ucl_send(p.sv, b, 16, 0);
+	lock_counting = 0;
+	assert_int_equal(n, (int)sizeof(b) + 16);
+	assert_int_equal(locks, 0);
+	assert_int_equal(ucl_recv(p.cl, b, 16, 0), 16);
+	assert_int_equal(ucl_sock(p.cl)->upg_bytes, 88);
+	assert_int_equal(ucl_sock(p.cl)->own_sent, 72);
+	assert_int_equal(ucl_sock(p.sv)->own_rcvd, 72);
+	assert_int_equal(ucl_sock(p.sv)->own_sent, 16);
+	assert_int_equal(ucl_sock(p.sv)->upg_kcalls, 0);
+	assert_int_equal(ucl_sock(p.cl)->upg_kcalls, 0);
+	/* the client's FIN, on a connection no move concerns: the end, with no lock either */
+	ucl_close(p.cl);
+	assert_int_equal(poll(&pf, 1, 2000), 1);
+	lock_counting = 1;
+	n = (int)ucl_recv(p.sv, b, sizeof(b), 0);
+	lock_counting = 0;
+	assert_int_equal(n, 0);
+	assert_int_equal(locks, 0);
+	assert_int_equal(ucl_sock(p.sv)->upg_kcalls, 0);
+	ucl_close(p.sv);
+	ucl_close(p.l);
+}
+
+static void *recv8_thread(void *arg)
+{
+	char b[8];
+
+	return (void *)(intptr_t)ucl_recv(*(int *)arg, b, sizeof(b), 0);
+}
+
+/*
+ * A server socket that a second thread uses stays on TCP (its reader may be about to block
+ * under a move), also once its calls take the lock-free route: that route is only its first
+ * thread's. Without the thread check the second thread's call went by unseen.
+ */
+static void test_second_thread_keeps_server_on_tcp(void **state)
+{
+	struct pair p;
+	pthread_t t;
+	void *ret;
+	char b[8] = {0};
+
+	(void)state;
+	pair_open(&p);
+	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8);
+	assert_int_equal(ucl_recv(p.sv, b, 8, 0), 8); /* its first call: this thread's */
+	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8);
+	assert_int_equal(ucl_recv(p.sv, b, 8, 0), 8); /* (the lock-free route, open now) */
+	assert_true(rsk_fdtab_load(p.sv) & RSK_FDTAB_TAG_DIVERT);
+	assert_int_equal(ucl_send(p.cl, b, 8, 0), 8);
+	assert_int_equal(pthread_create(&t, NULL, recv8_thread, &p.sv), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_int_equal((intptr_t)ret, 8);
+	assert_false(rsk_fdtab_load(p.sv) & RSK_FDTAB_TAG_DIVERT); /* gave up: the kernel's */
+	assert_true(rsk_fdtab_load(p.cl) & RSK_FDTAB_TAG_DIVERT); /* (the client's is its own) */
+	pair_close(&p);
 }
 
 /* Below both thresholds a client never dials; at the byte threshold it does (its next call). */
@@ -997,6 +1092,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_own_counts),
 		T(test_short_connection_allocates_nothing),
+		T(test_data_calls_take_no_lock),
+		T(test_second_thread_keeps_server_on_tcp),
 		T(test_bytes_threshold),
 		T(test_age_threshold),
 		T(test_age_zero),
