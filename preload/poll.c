@@ -45,6 +45,30 @@ static int64_t rsk_us_of(long sec, long usec)
 	return sec > 1000000000L ? (int64_t)1000000000L * 1000000 : (int64_t)sec * 1000000 + usec;
 }
 
+/* A ppoll/pselect timeout in microseconds for a wait asked again (-1: none, or one the kernel
+ * fails with EINVAL: the first round's answer stands then). */
+static int64_t rsk_ts_total_us(const struct timespec *tmo)
+{
+	if (tmo == NULL || tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L)
+		return -1;
+	return rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
+}
+
+/* The timeout for the next round of a wait of @total_us begun at @start_us: what is left of
+ * it in @ts, or @tmo itself when there is nothing to shorten (none, zero or invalid). */
+static const struct timespec *rsk_ts_next(const struct timespec *tmo, int64_t total_us,
+					  int64_t start_us, struct timespec *ts)
+{
+	int64_t left;
+
+	if (total_us <= 0)
+		return tmo;
+	left = rsk_poll_left_us(total_us, start_us);
+	ts->tv_sec = (time_t)(left / 1000000);
+	ts->tv_nsec = (long)(left % 1000000) * 1000;
+	return ts;
+}
+
 extern void __chk_fail(void) __attribute__((noreturn));
 
 struct rsk_poll_args {
@@ -169,22 +193,15 @@ rsk_ppoll_some(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 static __attribute__((noinline)) int
 rsk_ppoll_moving(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-	int64_t start = rsk_now_us(), total = -1, left;
+	int64_t start = rsk_now_us(), total = rsk_ts_total_us(tmo);
 	struct timespec ts;
 	int rc, round;
 
-	if (tmo != NULL && tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)
-		total = rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
 	for (round = 0;; round++) {
 		rc = rsk_ppoll_some(fds, n, tmo, mask);
 		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
 			return rc;
-		if (total > 0) {
-			left = rsk_poll_left_us(total, start);
-			ts.tv_sec = (time_t)(left / 1000000);
-			ts.tv_nsec = (long)(left % 1000000) * 1000;
-			tmo = &ts;
-		}
+		tmo = rsk_ts_next(tmo, total, start, &ts);
 	}
 }
 
@@ -398,25 +415,18 @@ static __attribute__((noinline)) int rsk_pselect_moving(int n, fd_set *r, fd_set
 							const struct timespec *tmo,
 							const sigset_t *mask)
 {
-	int64_t start = rsk_now_us(), total = -1, left;
+	int64_t start = rsk_now_us(), total = rsk_ts_total_us(tmo);
 	struct rsk_sel_copy k;
 	struct timespec ts;
 	int rc, round;
 
-	if (tmo != NULL && tmo->tv_sec >= 0 && tmo->tv_nsec >= 0 && tmo->tv_nsec < 1000000000L)
-		total = rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
 	rsk_sel_keep(&k, r, w, e);
 	for (round = 0;; round++) {
 		rc = rsk_pselect_some(n, r, w, e, tmo, mask);
 		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
 			return rc;
 		rsk_sel_restore(&k, r, w, e);
-		if (total > 0) {
-			left = rsk_poll_left_us(total, start);
-			ts.tv_sec = (time_t)(left / 1000000);
-			ts.tv_nsec = (long)(left % 1000000) * 1000;
-			tmo = &ts;
-		}
+		tmo = rsk_ts_next(tmo, total, start, &ts);
 	}
 }
 
