@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "base/policy.h"
 #include "base/proc.h"
+#include "base/spares.h"
 #include "base/stats.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
@@ -194,31 +195,21 @@ static struct rsk_upg rsk_upg_keeper;
  * server). Lock-free: a slot is taken and given only by exchanging its pointer.
  */
 #define RSK_UPG_SPARES 4
-static struct rsk_upg *rsk_upg_spares[RSK_UPG_SPARES];
+static void *rsk_upg_spares[RSK_UPG_SPARES];
 
 static struct rsk_upg *rsk_upg_alloc(void)
 {
-	struct rsk_upg *u;
-	int i;
+	struct rsk_upg *u = rsk_spares_take(rsk_upg_spares, RSK_UPG_SPARES);
 
-	for (i = 0; i < RSK_UPG_SPARES; i++) {
-		if (__atomic_load_n(&rsk_upg_spares[i], __ATOMIC_RELAXED) == NULL)
-			continue;
-		if ((u = __atomic_exchange_n(&rsk_upg_spares[i], NULL, __ATOMIC_ACQUIRE)) != NULL) {
-			memset(u, 0, offsetof(struct rsk_upg, dest)); /* (the rest: as used) */
-			return u;
-		}
-	}
-	return calloc(1, sizeof(struct rsk_upg));
+	if (u == NULL)
+		return calloc(1, sizeof(struct rsk_upg));
+	memset(u, 0, offsetof(struct rsk_upg, dest)); /* (the rest: as used) */
+	return u;
 }
 
 static void rsk_upg_free(struct rsk_upg *u)
 {
-	int i;
-
-	for (i = 0; i < RSK_UPG_SPARES && u != NULL; i++)
-		if (__atomic_load_n(&rsk_upg_spares[i], __ATOMIC_RELAXED) == NULL)
-			u = __atomic_exchange_n(&rsk_upg_spares[i], u, __ATOMIC_ACQ_REL);
+	u = rsk_spares_give(rsk_upg_spares, RSK_UPG_SPARES, u);
 	free(u); /* every slot full (or another thread's spare came back from the exchange) */
 }
 

@@ -17,6 +17,7 @@
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/spares.h"
 #include "base/stats.h"
 #include "base/statseg.h"
 #include "base/sys.h"
@@ -35,37 +36,11 @@ static struct rsk_sock *rsk_pool_free;
  * close). A whole slot is exchanged, so no ABA; the locked list takes the overflow.
  */
 #define RSK_SOCK_SPARES 8
-static struct rsk_sock *rsk_sock_spares[RSK_SOCK_SPARES];
-
-static struct rsk_sock *rsk_sock_spare_take(void)
-{
-	struct rsk_sock *s;
-	int i;
-
-	for (i = 0; i < RSK_SOCK_SPARES; i++) {
-		if (__atomic_load_n(&rsk_sock_spares[i], __ATOMIC_RELAXED) == NULL)
-			continue;
-		if ((s = __atomic_exchange_n(&rsk_sock_spares[i], NULL, __ATOMIC_ACQUIRE)) != NULL)
-			return s;
-	}
-	return NULL;
-}
-
-/* @s into an empty spare slot; what comes back from the exchange (NULL, or another thread's
- * object that filled the slot first) goes on looking, then to the locked list. */
-static struct rsk_sock *rsk_sock_spare_give(struct rsk_sock *s)
-{
-	int i;
-
-	for (i = 0; i < RSK_SOCK_SPARES && s != NULL; i++)
-		if (__atomic_load_n(&rsk_sock_spares[i], __ATOMIC_RELAXED) == NULL)
-			s = __atomic_exchange_n(&rsk_sock_spares[i], s, __ATOMIC_ACQ_REL);
-	return s;
-}
+static void *rsk_sock_spares[RSK_SOCK_SPARES];
 
 static struct rsk_sock *rsk_sock_alloc(void)
 {
-	struct rsk_sock *s = rsk_sock_spare_take();
+	struct rsk_sock *s = rsk_spares_take(rsk_sock_spares, RSK_SOCK_SPARES);
 
 	if (s == NULL) {
 		pthread_mutex_lock(&rsk_pool_lock);
@@ -110,7 +85,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 
 static void rsk_sock_free(struct rsk_sock *s)
 {
-	if ((s = rsk_sock_spare_give(s)) == NULL)
+	if ((s = rsk_spares_give(rsk_sock_spares, RSK_SOCK_SPARES, s)) == NULL)
 		return;
 	pthread_mutex_lock(&rsk_pool_lock);
 	s->next_free = rsk_pool_free;
