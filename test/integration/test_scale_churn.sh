@@ -10,7 +10,8 @@
 # rate, which it changes a lot, and minor faults are printed only) -- and that the path
 # this variant claims carried the cycles, from both processes' stats: kernel TCP (kernel),
 # shm set up at connect (shm), kernel TCP left there by the TCP-first policy (auto).
-# CHURN_AGING_CHECK=0 (scripts/sanitize.sh) prints the aging numbers without judging them.
+# CHURN_AGING_CHECK=0 (scripts/sanitize.sh, and the default below 100,000 cycles) prints the
+# aging numbers without judging them.
 # Runs in a private network namespace when it can (unshare -n): TIME_WAIT sockets then stay
 # out of everyone else's way, the namespace's TIME_WAIT table is capped at 4096 (kernel TCP
 # slows down as that table grows: without the cap the last 10% of 100,000 cycles ran at 0.66x
@@ -28,6 +29,12 @@ if [ -z "${RSK_SCALE_NETNS:-}" ]; then
 	export CHURN_SHM_FILES_CHECK=0
 fi
 cycles=${SCALE_CHURN_CYCLES:-20000}
+# Aging is judged where its windows can tell 1.2x from noise: the 100,000-cycle variants
+# (label long, CI's own step), whose 1% windows hold 1,000 cycles. At 20,000 a window is 200
+# cycles, 15-30 ms for kernel TCP: the kernel variant's ratio ranged 0.93-1.27 between runs
+# of one build on an idle machine (3 of 19 failed, one of them in a clean-clone CI run), so
+# there it is printed, not judged. Everything else is checked at every size.
+[ "$cycles" -ge 100000 ] || export CHURN_AGING_CHECK=${CHURN_AGING_CHECK:-0}
 conc=10
 # the whole run, seconds: 260 s for 20,000, 1,060 s for 100,000 (shm ran 20,000 at 133/s at a
 # load of 19 here, 100,000 at 3,700/s on a quiet machine; kernel TCP 100,000 in 5 s)
