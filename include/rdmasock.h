@@ -67,7 +67,9 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_UNSUPPORTED,   /* "unsupported": socket state/options we cannot carry */
 	RDMASOCK_FB_NEGATIVE_CACHE, /* "negative_cache": destination recently failed */
 	RDMASOCK_FB_FD_LIMIT,      /* "fd_limit": too close to RLIMIT_NOFILE for a hidden fd */
-	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": started on TCP and ended before it moved */
+	/* "tcp_first": started on TCP and ended before it moved (a move that failed counts
+	 * under the reason it failed for) */
+	RDMASOCK_FB_TCP_FIRST,
 	RDMASOCK_FB_OTHER_USER,    /* "other_user": the same-host peer runs as another user */
 	/* "setup_limit": started on TCP while the process had as many accelerated setups in
 	 * progress as it allows at once (a burst of non-blocking connects), and ended before

@@ -12,7 +12,8 @@
  * child holds it, and the last holder's close fails the client's later sends; a move that
  * ends while the fork is being prepared is counted once for the child; a client forked while
  * its offer is out follows the server's move in whichever process uses it; the last close
- * of a moving side over unread data resets the peer, as any close does. The verbs move
+ * of a moving side over unread data resets the peer, as any close does; a client whose
+ * dial fails is counted once, under the dial's reason, however its connect was settled. The verbs move
  * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
@@ -1085,6 +1086,56 @@ static void test_moving_readiness_is_the_stream(void **state)
 	ucl_close(p.l);
 }
 
+/* A TCP-first client of a plain (not preloaded) listener dials at its first call and learns
+ * there is no peer; whether it was counted before (blocking connect) or at that call
+ * (non-blocking: its first data settles it), it is counted once, under that reason. */
+static int late_reason_client(const struct sockaddr_in *a, int flags)
+{
+	struct pollfd pf;
+	int fd = ucl_socket(flags);
+	int rc = ucl_connect(fd, a, NULL);
+
+	assert_true(rc == 0 || (flags && rc == -EINPROGRESS));
+	pf.fd = fd;
+	pf.events = POLLOUT;
+	assert_int_equal(poll(&pf, 1, 2000), 1); /* the kernel's handshake, not ours */
+	assert_int_equal(ucl_send(fd, "x", 1, 0), 1); /* due (age 0): dials, no peer, stays */
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_NO_PEER);
+	return fd;
+}
+
+static void test_late_reason_counted_once(void **state)
+{
+	static const int flags[] = {0, SOCK_NONBLOCK};
+	struct sockaddr_in a;
+	uint16_t port;
+	int l, cl, sv, i, r;
+	uint64_t sum;
+
+	(void)state;
+	rsk_config.upgrade_ms = 0;
+	l = ucm_tcp_bound(1, &port); /* a plain listener: no rendezvous */
+	a = ucm_lo4(port);
+	for (i = 0; i < 2; i++) {
+		rsk_stats_reset();
+		cl = late_reason_client(&a, flags[i]);
+		sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(sv >= 0);
+		ucl_close(cl);
+		close(sv);
+		for (sum = 0, r = 0; r < RDMASOCK_FB_COUNT; r++)
+			sum += rsk_stats.fallbacks[r];
+		assert_int_equal(rsk_stats.connections[KERNEL], 1);
+		assert_int_equal(sum, 1);
+		if (rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER] != 1)
+			fail_msg("%s connect: counted as tcp_first %llu, no_peer %llu",
+				 flags[i] ? "non-blocking" : "blocking",
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_TCP_FIRST],
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER]);
+	}
+	close(l);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -1108,6 +1159,7 @@ int main(void)
 		T(test_fork_during_offer_child_uses),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 		T(test_moving_readiness_is_the_stream),
+		T(test_late_reason_counted_once),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
