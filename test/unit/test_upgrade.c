@@ -578,6 +578,51 @@ static void test_map_key_folding(void **state)
 	ucl_close(l);
 }
 
+/* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
+ * answer was only a move's FIN and the move ended (rsk_pf_settle). */
+static short upoll(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int i, n = 0;
+
+	for (i = 0; i < 4; i++) {
+		p.revents = 0;
+		n = poll(&p, 1, ms);
+		if (n <= 0 || !rsk_pf_settle(&p, 1))
+			break;
+	}
+	return n > 0 ? p.revents : 0;
+}
+
+/*
+ * Make @p's server side moving: the client offers with its first call (the request, 16
+ * bytes), the server takes the offer at a call and moves (its FIN), the client follows. No
+ * server call after that: it would read the client's TCP FIN and finish the server's move
+ * too. While it waits the client reads all it has (into *@got_c: TCP up to the server's FIN,
+ * then the stream), or with @got_c NULL only waits as poll does, finding nothing to read.
+ */
+static void pair_moving(struct pair *p, uint64_t *c2s, uint64_t *got_s, uint64_t *got_c)
+{
+	int i;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	send_pat(p->cl, c2s, 16);
+	recv_until(p->sv, got_s, 16);
+	for (i = 0; i < 2000 && ucl_sock(p->cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p->sv, got_s), -EAGAIN);
+		if (got_c == NULL)
+			assert_int_equal(upoll(p->cl, 0), 0);
+		else
+			while (recv_pat(p->cl, got_c) > 0)
+				;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p->cl)->conn);
+	assert_null(ucl_sock(p->sv)->conn); /* the server: still reading TCP up to that FIN */
+	assert_non_null(ucl_sock(p->sv)->upg);
+}
+
 /* ---- a fork while the server's side is moving (a fork-per-connection server) ---- */
 
 #define FORK_RSP 3000 /* the child's response: more than one stream message */
@@ -648,23 +693,9 @@ static void fork_during_move(int parent_first)
 	pid_t pid;
 	int i, st;
 
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	fc.p = &p;
-	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* The offer reaches the server through its listener's loop: its next call takes it and
-	 * its side moves (its TCP FIN); then the client follows. Never a server call after
-	 * that: it would read the client's TCP FIN and finish the server's move too. */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		(void)recv_pat(p.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_null(ucl_sock(p.sv)->conn); /* the server: still reading TCP up to that FIN */
-	assert_non_null(ucl_sock(p.sv)->upg);
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(pipe(fc.go), 0);
 
 	rsk_life_fork_prepare();
@@ -905,26 +936,11 @@ static void test_moving_close_unread_resets(void **state)
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
-	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	send_pat(p.sv, &s2c, 300); /* TCP: delivered before the move */
-	send_pat(p.cl, &c2s, 16);  /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* As in fork_during_move: the server moves, the client follows; no server call after.
-	 * The client reads all it has at once: TCP up to the server's FIN, then the stream
-	 * (a server call between the two would read the client's FIN and end its move). */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		while (recv_pat(p.cl, &got_c) > 0)
-			;
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_non_null(ucl_sock(p.sv)->upg); /* the server: still moving */
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(got_c, 300);
 	send_pat(p.cl, &c2s, 100); /* into the stream; the server never reads it */
 	/* the client waits for the answer: its request, staged behind its unread first
@@ -972,21 +988,11 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	struct pair mv, acc;
 	uint64_t c2s = 0, got_s = 0, got_c = 0;
 	struct rsk_conn *c;
-	int i, hook_fd;
+	int hook_fd;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0;
 	pair_open(&mv); /* moving: the lower fds */
-	send_pat(mv.cl, &c2s, 16);
-	recv_until(mv.sv, &got_s, 16);
-	for (i = 0; i < 2000 && ucl_sock(mv.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(mv.sv, &got_s), -EAGAIN);
-		(void)recv_pat(mv.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(mv.cl)->conn);
-	assert_null(ucl_sock(mv.sv)->conn);
+	pair_moving(&mv, &c2s, &got_s, &got_c);
 
 	rsk_config.tcp_first = RSK_TCP_FIRST_OFF; /* accelerated at connect */
 	{
@@ -1021,22 +1027,6 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	pair_close(&mv);
 }
 
-/* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
- * answer was only a move's FIN and the move ended (rsk_pf_settle). */
-static short upoll(int fd, int ms)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	int i, n = 0;
-
-	for (i = 0; i < 4; i++) {
-		p.revents = 0;
-		n = poll(&p, 1, ms);
-		if (n <= 0 || !rsk_pf_settle(&p, 1))
-			break;
-	}
-	return n > 0 ? p.revents : 0;
-}
-
 /*
  * Readiness while a connection moves is what kernel TCP would report: the TCP side shows
  * each side's move as the end (the server's FIN to the client; the client's FIN, with the
@@ -1051,24 +1041,13 @@ static void test_moving_readiness_is_the_stream(void **state)
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
-	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
-	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* The server takes the offer at a call and moves (its FIN); the client, whose only
-	 * calls are waits, follows from its wait and ends its move: nothing to read. */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		assert_int_equal(upoll(p.cl, 0), 0);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
+	/* The client, whose only calls are waits, follows from its wait and ends its move:
+	 * nothing to read. */
+	pair_moving(&p, &c2s, &got_s, NULL);
 	/* The server's wait sees the client's TCP FIN and its own: the move, not the end. */
-	assert_non_null(ucl_sock(p.sv)->upg);
 	assert_int_equal(upoll(p.sv, 0), 0);
 	assert_non_null(ucl_sock(p.sv)->conn);
 	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
