@@ -400,7 +400,13 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	rsk_sock_divert(s, u->fd, 0);
 }
 
-/* The connection, counted on the kernel already, stays there for reason @why. */
+/*
+ * The connection stays on the kernel for reason @why, learnt late (a dial or an offer that
+ * failed). Counted already (a blocking connect, or data moved) under its start's reason: the
+ * count moves to @why. Not yet (a non-blocking connect whose first call dials): it is
+ * counted under @why when it settles. Either way once, and under the reason a row of
+ * `rdmasock stat` shows; assigning fb_reason alone counted the first kind as tcp_first.
+ */
 static void rsk_upg_reason(struct rsk_sock *s, enum rdmasock_fallback why)
 {
 	if (s->counted && s->fb_reason != why)
@@ -465,10 +471,7 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	if ((rc = cm->dial(d)) < 0) {
 		rsk_conn_discard(u->c, -1, -1, -1);
 		u->c = NULL;
-		if (d->why == RDMASOCK_FB_VERSION) /* (counted as its start's reason so far) */
-			rsk_upg_reason(s, d->why);
-		else
-			s->fb_reason = d->why;
+		rsk_upg_reason(s, d->why);
 		return rsk_upg_give_up(s, u, rsk_fallback_name(d->why));
 	}
 	u->c->ep = d->ep;

@@ -964,6 +964,29 @@ static void assert_never_reported(int ep, uint64_t data)
 		assert_true(ev[i].data.u64 != data);
 }
 
+/* The application closes F.sv while the library keeps its open file under a hidden number
+ * (returned: the caller closes it last); *@peer_ctl, to poke the peer's side after. */
+static int close_library_keeps_file(int *peer_ctl)
+{
+	int hidden;
+
+	*peer_ctl = sv_peer_ctl();
+	hidden = rsk_fd_hide_dup(F.sv);
+	assert_true(hidden >= 0);
+	ucl_close(F.sv);
+	F.sv = -1;
+	return hidden;
+}
+
+/* The application ADDs F.sv with @data and DELs it: the DEL is held back (the kernel keeps
+ * its edge-triggered registration). */
+static void held_del(uint64_t data)
+{
+	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, data), 0);
+	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+}
+
 /*
  * The library keeps the app end's open file under a hidden number (a moved connection's
  * spare app end while another thread still sends by it, calls/upgrade.c) and the
@@ -978,11 +1001,7 @@ static void test_close_without_del_library_keeps_file(void **state)
 	(void)state;
 	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x5151);
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	hidden = close_library_keeps_file(&peer_ctl);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x5151);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
@@ -999,11 +1018,7 @@ static void test_close_without_del_eager_library_keeps_file(void **state)
 	rsk_fw_fd_shared(F.sv); /* eager for good */
 	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x5252);
 	assert_int_equal(conn_of(F.sv)->lazy, 0);
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	hidden = close_library_keeps_file(&peer_ctl);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x5252);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
@@ -1066,14 +1081,8 @@ static void test_held_del_then_close_library_keeps_file(void **state)
 	int peer_ctl, hidden, num = F.sv;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x6161), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
-	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET); /* held back */
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	held_del(0x6161);
+	hidden = close_library_keeps_file(&peer_ctl);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x6161);
@@ -1089,8 +1098,7 @@ static void test_held_del_then_dup2(void **state)
 
 	(void)state;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x7171), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x7171);
 	peer_ctl = sv_peer_ctl();
 	hidden = rsk_fd_hide_dup(F.sv);
 	rsk_fw_fd_gone(num); /* dup2's wrapper */
@@ -1121,9 +1129,7 @@ static void test_held_del_then_dup2(void **state)
 static void test_held_del_then_fork(void **state)
 {
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 3), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
-	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	held_del(3);
 	rsk_fw_all_eager();
 	assert_int_equal(kernel_events(F.sv), -1);
 	send1("x");
@@ -1138,8 +1144,7 @@ static void test_held_del_then_set_closed(void **state)
 	int copy;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 4), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(4);
 	copy = fcntl(F.ep, F_DUPFD_CLOEXEC, 0);
 	assert_true(copy >= 0);
 	rsk_fw_fd_gone(F.ep);
@@ -1159,8 +1164,7 @@ static void test_held_del_then_new_file_same_number(void **state)
 	int p[2], num = F.sv, user, n;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x8181), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x8181);
 	ucl_close(F.sv);
 	F.sv = -1;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -1223,8 +1227,7 @@ static void test_held_del_then_data_reused(void **state)
 
 	(void)state;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x2222), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x2222);
 	assert_int_equal(app_ctl(EPOLL_CTL_ADD, p[0], EPOLLIN, 0x2222), 0);
 	assert_int_equal(kernel_events(F.sv), -1);
 	assert_int_equal(conn_of(F.sv)->lazy_never, 0);

@@ -12,7 +12,8 @@
  * child holds it, and the last holder's close fails the client's later sends; a move that
  * ends while the fork is being prepared is counted once for the child; a client forked while
  * its offer is out follows the server's move in whichever process uses it; the last close
- * of a moving side over unread data resets the peer, as any close does. The verbs move
+ * of a moving side over unread data resets the peer, as any close does; a client whose
+ * dial fails is counted once, under the dial's reason, however its connect was settled. The verbs move
  * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
  */
 #include <errno.h>
@@ -577,6 +578,51 @@ static void test_map_key_folding(void **state)
 	ucl_close(l);
 }
 
+/* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
+ * answer was only a move's FIN and the move ended (rsk_pf_settle). */
+static short upoll(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int i, n = 0;
+
+	for (i = 0; i < 4; i++) {
+		p.revents = 0;
+		n = poll(&p, 1, ms);
+		if (n <= 0 || !rsk_pf_settle(&p, 1))
+			break;
+	}
+	return n > 0 ? p.revents : 0;
+}
+
+/*
+ * Make @p's server side moving: the client offers with its first call (the request, 16
+ * bytes), the server takes the offer at a call and moves (its FIN), the client follows. No
+ * server call after that: it would read the client's TCP FIN and finish the server's move
+ * too. While it waits the client reads all it has (into *@got_c: TCP up to the server's FIN,
+ * then the stream), or with @got_c NULL only waits as poll does, finding nothing to read.
+ */
+static void pair_moving(struct pair *p, uint64_t *c2s, uint64_t *got_s, uint64_t *got_c)
+{
+	int i;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	send_pat(p->cl, c2s, 16);
+	recv_until(p->sv, got_s, 16);
+	for (i = 0; i < 2000 && ucl_sock(p->cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p->sv, got_s), -EAGAIN);
+		if (got_c == NULL)
+			assert_int_equal(upoll(p->cl, 0), 0);
+		else
+			while (recv_pat(p->cl, got_c) > 0)
+				;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p->cl)->conn);
+	assert_null(ucl_sock(p->sv)->conn); /* the server: still reading TCP up to that FIN */
+	assert_non_null(ucl_sock(p->sv)->upg);
+}
+
 /* ---- a fork while the server's side is moving (a fork-per-connection server) ---- */
 
 #define FORK_RSP 3000 /* the child's response: more than one stream message */
@@ -647,23 +693,9 @@ static void fork_during_move(int parent_first)
 	pid_t pid;
 	int i, st;
 
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	fc.p = &p;
-	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* The offer reaches the server through its listener's loop: its next call takes it and
-	 * its side moves (its TCP FIN); then the client follows. Never a server call after
-	 * that: it would read the client's TCP FIN and finish the server's move too. */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		(void)recv_pat(p.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_null(ucl_sock(p.sv)->conn); /* the server: still reading TCP up to that FIN */
-	assert_non_null(ucl_sock(p.sv)->upg);
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(pipe(fc.go), 0);
 
 	rsk_life_fork_prepare();
@@ -904,26 +936,11 @@ static void test_moving_close_unread_resets(void **state)
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
-	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	send_pat(p.sv, &s2c, 300); /* TCP: delivered before the move */
-	send_pat(p.cl, &c2s, 16);  /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* As in fork_during_move: the server moves, the client follows; no server call after.
-	 * The client reads all it has at once: TCP up to the server's FIN, then the stream
-	 * (a server call between the two would read the client's FIN and end its move). */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		while (recv_pat(p.cl, &got_c) > 0)
-			;
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_non_null(ucl_sock(p.sv)->upg); /* the server: still moving */
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(got_c, 300);
 	send_pat(p.cl, &c2s, 100); /* into the stream; the server never reads it */
 	/* the client waits for the answer: its request, staged behind its unread first
@@ -971,21 +988,11 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	struct pair mv, acc;
 	uint64_t c2s = 0, got_s = 0, got_c = 0;
 	struct rsk_conn *c;
-	int i, hook_fd;
+	int hook_fd;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0;
 	pair_open(&mv); /* moving: the lower fds */
-	send_pat(mv.cl, &c2s, 16);
-	recv_until(mv.sv, &got_s, 16);
-	for (i = 0; i < 2000 && ucl_sock(mv.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(mv.sv, &got_s), -EAGAIN);
-		(void)recv_pat(mv.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(mv.cl)->conn);
-	assert_null(ucl_sock(mv.sv)->conn);
+	pair_moving(&mv, &c2s, &got_s, &got_c);
 
 	rsk_config.tcp_first = RSK_TCP_FIRST_OFF; /* accelerated at connect */
 	{
@@ -1020,22 +1027,6 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	pair_close(&mv);
 }
 
-/* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
- * answer was only a move's FIN and the move ended (rsk_pf_settle). */
-static short upoll(int fd, int ms)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	int i, n = 0;
-
-	for (i = 0; i < 4; i++) {
-		p.revents = 0;
-		n = poll(&p, 1, ms);
-		if (n <= 0 || !rsk_pf_settle(&p, 1))
-			break;
-	}
-	return n > 0 ? p.revents : 0;
-}
-
 /*
  * Readiness while a connection moves is what kernel TCP would report: the TCP side shows
  * each side's move as the end (the server's FIN to the client; the client's FIN, with the
@@ -1050,24 +1041,13 @@ static void test_moving_readiness_is_the_stream(void **state)
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
-	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
-	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* The server takes the offer at a call and moves (its FIN); the client, whose only
-	 * calls are waits, follows from its wait and ends its move: nothing to read. */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		assert_int_equal(upoll(p.cl, 0), 0);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
+	/* The client, whose only calls are waits, follows from its wait and ends its move:
+	 * nothing to read. */
+	pair_moving(&p, &c2s, &got_s, NULL);
 	/* The server's wait sees the client's TCP FIN and its own: the move, not the end. */
-	assert_non_null(ucl_sock(p.sv)->upg);
 	assert_int_equal(upoll(p.sv, 0), 0);
 	assert_non_null(ucl_sock(p.sv)->conn);
 	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
@@ -1083,6 +1063,56 @@ static void test_moving_readiness_is_the_stream(void **state)
 	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), 0);
 	ucl_close(p.sv);
 	ucl_close(p.l);
+}
+
+/* A TCP-first client of a plain (not preloaded) listener dials at its first call and learns
+ * there is no peer; whether it was counted before (blocking connect) or at that call
+ * (non-blocking: its first data settles it), it is counted once, under that reason. */
+static int late_reason_client(const struct sockaddr_in *a, int flags)
+{
+	struct pollfd pf;
+	int fd = ucl_socket(flags);
+	int rc = ucl_connect(fd, a, NULL);
+
+	assert_true(rc == 0 || (flags && rc == -EINPROGRESS));
+	pf.fd = fd;
+	pf.events = POLLOUT;
+	assert_int_equal(poll(&pf, 1, 2000), 1); /* the kernel's handshake, not ours */
+	assert_int_equal(ucl_send(fd, "x", 1, 0), 1); /* due (age 0): dials, no peer, stays */
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_NO_PEER);
+	return fd;
+}
+
+static void test_late_reason_counted_once(void **state)
+{
+	static const int flags[] = {0, SOCK_NONBLOCK};
+	struct sockaddr_in a;
+	uint16_t port;
+	int l, cl, sv, i, r;
+	uint64_t sum;
+
+	(void)state;
+	rsk_config.upgrade_ms = 0;
+	l = ucm_tcp_bound(1, &port); /* a plain listener: no rendezvous */
+	a = ucm_lo4(port);
+	for (i = 0; i < 2; i++) {
+		rsk_stats_reset();
+		cl = late_reason_client(&a, flags[i]);
+		sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(sv >= 0);
+		ucl_close(cl);
+		close(sv);
+		for (sum = 0, r = 0; r < RDMASOCK_FB_COUNT; r++)
+			sum += rsk_stats.fallbacks[r];
+		assert_int_equal(rsk_stats.connections[KERNEL], 1);
+		assert_int_equal(sum, 1);
+		if (rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER] != 1)
+			fail_msg("%s connect: counted as tcp_first %llu, no_peer %llu",
+				 flags[i] ? "non-blocking" : "blocking",
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_TCP_FIRST],
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER]);
+	}
+	close(l);
 }
 
 #define T(f) cmocka_unit_test_setup(f, setup)
@@ -1108,6 +1138,7 @@ int main(void)
 		T(test_fork_during_offer_child_uses),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 		T(test_moving_readiness_is_the_stream),
+		T(test_late_reason_counted_once),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
