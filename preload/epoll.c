@@ -5,9 +5,11 @@
  */
 #include <sys/epoll.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "calls/fastwait.h"
 #include "calls/io.h"
+#include "calls/upgrade.h"
 #include "preload.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
@@ -72,6 +74,14 @@ static int rsk_epoll_poll0(void *arg)
 	return RSK_REAL(epoll_wait)(a->epfd, a->ev, a->max, 0);
 }
 
+/* Microseconds left until @end_us (none left: 0). */
+static int64_t rsk_left_us(int64_t end_us)
+{
+	int64_t left = end_us - rsk_now_us();
+
+	return left > 0 ? left : 0;
+}
+
 /* Remaining timeout after @spent ms of spinning (-1 stays forever). */
 static int rsk_timeout_left(int timeout, int spent)
 {
@@ -80,7 +90,8 @@ static int rsk_timeout_left(int timeout, int spent)
 	return timeout > spent ? timeout - spent : 0;
 }
 
-RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+/* epoll_wait with no move under way in this process. */
+static int rsk_epoll_wait_some(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
@@ -97,8 +108,9 @@ RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout
 	return rc;
 }
 
-RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
-			   const sigset_t *mask)
+/* epoll_pwait with no move under way in this process. */
+static int rsk_epoll_pwait_some(int epfd, struct epoll_event *ev, int max, int timeout,
+				const sigset_t *mask)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
@@ -116,6 +128,52 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	return rc;
 }
 
+/*
+ * A TCP-first socket in the middle of its move: a report of its fd may be only the move's FIN
+ * (calls/fastwait.c, rsk_fw_settle, through the set's mirror). Such a report is settled and
+ * dropped (or loses its FIN's bits, when the move cannot end within the wait's time); when
+ * nothing else was reported and a move ended, the wait is asked again with what is left of
+ * its timeout (each such round ended a move for good; bounded all the same). A set the
+ * library does not mirror is not settled (docs/design.md, "Readiness during a move").
+ */
+#define RSK_EPOLL_SETTLE_ROUNDS 8
+
+static __attribute__((noinline)) int rsk_epoll_moving(int epfd, struct epoll_event *ev, int max,
+						      int timeout, const sigset_t *mask, int pwait)
+{
+	int64_t start = rsk_now_us(), end = timeout < 0 ? -1 : start + (int64_t)timeout * 1000;
+	int rc, round, moved;
+
+	for (round = 0;; round++) {
+		rc = pwait ? rsk_epoll_pwait_some(epfd, ev, max, timeout, mask)
+			   : rsk_epoll_wait_some(epfd, ev, max, timeout);
+		if (rc <= 0 || round >= RSK_EPOLL_SETTLE_ROUNDS)
+			return rc;
+		moved = 0;
+		rc = rsk_fw_settle(epfd, ev, rc, end, &moved);
+		if (rc > 0 || !moved)
+			return rc;
+		if (timeout > 0) /* (rounded up: a wait never ends before its time) */
+			timeout = (int)((rsk_left_us(end) + 999) / 1000);
+	}
+}
+
+RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_moving(epfd, ev, max, timeout, NULL, 0);
+	return rsk_epoll_wait_some(epfd, ev, max, timeout);
+}
+
+RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+			   const sigset_t *mask)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_moving(epfd, ev, max, timeout, mask, 1);
+	return rsk_epoll_pwait_some(epfd, ev, max, timeout, mask);
+}
+
+/* Its set is mirrored no more (rsk_fw_fd_shared): a move's FIN is not settled here. */
 RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *tmo, const sigset_t *mask)
 {

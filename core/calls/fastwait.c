@@ -29,6 +29,7 @@
 #include "fastwait.h"
 #include "spin.h"
 #include "sock/sock.h"
+#include "upgrade.h"
 
 int rsk_fw_active;
 int rsk_fw_mirrors;
@@ -1016,6 +1017,87 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	rsk_fw_put(m);
 	*res = n;
 	return 1;
+}
+
+/* ---- a TCP-first socket in the middle of its move ---- */
+
+/* What a move's FIN shows on the TCP side (the peer's FIN; with ours, the hang-up). */
+#define RSK_FW_MOVE_BITS (EPOLLIN | EPOLLRDNORM | EPOLLHUP | EPOLLRDHUP)
+
+/* The fd of @m's only live registration with @data, or -1 (none, or several: a report with
+ * it cannot be told apart, and is left as it is). m locked. */
+static int rsk_fw_fd_of(struct rsk_fw *m, uint64_t data)
+{
+	int i, fd = -1;
+
+	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].fd < 0 || m->ent[i].held || m->ent[i].data != data)
+			continue;
+		if (fd >= 0)
+			return -1;
+		fd = m->ent[i].fd;
+	}
+	return fd;
+}
+
+/*
+ * A report of @fd about to be hidden (its move's FIN only) from an edge-triggered or one-shot
+ * registration: the kernel would not report the FIN again, and the program, told nothing,
+ * might never wait on past it. A MOD with the same events re-arms it (the kernel queues a
+ * registration that is ready at a MOD), so the next wait goes on with the move. 0, or -errno
+ * when it cannot be re-armed (EPOLLEXCLUSIVE: no MOD). m locked.
+ */
+static int rsk_fw_rearm(struct rsk_fw *m, int fd)
+{
+	struct rsk_fw_ent *e = rsk_fw_find(m, fd);
+	struct epoll_event ev;
+
+	if (e == NULL || e->held || !((e->events | (e->et ? EPOLLET : 0)) & (EPOLLET | EPOLLONESHOT)))
+		return 0;
+	ev.events = e->et ? e->kev | EPOLLET : e->events;
+	ev.data.u64 = e->data;
+	return rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+/* One reported event @ev of a mirrored set: settled (see rsk_fw_settle). 0 drops it. */
+static int rsk_fw_settle_one(struct rsk_fw *m, struct epoll_event *ev, int64_t end_us,
+			     int *moved)
+{
+	int fd, rc;
+
+	pthread_mutex_lock(&m->lock);
+	fd = m->dead ? -1 : rsk_fw_fd_of(m, ev->data.u64);
+	pthread_mutex_unlock(&m->lock);
+	if (fd < 0) /* (a socket's move never takes the set's lock: no lock across it) */
+		return 1;
+	rc = rsk_upg_settle_fd(fd, end_us);
+	if (rc == RSK_UPG_SETTLE_MOVED) {
+		*moved = 1;
+		return 0; /* the stream's app end is in the set now and reports for itself */
+	}
+	if (rc != RSK_UPG_SETTLE_HIDE)
+		return 1;
+	pthread_mutex_lock(&m->lock);
+	rc = rsk_fw_rearm(m, fd);
+	pthread_mutex_unlock(&m->lock);
+	if (rc < 0)
+		return 1; /* it would never be reported again: the FIN stands, as before */
+	ev->events &= ~(uint32_t)RSK_FW_MOVE_BITS;
+	return ev->events != 0;
+}
+
+int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved)
+{
+	struct rsk_fw *m;
+	int i, out = 0;
+
+	if (n <= 0 || !rsk_upg_any_moving() || (m = rsk_fw_get(epfd)) == NULL)
+		return n; /* no move, or a set not mirrored: the events stay as they are */
+	for (i = 0; i < n; i++)
+		if (!(ev[i].events & RSK_FW_MOVE_BITS) || rsk_fw_settle_one(m, &ev[i], end_us, moved))
+			ev[out++] = ev[i];
+	rsk_fw_put(m);
+	return out;
 }
 
 /* ---- what other waits may see ---- */
