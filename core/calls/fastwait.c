@@ -23,6 +23,7 @@
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
+#include "base/log.h"
 #include "base/real.h"
 #include "base/sys.h"
 #include "conn/conn.h"
@@ -1072,6 +1073,8 @@ static int rsk_fw_settle_one(struct rsk_fw *m, struct epoll_event *ev, int64_t e
 		return 1;
 	rc = rsk_upg_settle_fd(fd, end_us);
 	if (rc == RSK_UPG_SETTLE_MOVED) {
+		rsk_dbg("epoll %d: fd %d's report (0x%x) was its move's end: dropped", m->epfd, fd,
+			ev->events);
 		*moved = 1;
 		return 0; /* the stream's app end is in the set now and reports for itself */
 	}
@@ -1080,6 +1083,8 @@ static int rsk_fw_settle_one(struct rsk_fw *m, struct epoll_event *ev, int64_t e
 	pthread_mutex_lock(&m->lock);
 	rc = rsk_fw_rearm(m, fd);
 	pthread_mutex_unlock(&m->lock);
+	rsk_dbg("epoll %d: fd %d's move cannot end within the wait: its FIN %s", m->epfd, fd,
+		rc < 0 ? "stands" : "hidden");
 	if (rc < 0)
 		return 1; /* it would never be reported again: the FIN stands, as before */
 	ev->events &= ~(uint32_t)RSK_FW_MOVE_BITS;
