@@ -173,9 +173,9 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	return rsk_epoll_pwait_some(epfd, ev, max, timeout, mask);
 }
 
-/* Its set is mirrored no more (rsk_fw_fd_shared): a move's FIN is not settled here. */
-RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
-			    const struct timespec *tmo, const sigset_t *mask)
+/* epoll_pwait2 with no move under way in this process. */
+static int rsk_epoll_pwait2_some(int epfd, struct epoll_event *ev, int max,
+				 const struct timespec *tmo, const sigset_t *mask)
 {
 	int rc, k;
 
@@ -185,4 +185,50 @@ RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 	rc = RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
 	rsk_io_kwait_end(k);
 	return rc;
+}
+
+/* A timespec timeout in microseconds, rounded up and bounded (-1: none, or one the kernel
+ * fails with EINVAL). */
+static int64_t rsk_ts_us(const struct timespec *tmo)
+{
+	if (tmo == NULL || tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L)
+		return -1;
+	if (tmo->tv_sec > 1000000000L)
+		return (int64_t)1000000000L * 1000000;
+	return (int64_t)tmo->tv_sec * 1000000 + (tmo->tv_nsec + 999) / 1000;
+}
+
+/* epoll_pwait2 while a move is under way (as rsk_epoll_moving; its set is never mirrored). */
+static __attribute__((noinline)) int rsk_epoll_pwait2_moving(int epfd, struct epoll_event *ev,
+							     int max, const struct timespec *tmo,
+							     const sigset_t *mask)
+{
+	int64_t start = rsk_now_us(), total = rsk_ts_us(tmo), left;
+	int64_t end = total < 0 ? -1 : start + total;
+	struct timespec ts;
+	int rc, round, moved;
+
+	for (round = 0;; round++) {
+		rc = rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
+		if (rc <= 0 || round >= RSK_EPOLL_SETTLE_ROUNDS)
+			return rc;
+		moved = 0;
+		rc = rsk_fw_settle(epfd, ev, rc, end, &moved);
+		if (rc > 0 || !moved)
+			return rc;
+		if (total > 0) {
+			left = rsk_left_us(end);
+			ts.tv_sec = (time_t)(left / 1000000);
+			ts.tv_nsec = (long)(left % 1000000) * 1000;
+			tmo = &ts;
+		}
+	}
+}
+
+RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+			    const struct timespec *tmo, const sigset_t *mask)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_pwait2_moving(epfd, ev, max, tmo, mask);
+	return rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
 }

@@ -71,7 +71,9 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
  * The report of an fd that moved is dropped (*@moved set: the stream's app end, put in the
  * set by the move, reports for itself); one whose move could not end by then loses the FIN's
  * bits (and an edge-triggered or one-shot registration is re-armed). Returns how many events
- * are left, in order. A set not mirrored is left as it is.
+ * are left, in order. A set not mirrored is settled the same way when a moving socket notes a
+ * registration in it with the event's data and the set's fdinfo shows that data is the
+ * socket's alone (a look in /proc, made only then).
  */
 int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved);
 

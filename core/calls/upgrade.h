@@ -13,6 +13,8 @@
 #ifndef RSK_CALLS_UPGRADE_H
 #define RSK_CALLS_UPGRADE_H
 
+#include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "sock/sock.h"
@@ -104,5 +106,9 @@ int rsk_upg_settle(struct rsk_sock *s, int fd, int64_t end_us);
 
 /* rsk_upg_settle for whatever @fd names: RSK_UPG_SETTLE_KEEP unless a moving socket. */
 int rsk_upg_settle_fd(int fd, int64_t end_us);
+
+/* The fd of the one moving socket of this process whose registration in epoll set @epfd has
+ * @data (its own note of it, kept to replay at the move; its events in *@reg), or -1. */
+int rsk_upg_find_reg(int epfd, uint64_t data, struct epoll_event *reg);
 
 #endif

@@ -1133,10 +1133,12 @@ static short uselect(int fd, int ms)
 	return n > 0 ? POLLIN : 0;
 }
 
-/* Each fd waited on by epoll has a mirrored set of its own, made while it is on TCP. */
+/* Each fd waited on by epoll has a set of its own, made while it is on TCP: mirrored, or not
+ * (@ep_bare: as after a fork, or with RDMASOCK_FASTWAIT=0). */
 #define EP_FDS 256
 static int ep_of[EP_FDS];
 static uint32_t ep_flags; /* EPOLLET or 0 */
+static int ep_bare;
 
 /* epoll_ctl ADD as preload/epoll.c: the real call, then the socket's note of it (it may
  * move: the registration follows, calls/lifecycle.c) and the mirror. */
@@ -1151,7 +1153,8 @@ static void uep_add(int fd)
 	rsk_config.fastwait = 1;
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(ep >= 0);
-	rsk_fw_created(ep);
+	if (!ep_bare)
+		rsk_fw_created(ep);
 	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
 	if (v != 0 && !rsk_fdtab_is_accel(v))
 		rsk_life_epoll_note(ep, EPOLL_CTL_ADD, fd, &ev);
@@ -1197,14 +1200,17 @@ static short uepoll(int fd, int ms)
 struct waiter {
 	short (*wait)(int fd, int ms);
 	uint32_t ep_flags; /* epoll: EPOLLET or 0 */
+	int bare;          /* epoll: a set the library does not mirror */
 };
 
-static const struct waiter W_POLL = {upoll, 0}, W_SELECT = {uselect, 0},
-			   W_EPOLL_LT = {uepoll, 0}, W_EPOLL_ET = {uepoll, EPOLLET};
+static const struct waiter W_POLL = {upoll, 0, 0}, W_SELECT = {uselect, 0, 0},
+			   W_EPOLL_LT = {uepoll, 0, 0}, W_EPOLL_ET = {uepoll, EPOLLET, 0},
+			   W_BARE_LT = {uepoll, 0, 1}, W_BARE_ET = {uepoll, EPOLLET, 1};
 
 static void waiter_open(const struct waiter *w, const struct pair *p)
 {
 	ep_flags = w->ep_flags;
+	ep_bare = w->bare;
 	if (w->wait == uepoll) {
 		uep_add(p->cl);
 		uep_add(p->sv);
@@ -1294,6 +1300,72 @@ static void test_moving_readiness_epoll_et(void **state)
 {
 	(void)state;
 	readiness_is_the_stream(&W_EPOLL_ET);
+}
+
+/* A set not mirrored: found by the socket's own note of its registration, the data checked
+ * to be its alone in the set's fdinfo. */
+static void test_moving_readiness_epoll_bare(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_BARE_LT);
+}
+
+static void test_moving_readiness_epoll_bare_et(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_BARE_ET);
+}
+
+/*
+ * A report whose data another registration of the set shares cannot be told whose it is:
+ * it is left as the kernel made it (the move's FIN reported, as before), never dropped (it
+ * may be the other fd's, edge-triggered). The move ends at the read, as before.
+ */
+static int tcp_readable(int fd);
+
+static void shared_data_left_alone(int bare)
+{
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct pair p;
+	int pfd[2], i;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0;
+	pair_open(&p);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	ep_flags = 0;
+	ep_bare = bare;
+	uep_add(p.cl);
+	ev.data.u64 = 1000u + (unsigned)p.cl; /* the client's data, on a pipe too */
+	assert_int_equal(epoll_ctl(ep_of[p.cl], EPOLL_CTL_ADD, pfd[0], &ev), 0);
+	rsk_fw_ctl(ep_of[p.cl], EPOLL_CTL_ADD, pfd[0], &ev, 0);
+	send_pat(p.cl, &c2s, 16);
+	recv_until(p.sv, &got_s, 16);
+	for (i = 0; i < 2000 && !tcp_readable(p.cl); i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		unit_sleep_ms(1);
+	}
+	assert_true(uepoll(p.cl, 0) & EPOLLIN); /* the server's FIN, as the kernel reports it */
+	assert_null(ucl_sock(p.cl)->conn);
+	assert_int_equal(recv_pat(p.cl, &got_c), -EAGAIN); /* the read ends the move */
+	assert_non_null(ucl_sock(p.cl)->conn);
+	uep_close(p.cl);
+	close(pfd[0]);
+	close(pfd[1]);
+	pair_close(&p);
+}
+
+static void test_moving_shared_data_left_alone(void **state)
+{
+	(void)state;
+	shared_data_left_alone(0);
+}
+
+static void test_moving_shared_data_left_alone_bare(void **state)
+{
+	(void)state;
+	shared_data_left_alone(1);
 }
 
 /* Is @fd's TCP side readable (the kernel's own answer, nothing settled)? */
@@ -1390,6 +1462,12 @@ static void test_zero_timeout_epoll_et_never_blocks(void **state)
 	zero_timeout_never_blocks(&W_EPOLL_ET);
 }
 
+static void test_zero_timeout_epoll_bare_et_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_BARE_ET);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1416,10 +1494,15 @@ int main(void)
 		T(test_moving_readiness_select),
 		T(test_moving_readiness_epoll_lt),
 		T(test_moving_readiness_epoll_et),
+		T(test_moving_readiness_epoll_bare),
+		T(test_moving_readiness_epoll_bare_et),
+		T(test_moving_shared_data_left_alone),
+		T(test_moving_shared_data_left_alone_bare),
 		T(test_zero_timeout_poll_never_blocks),
 		T(test_zero_timeout_select_never_blocks),
 		T(test_zero_timeout_epoll_never_blocks),
 		T(test_zero_timeout_epoll_et_never_blocks),
+		T(test_zero_timeout_epoll_bare_et_never_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
