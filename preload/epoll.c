@@ -5,9 +5,11 @@
  */
 #include <sys/epoll.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "calls/fastwait.h"
 #include "calls/io.h"
+#include "calls/upgrade.h"
 #include "preload.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
@@ -72,6 +74,14 @@ static int rsk_epoll_poll0(void *arg)
 	return RSK_REAL(epoll_wait)(a->epfd, a->ev, a->max, 0);
 }
 
+/* Microseconds left until @end_us (none left: 0). */
+static int64_t rsk_left_us(int64_t end_us)
+{
+	int64_t left = end_us - rsk_now_us();
+
+	return left > 0 ? left : 0;
+}
+
 /* Remaining timeout after @spent ms of spinning (-1 stays forever). */
 static int rsk_timeout_left(int timeout, int spent)
 {
@@ -80,7 +90,8 @@ static int rsk_timeout_left(int timeout, int spent)
 	return timeout > spent ? timeout - spent : 0;
 }
 
-RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+/* epoll_wait with no move under way in this process. */
+static int rsk_epoll_wait_some(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
@@ -97,8 +108,9 @@ RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout
 	return rc;
 }
 
-RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
-			   const sigset_t *mask)
+/* epoll_pwait with no move under way in this process. */
+static int rsk_epoll_pwait_some(int epfd, struct epoll_event *ev, int max, int timeout,
+				const sigset_t *mask)
 {
 	struct rsk_epoll_args a = {epfd, max, ev};
 	int rc, spent, k;
@@ -116,8 +128,54 @@ RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeou
 	return rc;
 }
 
-RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
-			    const struct timespec *tmo, const sigset_t *mask)
+/*
+ * A TCP-first socket in the middle of its move: a report of its fd may be only the move's FIN
+ * (calls/fastwait.c, rsk_fw_settle, through the set's mirror). Such a report is settled and
+ * dropped (or loses its FIN's bits, when the move cannot end within the wait's time); when
+ * nothing else was reported and a move ended, the wait is asked again with what is left of
+ * its timeout (each such round ended a move for good; bounded all the same). A set the
+ * library does not mirror is not settled (docs/design.md, "Readiness during a move").
+ */
+#define RSK_EPOLL_SETTLE_ROUNDS 8
+
+static __attribute__((noinline)) int rsk_epoll_moving(int epfd, struct epoll_event *ev, int max,
+						      int timeout, const sigset_t *mask, int pwait)
+{
+	int64_t start = rsk_now_us(), end = timeout < 0 ? -1 : start + (int64_t)timeout * 1000;
+	int rc, round, moved;
+
+	for (round = 0;; round++) {
+		rc = pwait ? rsk_epoll_pwait_some(epfd, ev, max, timeout, mask)
+			   : rsk_epoll_wait_some(epfd, ev, max, timeout);
+		if (rc <= 0 || round >= RSK_EPOLL_SETTLE_ROUNDS)
+			return rc;
+		moved = 0;
+		rc = rsk_fw_settle(epfd, ev, rc, end, &moved);
+		if (rc > 0 || !moved)
+			return rc;
+		if (timeout > 0) /* (rounded up: a wait never ends before its time) */
+			timeout = (int)((rsk_left_us(end) + 999) / 1000);
+	}
+}
+
+RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_moving(epfd, ev, max, timeout, NULL, 0);
+	return rsk_epoll_wait_some(epfd, ev, max, timeout);
+}
+
+RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+			   const sigset_t *mask)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_moving(epfd, ev, max, timeout, mask, 1);
+	return rsk_epoll_pwait_some(epfd, ev, max, timeout, mask);
+}
+
+/* epoll_pwait2 with no move under way in this process. */
+static int rsk_epoll_pwait2_some(int epfd, struct epoll_event *ev, int max,
+				 const struct timespec *tmo, const sigset_t *mask)
 {
 	int rc, k;
 
@@ -127,4 +185,50 @@ RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 	rc = RSK_REAL(epoll_pwait2)(epfd, ev, max, tmo, mask);
 	rsk_io_kwait_end(k);
 	return rc;
+}
+
+/* A timespec timeout in microseconds, rounded up and bounded (-1: none, or one the kernel
+ * fails with EINVAL). */
+static int64_t rsk_ts_us(const struct timespec *tmo)
+{
+	if (tmo == NULL || tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L)
+		return -1;
+	if (tmo->tv_sec > 1000000000L)
+		return (int64_t)1000000000L * 1000000;
+	return (int64_t)tmo->tv_sec * 1000000 + (tmo->tv_nsec + 999) / 1000;
+}
+
+/* epoll_pwait2 while a move is under way (as rsk_epoll_moving; its set is never mirrored). */
+static __attribute__((noinline)) int rsk_epoll_pwait2_moving(int epfd, struct epoll_event *ev,
+							     int max, const struct timespec *tmo,
+							     const sigset_t *mask)
+{
+	int64_t start = rsk_now_us(), total = rsk_ts_us(tmo), left;
+	int64_t end = total < 0 ? -1 : start + total;
+	struct timespec ts;
+	int rc, round, moved;
+
+	for (round = 0;; round++) {
+		rc = rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
+		if (rc <= 0 || round >= RSK_EPOLL_SETTLE_ROUNDS)
+			return rc;
+		moved = 0;
+		rc = rsk_fw_settle(epfd, ev, rc, end, &moved);
+		if (rc > 0 || !moved)
+			return rc;
+		if (total > 0) {
+			left = rsk_left_us(end);
+			ts.tv_sec = (time_t)(left / 1000000);
+			ts.tv_nsec = (long)(left % 1000000) * 1000;
+			tmo = &ts;
+		}
+	}
+}
+
+RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
+			    const struct timespec *tmo, const sigset_t *mask)
+{
+	if (rsk_unlikely(rsk_upg_any_moving()))
+		return rsk_epoll_pwait2_moving(epfd, ev, max, tmo, mask);
+	return rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
 }

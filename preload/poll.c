@@ -37,6 +37,13 @@ static int64_t rsk_poll_left_us(int64_t total_us, int64_t start_us)
 	return left > 0 ? left : 0;
 }
 
+/* The end of a wait of @total_us begun at @start_us, for a settle (-1: none). A settle inside
+ * a zero-timeout wait must not block: its end is its start. */
+static int64_t rsk_poll_end_us(int64_t total_us, int64_t start_us)
+{
+	return total_us < 0 ? -1 : start_us + total_us;
+}
+
 /* A timeout in microseconds for the fast path (-1: none), rounded up, bounded. */
 static int64_t rsk_us_of(long sec, long usec)
 {
@@ -135,7 +142,8 @@ static __attribute__((noinline)) int rsk_poll_moving(struct pollfd *fds, nfds_t 
 
 	for (round = 0;; round++) {
 		rc = rsk_poll_some(fds, n, timeout);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_settle(fds, n, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		if (timeout > 0) /* (rounded up: a wait never ends before its time) */
 			timeout = (int)((rsk_poll_left_us(total, start) + 999) / 1000);
@@ -199,7 +207,8 @@ rsk_ppoll_moving(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const
 
 	for (round = 0;; round++) {
 		rc = rsk_ppoll_some(fds, n, tmo, mask);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_settle(fds, n, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		tmo = rsk_ts_next(tmo, total, start, &ts);
 	}
@@ -335,13 +344,16 @@ static void rsk_sel_restore(const struct rsk_sel_copy *k, fd_set *r, fd_set *w, 
 static __attribute__((noinline)) int rsk_select_moving(int n, fd_set *r, fd_set *w, fd_set *e,
 						       struct timeval *tmo)
 {
+	int64_t start = rsk_now_us();
+	int64_t total = tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec);
 	struct rsk_sel_copy k;
 	int rc, round;
 
 	rsk_sel_keep(&k, r, w, e);
 	for (round = 0;; round++) {
 		rc = rsk_select_some(n, r, w, e, tmo);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_sel_settle(n, r, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		rsk_sel_restore(&k, r, w, e);
 	}
@@ -423,7 +435,8 @@ static __attribute__((noinline)) int rsk_pselect_moving(int n, fd_set *r, fd_set
 	rsk_sel_keep(&k, r, w, e);
 	for (round = 0;; round++) {
 		rc = rsk_pselect_some(n, r, w, e, tmo, mask);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_sel_settle(n, r, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		rsk_sel_restore(&k, r, w, e);
 		tmo = rsk_ts_next(tmo, total, start, &ts);

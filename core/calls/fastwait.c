@@ -13,8 +13,10 @@
  * outlive it in a hidden copy of ours.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
@@ -23,12 +25,14 @@
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
+#include "base/log.h"
 #include "base/real.h"
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "fastwait.h"
 #include "spin.h"
 #include "sock/sock.h"
+#include "upgrade.h"
 
 int rsk_fw_active;
 int rsk_fw_mirrors;
@@ -1016,6 +1020,179 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	rsk_fw_put(m);
 	*res = n;
 	return 1;
+}
+
+/* ---- a TCP-first socket in the middle of its move ---- */
+
+/* What a move's FIN shows on the TCP side (the peer's FIN; with ours, the hang-up). */
+#define RSK_FW_MOVE_BITS (EPOLLIN | EPOLLRDNORM | EPOLLHUP | EPOLLRDHUP)
+
+/* The fd of @m's only live registration with @data, or -1 (none, or several: a report with
+ * it cannot be told apart, and is left as it is). m locked. */
+static int rsk_fw_fd_of(struct rsk_fw *m, uint64_t data)
+{
+	int i, fd = -1;
+
+	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].fd < 0 || m->ent[i].held || m->ent[i].data != data)
+			continue;
+		if (fd >= 0)
+			return -1;
+		fd = m->ent[i].fd;
+	}
+	return fd;
+}
+
+/*
+ * A report of @fd about to be hidden (its move's FIN only) from an edge-triggered or one-shot
+ * registration: the kernel would not report the FIN again, and the program, told nothing,
+ * might never wait on past it. A MOD with the same events re-arms it (the kernel queues a
+ * registration that is ready at a MOD), so the next wait goes on with the move. 0, or -errno
+ * when it cannot be re-armed (EPOLLEXCLUSIVE: no MOD). m locked.
+ */
+static int rsk_fw_rearm(struct rsk_fw *m, int fd)
+{
+	struct rsk_fw_ent *e = rsk_fw_find(m, fd);
+	struct epoll_event ev;
+
+	if (e == NULL || e->held || !((e->events | (e->et ? EPOLLET : 0)) & (EPOLLET | EPOLLONESHOT)))
+		return 0;
+	ev.events = e->et ? e->kev | EPOLLET : e->events;
+	ev.data.u64 = e->data;
+	return rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+/*
+ * @fd, a moving socket whose registration is the only one with @ev's data: settle it (see
+ * rsk_fw_settle). 0 drops @ev. Before its FIN is hidden, @rearm(@arg, @fd) re-arms an
+ * edge-triggered or one-shot registration (rsk_fw_rearm); when it cannot, the FIN stands.
+ */
+static int rsk_fw_settle_fd(int fd, struct epoll_event *ev, int64_t end_us, int *moved,
+			    int (*rearm)(void *arg, int fd), void *arg)
+{
+	int rc = rsk_upg_settle_fd(fd, end_us);
+
+	if (rc == RSK_UPG_SETTLE_MOVED) {
+		rsk_dbg("epoll: fd %d's report (0x%x) was its move's end: dropped", fd, ev->events);
+		*moved = 1;
+		return 0; /* the stream's app end is in the set now and reports for itself */
+	}
+	if (rc != RSK_UPG_SETTLE_HIDE)
+		return 1;
+	rc = rearm(arg, fd);
+	rsk_dbg("epoll: fd %d's move cannot end within the wait: its FIN %s", fd,
+		rc < 0 ? "stands" : "hidden");
+	if (rc < 0)
+		return 1; /* it would never be reported again: the FIN stands, as before */
+	ev->events &= ~(uint32_t)RSK_FW_MOVE_BITS;
+	return ev->events != 0;
+}
+
+static int rsk_fw_rearm_mirrored(void *arg, int fd)
+{
+	struct rsk_fw *m = arg;
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = rsk_fw_rearm(m, fd);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* One reported event @ev of a mirrored set. 0 drops it. */
+static int rsk_fw_settle_one(struct rsk_fw *m, struct epoll_event *ev, int64_t end_us,
+			     int *moved)
+{
+	int fd;
+
+	pthread_mutex_lock(&m->lock);
+	fd = m->dead ? -1 : rsk_fw_fd_of(m, ev->data.u64);
+	pthread_mutex_unlock(&m->lock);
+	if (fd < 0) /* (a socket's move never takes the set's lock: no lock across it) */
+		return 1;
+	return rsk_fw_settle_fd(fd, ev, end_us, moved, rsk_fw_rearm_mirrored, m);
+}
+
+/*
+ * Does epoll set @epfd hold @data for @fd's registration alone? From the set's fdinfo in
+ * /proc (every registration's fd and data), read whole: the set is not mirrored.
+ */
+static int rsk_fw_data_alone(int epfd, int fd, uint64_t data)
+{
+	char path[64], buf[4096], *p, *nl;
+	unsigned long long d;
+	unsigned int events;
+	int f, tfd, mine = 0, others = 0;
+	size_t have = 0;
+	ssize_t k;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	while ((k = rsk_sys_read(f, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)k;
+		buf[have] = '\0';
+		for (p = buf; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+			*nl = '\0';
+			if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &d) == 3 &&
+			    d == data)
+				*(tfd == fd ? &mine : &others) += 1;
+		}
+		have = strlen(p); /* a line read in part: kept for the next read */
+		memmove(buf, p, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* (no line is that long) */
+	}
+	(void)rsk_sys_close(f);
+	return mine == 1 && others == 0;
+}
+
+/* A set not mirrored: its fd and the registration's events (rsk_upg_find_reg). */
+struct rsk_fw_bare {
+	int epfd;
+	struct epoll_event reg;
+};
+
+static int rsk_fw_rearm_bare(void *arg, int fd)
+{
+	struct rsk_fw_bare *b = arg;
+
+	if (!(b->reg.events & (EPOLLET | EPOLLONESHOT)))
+		return 0;
+	return rsk_sys_epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &b->reg);
+}
+
+/* One reported event @ev of a set not mirrored: the moving socket that notes a registration
+ * in it with @ev's data, when the set's fdinfo shows the data is that fd's alone (a costly
+ * look, made only then). 0 drops it. */
+static int rsk_fw_settle_bare(int epfd, struct epoll_event *ev, int64_t end_us, int *moved)
+{
+	struct rsk_fw_bare b = {.epfd = epfd};
+	int fd = rsk_upg_find_reg(epfd, ev->data.u64, &b.reg);
+
+	if (fd < 0 || !rsk_fw_data_alone(epfd, fd, ev->data.u64))
+		return 1;
+	return rsk_fw_settle_fd(fd, ev, end_us, moved, rsk_fw_rearm_bare, &b);
+}
+
+int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved)
+{
+	struct rsk_fw *m;
+	int i, out = 0, keep;
+
+	if (n <= 0 || !rsk_upg_any_moving())
+		return n;
+	m = rsk_fw_get(epfd);
+	for (i = 0; i < n; i++) {
+		keep = !(ev[i].events & RSK_FW_MOVE_BITS) ||
+		       (m != NULL ? rsk_fw_settle_one(m, &ev[i], end_us, moved)
+				  : rsk_fw_settle_bare(epfd, &ev[i], end_us, moved));
+		if (keep)
+			ev[out++] = ev[i];
+	}
+	if (m != NULL)
+		rsk_fw_put(m);
+	return out;
 }
 
 /* ---- what other waits may see ---- */

@@ -10,6 +10,7 @@
 #define RSK_FASTWAIT_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -61,6 +62,20 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
  */
 int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask,
 		int *res);
+
+/*
+ * A wait on @epfd (mirrored) reported @n events in @ev while a TCP-first socket of this process
+ * is in the middle of its move: a report that is only a move's FIN (the fd still names the
+ * TCP side) is mapped back to its fd through the mirror and settled as poll's are
+ * (calls/upgrade.c, rsk_upg_settle) by the wait's end @end_us (rsk_now_us's clock; -1: none).
+ * The report of an fd that moved is dropped (*@moved set: the stream's app end, put in the
+ * set by the move, reports for itself); one whose move could not end by then loses the FIN's
+ * bits (and an edge-triggered or one-shot registration is re-armed). Returns how many events
+ * are left, in order. A set not mirrored is settled the same way when a moving socket notes a
+ * registration in it with the event's data and the set's fdinfo shows that data is the
+ * socket's alone (a look in /proc, made only then).
+ */
+int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved);
 
 /* @fd is about to stop naming its file here (close, a dup onto it); every number in
  * [@first, @last] (close_range). */

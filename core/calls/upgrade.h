@@ -13,6 +13,8 @@
 #ifndef RSK_CALLS_UPGRADE_H
 #define RSK_CALLS_UPGRADE_H
 
+#include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "sock/sock.h"
@@ -91,8 +93,22 @@ static inline int rsk_upg_any_moving(void)
 	return __atomic_load_n(&rsk_upg_moving, __ATOMIC_RELAXED) > 0;
 }
 
-/* A wait reported @fd (@s moving) readable or hung up: take the move as far as a read would
- * (the peer's FIN that is only its move ends ours). 1 if the fd moved: ask the wait again. */
-int rsk_upg_settle(struct rsk_sock *s, int fd);
+/*
+ * A wait reported @fd (@s moving) readable or hung up: take the move as far as a read would
+ * (the peer's FIN that is only its move ends ours), by @end_us at the latest (the wait's
+ * end on rsk_now_us's clock; -1: none). What the report is worth then:
+ */
+#define RSK_UPG_SETTLE_KEEP 0  /* the TCP side's own: it stands */
+#define RSK_UPG_SETTLE_MOVED 1 /* the fd moved: void, ask the wait again (now of the stream) */
+#define RSK_UPG_SETTLE_HIDE 2  /* only the move's FIN, the move not done by @end_us: not
+				* readable yet (a later wait or call goes on with it) */
+int rsk_upg_settle(struct rsk_sock *s, int fd, int64_t end_us);
+
+/* rsk_upg_settle for whatever @fd names: RSK_UPG_SETTLE_KEEP unless a moving socket. */
+int rsk_upg_settle_fd(int fd, int64_t end_us);
+
+/* The fd of the one moving socket of this process whose registration in epoll set @epfd has
+ * @data (its own note of it, kept to replay at the move; its events in *@reg), or -1. */
+int rsk_upg_find_reg(int epfd, uint64_t data, struct epoll_event *reg);
 
 #endif
