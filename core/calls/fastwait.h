@@ -50,6 +50,17 @@ int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev);
  */
 int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int *res);
 
+/*
+ * Before the real epoll_ctl on @epfd of an fd that is not accelerated (a kernel fd, a TCP-first
+ * socket): @epfd's mirror when it follows nothing now (its set holds no candidate), and the
+ * call needs no following; then, at once after the real call (nothing that may wait for a lock
+ * in between), rsk_fw_ctl_end (@done: it succeeded), and no rsk_fw_ctl. NULL: as before
+ * (rsk_fw_ctl follows it). No lock either way.
+ */
+struct rsk_fw;
+struct rsk_fw *rsk_fw_ctl_begin(int epfd);
+void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);
