@@ -55,8 +55,12 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		rsk_fw_ctl_end(quiet, fd, rc == 0);
 
 	/* A socket not yet connected may still get a new file behind its number (see sock.h):
-	 * remember where it was registered so the registration can follow it. */
-	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
+	 * remember where it was registered so the registration can follow it. A TCP-first
+	 * connection's ADD or MOD in a set whose mirror follows nothing is read from the kernel
+	 * if it moves (rsk_fw_epregs), not recorded at each ctl; its DEL still takes back what
+	 * was recorded (no lock when nothing was). */
+	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v) &&
+	    (quiet == NULL || (v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS || op == EPOLL_CTL_DEL))
 		rsk_life_epoll_note(epfd, op, fd, ev);
 	if (quiet != NULL)
 		return rc;

@@ -92,6 +92,10 @@ struct rsk_fw {
 	 */
 	int follow;
 	int quiet_ctls;
+	/* Following, and every TCP-first socket's registration in the set recorded in its socket
+	 * for a move to replay (rsk_fw_follow records those its quiet ctls left; atomic): a move
+	 * need not read this set (rsk_fw_epregs). */
+	int recorded;
 	unsigned int idle; /* ctls followed since the set last held a candidate */
 };
 
@@ -212,6 +216,10 @@ static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int
 
 static void rsk_fw_flush_held(struct rsk_fw *m);
 static void rsk_fw_compact(struct rsk_fw *m);
+static void rsk_fw_close_quiet(struct rsk_fw *m);
+static int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+			   void *arg);
+static int rsk_fw_record_one(void *arg, int fd, uint32_t events, uint64_t data);
 
 /* ---- the table of mirrors, by epoll fd ---- */
 
@@ -317,10 +325,16 @@ static void rsk_fw_kill(int epfd, int taint)
 		return;
 	pthread_mutex_lock(&m->lock);
 	m->dead = 1;
+	rsk_fw_close_quiet(m);
 	for (i = 0; i < m->n; i++)
 		rsk_fw_uncand(m, &m->ent[i], taint, taint);
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
+	/* The set lives on unmirrored: what its TCP-first sockets' ctls left unrecorded while it
+	 * followed nothing is recorded now, for a move to replay (no mirror lock held: a socket's
+	 * lock is taken) */
+	if (taint)
+		(void)rsk_fw_each_reg(epfd, rsk_fw_record_one, &epfd);
 	rsk_fw_put(m); /* the table's reference */
 }
 
@@ -375,7 +389,7 @@ void rsk_fw_created(int epfd)
 	m->real_us = 0;
 	m->spin_hist = 0;
 	m->next = NULL;
-	m->follow = m->quiet_ctls = 0; /* empty: nothing to follow yet */
+	m->follow = m->quiet_ctls = m->recorded = 0; /* empty: nothing to follow yet */
 	m->idle = 0;
 	m->becomes = rsk_sock_becomes();
 	__atomic_store_n(&m->users, 1, __ATOMIC_RELEASE);
@@ -510,37 +524,20 @@ static struct rsk_fw_ent *rsk_fw_append(struct rsk_fw *m, int fd)
 	return e;
 }
 
-/* One line of the set's fdinfo: its registration of a number other than @skip, as the kernel
- * holds it (without EPOLLERR and EPOLLHUP, which it adds to every one). m locked. */
-static int rsk_fw_read_line(struct rsk_fw *m, const char *line, int skip)
-{
-	struct rsk_fw_ent *e;
-	unsigned long long data;
-	unsigned int events;
-	int tfd;
-
-	if (sscanf(line, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3 ||
-	    tfd == skip)
-		return 0;
-	if ((e = rsk_fw_append(m, tfd)) == NULL)
-		return -ENOMEM;
-	e->events = events & ~(uint32_t)(EPOLLERR | EPOLLHUP);
-	e->kev = e->events;
-	e->data = data;
-	e->later = 1; /* tried below when accelerated, or when its socket moves */
-	return 0;
-}
-
-/* The set's registrations, from /proc/self/fdinfo (read whole, line by line), as entries.
- * 0 or -errno. m locked. */
-static int rsk_fw_read_set(struct rsk_fw *m, int skip)
+/* The registrations epoll set @epfd holds (the kernel's view: /proc/self/fdinfo, read whole,
+ * line by line), each to @fn with its number, events (without EPOLLERR and EPOLLHUP, which
+ * the kernel adds to every one) and data, until @fn returns non-zero. 0, -errno, or @fn's. */
+static int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+			   void *arg)
 {
 	char path[48], buf[4096], *p, *nl;
+	unsigned long long data;
+	unsigned int events;
 	size_t have = 0;
 	ssize_t k;
-	int f, rc = 0;
+	int f, tfd, rc = 0;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", m->epfd);
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
 	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -errno;
 	do {
@@ -556,7 +553,8 @@ static int rsk_fw_read_set(struct rsk_fw *m, int skip)
 				nl = p + strlen(p) - 1; /* the last line, without its newline */
 			else
 				*nl = '\0';
-			rc = rsk_fw_read_line(m, p, skip);
+			if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3)
+				rc = fn(arg, tfd, events & ~(uint32_t)(EPOLLERR | EPOLLHUP), data);
 		}
 		have = rc == 0 && p < buf + have ? strlen(p) : 0;
 		memmove(buf, p, have);
@@ -565,6 +563,108 @@ static int rsk_fw_read_set(struct rsk_fw *m, int skip)
 	} while (rc == 0 && k > 0);
 	(void)rsk_sys_close(f);
 	return rc;
+}
+
+struct rsk_fw_read {
+	struct rsk_fw *m;
+	int skip;
+};
+
+/* One registration of the set, as an entry (but @skip's). m locked. */
+static int rsk_fw_read_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_fw_read *r = arg;
+	struct rsk_fw_ent *e;
+
+	if (fd == r->skip)
+		return 0;
+	if ((e = rsk_fw_append(r->m, fd)) == NULL)
+		return -ENOMEM;
+	e->events = events;
+	e->kev = events;
+	e->data = data;
+	e->later = 1; /* tried below when accelerated, or when its socket moves */
+	return 0;
+}
+
+/* The set's registrations as entries. 0 or -errno. m locked. */
+static int rsk_fw_read_set(struct rsk_fw *m, int skip)
+{
+	struct rsk_fw_read r = {m, skip};
+
+	return rsk_fw_each_reg(m->epfd, rsk_fw_read_one, &r);
+}
+
+/* The socket a ctl of @fd may have left unrecorded (rsk_fw_ctl_begin): a TCP-first one. */
+static struct rsk_sock *rsk_fw_unrecorded(int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	if ((v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS)
+		return NULL;
+	return rsk_sock_get(fd);
+}
+
+/* One registration of a set whose mirror ends while the set lives on: a TCP-first socket's
+ * is recorded now (its ctls record it themselves from here on). */
+static int rsk_fw_record_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = data};
+	struct rsk_sock *s = rsk_fw_unrecorded(fd);
+
+	if (s != NULL) {
+		pthread_mutex_lock(&s->lock);
+		rsk_sock_epreg(s, *(int *)arg, EPOLL_CTL_ADD, &ev);
+		pthread_mutex_unlock(&s->lock);
+		rsk_sock_put(s);
+	}
+	return 0;
+}
+
+struct rsk_fw_regs {
+	struct rsk_sock *s;
+	int epfd, fd;
+};
+
+static int rsk_fw_regs_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_fw_regs *r = arg;
+	struct epoll_event ev = {.events = events, .data.u64 = data};
+
+	if (fd == r->fd)
+		rsk_sock_epreg(r->s, r->epfd, EPOLL_CTL_ADD, &ev);
+	return fd == r->fd;
+}
+
+void rsk_fw_epregs(struct rsk_sock *s, int fd)
+{
+	struct rsk_fw_regs r = {s, -1, fd};
+	struct rsk_fw *m;
+	int i, rc;
+
+	if (!rsk_fw_on())
+		return;
+	for (i = 0; i < rsk_fw_cap(); i++) {
+		if ((m = rsk_fw_get(i)) == NULL)
+			continue;
+		if (__atomic_load_n(&m->recorded, __ATOMIC_SEQ_CST)) {
+			rsk_fw_put(m); /* every registration there is recorded already */
+			continue;
+		}
+		r.epfd = m->epfd;
+		rc = rsk_fw_each_reg(m->epfd, rsk_fw_regs_one, &r);
+		if (rc == 0) /* the kernel holds none: a record of one is stale (a MOD's leftover) */
+			rsk_sock_epreg(s, m->epfd, EPOLL_CTL_DEL, NULL);
+		rsk_fw_put(m);
+	}
+}
+
+/* No more ctls go by @m unfollowed, and those under way have ended. m locked. */
+static void rsk_fw_close_quiet(struct rsk_fw *m)
+{
+	__atomic_store_n(&m->follow, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&m->quiet_ctls, __ATOMIC_SEQ_CST) != 0)
+		sched_yield(); /* a ctl between its count and the end of its real call: brief */
 }
 
 /*
@@ -581,9 +681,7 @@ static int rsk_fw_follow(struct rsk_fw *m, int skip)
 
 	if (__atomic_load_n(&m->follow, __ATOMIC_RELAXED))
 		return 0;
-	__atomic_store_n(&m->follow, 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&m->quiet_ctls, __ATOMIC_SEQ_CST) != 0)
-		sched_yield(); /* a ctl between its count and the end of its real call: brief */
+	rsk_fw_close_quiet(m);
 	__atomic_store_n(&m->becomes, rsk_sock_becomes(), __ATOMIC_RELAXED);
 	m->n = 0;
 	m->idle = 0;
@@ -592,10 +690,15 @@ static int rsk_fw_follow(struct rsk_fw *m, int skip)
 		m->n = 0;
 		return rc;
 	}
-	for (i = 0; i < m->n; i++)
+	for (i = 0; i < m->n; i++) {
 		if (m->ent[i].s == NULL && rsk_fdtab_is_accel(rsk_fdtab_load(m->ent[i].fd)))
 			(void)rsk_fw_try_cand(m, &m->ent[i], 0);
+		else if (m->ent[i].s == NULL) /* (the socket's lock, after the mirror's) */
+			(void)rsk_fw_record_one(&m->epfd, m->ent[i].fd, m->ent[i].events,
+						m->ent[i].data);
+	}
 	rsk_fw_compact(m);
+	__atomic_store_n(&m->recorded, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }
 
@@ -611,7 +714,8 @@ static void rsk_fw_idle(struct rsk_fw *m)
 		return;
 	m->n = 0;
 	m->idle = 0;
-	__atomic_store_n(&m->follow, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&m->recorded, 0, __ATOMIC_SEQ_CST); /* (before any ctl goes unrecorded) */
+	__atomic_store_n(&m->follow, 0, __ATOMIC_SEQ_CST);
 }
 
 struct rsk_fw *rsk_fw_ctl_begin(int epfd)

@@ -61,6 +61,16 @@ struct rsk_fw;
 struct rsk_fw *rsk_fw_ctl_begin(int epfd);
 void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
 
+/*
+ * Before TCP-first socket @s (at @fd) moves onto a stream (rsk_sock_become replays
+ * s->epregs): its registrations in the mirrored sets that follow nothing now, which its ctls
+ * there left unrecorded (preload/epoll.c), read from the kernel into s->epregs. A set that
+ * starts following records them (rsk_fw_follow), and so does one whose mirror ends while the
+ * set lives on (rsk_fw_kill). The caller holds s->lock.
+ */
+struct rsk_sock;
+void rsk_fw_epregs(struct rsk_sock *s, int fd);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);

@@ -36,6 +36,7 @@
 #include "conn/conn.h"
 #include "sock/listener.h"
 #include "transport/announce.h"
+#include "fastwait.h"
 #include "history.h"
 #include "upgrade.h"
 
@@ -710,6 +711,7 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	}
 	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
 	rsk_stats_moved(s->fb_reason);
+	rsk_fw_epregs(s, fd); /* registrations made while unrecorded, to be replayed */
 	rc = rsk_sock_become(s, fd, c, app, u->ctl, -1, u->server ? NULL : u->d.dest);
 	if (rc < 0) {
 		rsk_stats_unmoved(s->fb_reason);

@@ -42,6 +42,7 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 #include "unit_locks.h"
+#include "calls/calls.h"
 
 /* The fairness bounds of fastwait.c (user-space answers, and microseconds, between two real
  * looks while the process is awake). */
@@ -918,13 +919,18 @@ static int app_ctl_in(int ep, int op, int fd, uint32_t events, uint64_t data, in
 
 	struct rsk_fw *quiet;
 
-	if (!rsk_fdtab_is_accel(rsk_fdtab_load(fd))) { /* a set without a candidate: no following */
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	if (!rsk_fdtab_is_accel(v)) { /* a set without a candidate: no following */
 		*user = 0;
 		quiet = rsk_fw_ctl_begin(ep);
 		res = epoll_ctl(ep, op, fd, &kev) < 0 ? -errno : 0;
 		if (quiet != NULL)
 			rsk_fw_ctl_end(quiet, fd, res == 0);
-		else if (res == 0)
+		if (v != 0 && res == 0 &&
+		    (quiet == NULL || (v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS || op == EPOLL_CTL_DEL))
+			rsk_life_epoll_note(ep, op, fd, &ev);
+		if (quiet == NULL && res == 0)
 			rsk_fw_ctl(ep, op, fd, &ev, 0);
 		return res;
 	}
@@ -1425,6 +1431,82 @@ static void test_quiet_again_then_move(void **state)
 	close(p[1]);
 }
 
+/* A TCP-first socket's ADD and MOD in a set that follows nothing are not recorded at each
+ * ctl; the move reads them from the kernel (rsk_fw_epregs: the latest events and data, and
+ * none once deleted), and a mirror that ends while its set lives on records them. */
+static void test_quiet_registrations_read_for_move(void **state)
+{
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user;
+
+	(void)state;
+	more_conns();
+	fd = F.msv[0];
+	s = ucl_sock(fd);
+	v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 11, &user), 0);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 12, &user), 0);
+	assert_int_equal(s->nepregs, 0); /* not recorded */
+	pthread_mutex_lock(&s->lock);
+	rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].epfd, F.ep);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLIN | EPOLLOUT);
+	assert_int_equal(s->epregs[0].ev.data.u64, 12);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_DEL, fd, 0, 0, &user), 0);
+	assert_int_equal(s->nepregs, 0); /* the DEL took the record back */
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 13, &user), 0);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_ADD, &(struct epoll_event){.events = EPOLLIN});
+	rsk_fw_epregs(s, fd); /* a stale record is replaced by the kernel's registration */
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(s->epregs[0].ev.data.u64, 13);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLOUT, 14, &user), 0);
+	rsk_fw_fd_shared(F.ep); /* its mirror ends (a poll of the set), the set lives on */
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLOUT);
+	assert_int_equal(s->epregs[0].ev.data.u64, 14);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_DEL, NULL);
+	pthread_mutex_unlock(&s->lock);
+	rsk_fdtab_store(fd, v);
+}
+
+/* A set that starts following (its first candidate) records what its TCP-first sockets'
+ * quiet ctls left unrecorded, so that a move need not read the set; their ctls are recorded
+ * each from then on. */
+static void test_follow_records_quiet_registrations(void **state)
+{
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user;
+
+	(void)state;
+	more_conns();
+	fd = F.msv[0];
+	s = ucl_sock(fd);
+	v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 21, &user), 0);
+	assert_int_equal(s->nepregs, 0);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 1, &user), 0);
+	assert_false(set_quiet(F.ep));
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].epfd, F.ep);
+	assert_int_equal(s->epregs[0].ev.data.u64, 21);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLOUT, 22, &user), 0);
+	assert_int_equal(s->epregs[0].ev.data.u64, 22);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLOUT);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_DEL, fd, 0, 0, &user), 0);
+	assert_int_equal(s->nepregs, 0);
+	rsk_fdtab_store(fd, v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1467,6 +1549,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_quiet_set_read_on_first_candidate, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_quiet_again_then_move, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_registrations_read_for_move, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_follow_records_quiet_registrations, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
