@@ -282,6 +282,23 @@ static struct rsk_fw *rsk_fw_get(int epfd)
 	return rsk_fw_get_locked(epfd);
 }
 
+/* The next mirror from number *@i on, with a reference (*@i moves past it), or NULL: the
+ * walks over every mirror skip the empty slots with a load each. */
+static struct rsk_fw *rsk_fw_next(int *i)
+{
+	struct rsk_fw_tab *t = __atomic_load_n(&rsk_fw_tab, __ATOMIC_ACQUIRE);
+	struct rsk_fw *m;
+
+	for (; t != NULL && *i < t->cap; (*i)++) {
+		if (__atomic_load_n(&t->m[*i], __ATOMIC_RELAXED) != NULL &&
+		    (m = rsk_fw_get(*i)) != NULL) {
+			(*i)++;
+			return m;
+		}
+	}
+	return NULL;
+}
+
 /* The set's last user left: its candidates' references go, and the mirror waits as a spare. */
 static void rsk_fw_free(struct rsk_fw *m)
 {
@@ -644,9 +661,7 @@ void rsk_fw_epregs(struct rsk_sock *s, int fd)
 
 	if (!rsk_fw_on())
 		return;
-	for (i = 0; i < rsk_fw_cap(); i++) {
-		if ((m = rsk_fw_get(i)) == NULL)
-			continue;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		if (__atomic_load_n(&m->recorded, __ATOMIC_SEQ_CST)) {
 			rsk_fw_put(m); /* every registration there is recorded already */
 			continue;
@@ -785,12 +800,9 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 static void rsk_fw_walk_fd(int fd)
 {
 	struct rsk_fw *m;
-	int epfd, cap, i;
+	int epfd, i;
 
-	cap = rsk_fw_cap();
-	for (epfd = 0; epfd < cap; epfd++) {
-		if ((m = rsk_fw_get(epfd)) == NULL)
-			continue;
+	for (epfd = 0; (m = rsk_fw_next(&epfd)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		for (i = 0; i < m->n; i++)
 			if (m->ent[i].fd == fd)
@@ -1428,9 +1440,7 @@ void rsk_fw_fd_gone(int fd)
 	 * a send still uses it, calls/upgrade.c), so a close without a DEL (or with the DEL held
 	 * back here) went on reporting the application's data for a number it closed.
 	 */
-	for (i = 0; i < rsk_fw_cap(); i++) {
-		if ((m = rsk_fw_get(i)) == NULL)
-			continue;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		if ((e = rsk_fw_find(m, fd)) != NULL && !e->held && del)
 			(void)rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -1448,9 +1458,7 @@ void rsk_fw_flush_all(void)
 
 	if (__atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
 		return;
-	for (i = 0; i < rsk_fw_cap(); i++) {
-		if ((m = rsk_fw_get(i)) == NULL)
-			continue;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		rsk_fw_flush_held(m);
 		rsk_fw_compact(m);
