@@ -653,14 +653,14 @@ static int rsk_fw_regs_one(void *arg, int fd, uint32_t events, uint64_t data)
 	return fd == r->fd;
 }
 
-void rsk_fw_epregs(struct rsk_sock *s, int fd)
+int rsk_fw_epregs(struct rsk_sock *s, int fd)
 {
 	struct rsk_fw_regs r = {s, -1, fd};
 	struct rsk_fw *m;
-	int i, rc;
+	int i, rc, err = 0;
 
 	if (!rsk_fw_on())
-		return;
+		return 0;
 	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		if (__atomic_load_n(&m->recorded, __ATOMIC_SEQ_CST)) {
 			rsk_fw_put(m); /* every registration there is recorded already */
@@ -670,8 +670,11 @@ void rsk_fw_epregs(struct rsk_sock *s, int fd)
 		rc = rsk_fw_each_reg(m->epfd, rsk_fw_regs_one, &r);
 		if (rc == 0) /* the kernel holds none: a record of one is stale (a MOD's leftover) */
 			rsk_sock_epreg(s, m->epfd, EPOLL_CTL_DEL, NULL);
+		if (rc < 0 && rc != -ENOENT) /* (ENOENT: the number is no set's now, raw-closed) */
+			err = rc;
 		rsk_fw_put(m);
 	}
+	return err;
 }
 
 /* No more ctls go by @m unfollowed, and those under way have ended. m locked. */
@@ -701,8 +704,12 @@ static int rsk_fw_follow(struct rsk_fw *m, int skip)
 	m->n = 0;
 	m->idle = 0;
 	if ((rc = rsk_fw_read_set(m, skip)) < 0) {
-		m->dead = 1; /* nothing of its entries is a candidate yet: they just go */
+		/* (no /proc, or no fd free) It stays as it was, following nothing, so that its
+		 * TCP-first sockets' registrations can still be read when one moves; what was to be
+		 * a candidate goes eager (the caller). Not dead: a dead mirror's set goes
+		 * unmirrored, and those registrations would be read by nobody. */
 		m->n = 0;
+		__atomic_store_n(&m->follow, 0, __ATOMIC_SEQ_CST);
 		return rc;
 	}
 	for (i = 0; i < m->n; i++) {
@@ -968,7 +975,7 @@ int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int 
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et)
 {
 	struct rsk_fw *m;
-	int walk;
+	int walk, unread;
 
 	rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
 	if ((m = rsk_fw_get(epfd)) == NULL) {
@@ -989,12 +996,20 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
 		return;
 	}
 	walk = 0;
+	unread = 0;
 	if (__atomic_load_n(&m->follow, __ATOMIC_RELAXED) ||
 	    (op != EPOLL_CTL_DEL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)) &&
-	     rsk_fw_follow(m, fd) == 0)) {
+	     !(unread = rsk_fw_follow(m, fd) < 0))) {
 		walk = rsk_fw_ctl_locked(m, op, fd, ev, kernel_et);
 		rsk_fw_idle(m);
 	} /* else not following (nothing to: a kernel fd, a DEL), or could not read the set */
+	if (unread) { /* no candidate without the set's data: the fd goes eager */
+		pthread_mutex_unlock(&m->lock);
+		rsk_fw_put(m);
+		rsk_fw_unguess(epfd, fd, ev, kernel_et);
+		rsk_fw_taint_all(fd);
+		return;
+	}
 	if (m->dead) {
 		pthread_mutex_unlock(&m->lock);
 		rsk_fw_put(m);

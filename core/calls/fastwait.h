@@ -66,10 +66,12 @@ void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
  * s->epregs): its registrations in the mirrored sets that follow nothing now, which its ctls
  * there left unrecorded (preload/epoll.c), read from the kernel into s->epregs. A set that
  * starts following records them (rsk_fw_follow), and so does one whose mirror ends while the
- * set lives on (rsk_fw_kill). The caller holds s->lock.
+ * set lives on (rsk_fw_kill). The caller holds s->lock. 0, or -errno when a set could not be
+ * read (no /proc, no fd free): a registration may be missing, and the move must not go on as
+ * though none were (the application would wait for events that never come).
  */
 struct rsk_sock;
-void rsk_fw_epregs(struct rsk_sock *s, int fd);
+int rsk_fw_epregs(struct rsk_sock *s, int fd);
 
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */

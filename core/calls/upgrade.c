@@ -709,9 +709,16 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		if (app < 0)
 			return app;
 	}
+	/* Registrations made while unrecorded, to be replayed. Unreadable: the move fails (the
+	 * connection is reset, visibly) rather than lose them silently. */
+	rc = rsk_fw_epregs(s, fd);
+	if (rc < 0) {
+		if (app != u->app)
+			(void)rsk_sys_close(app);
+		return rc;
+	}
 	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
 	rsk_stats_moved(s->fb_reason);
-	rsk_fw_epregs(s, fd); /* registrations made while unrecorded, to be replayed */
 	rc = rsk_sock_become(s, fd, c, app, u->ctl, -1, u->server ? NULL : u->d.dest);
 	if (rc < 0) {
 		rsk_stats_unmoved(s->fb_reason);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1507,6 +1508,53 @@ static void test_follow_records_quiet_registrations(void **state)
 	rsk_fdtab_store(fd, v);
 }
 
+/* No fd free (the set cannot be read): an accelerated fd's ADD leaves the set following
+ * nothing and the fd eager (the application's own events back in the kernel), and a move's
+ * read of its TCP-first sockets' registrations fails rather than find none; with an fd free
+ * again they are read. (Before, the mirror ended and took that chance with it.) */
+static void test_unreadable_set_stays_quiet(void **state)
+{
+	struct rlimit was, low;
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user, rc, epr, lowest;
+
+	(void)state;
+	more_conns();
+	fd = F.msv[0];
+	s = ucl_sock(fd);
+	v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 31, &user), 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	lowest = dup(0);
+	assert_true(lowest >= 0);
+	close(lowest);
+	low = was;
+	low.rlim_cur = (rlim_t)lowest; /* every number below the limit taken */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	rc = app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 1, &user);
+	pthread_mutex_lock(&s->lock);
+	epr = rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(rc, 0);
+	assert_int_equal(epr, -EMFILE);
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(conn_of(F.sv)->lazy, 0);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
+	pthread_mutex_lock(&s->lock);
+	epr = rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(epr, 0);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].ev.data.u64, 31);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_DEL, NULL);
+	pthread_mutex_unlock(&s->lock);
+	rsk_fdtab_store(fd, v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1553,6 +1601,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_follow_records_quiet_registrations, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_set_stays_quiet, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
