@@ -36,10 +36,12 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	uintptr_t v = rsk_fdtab_load(fd);
 	struct epoll_event kev;
+	struct rsk_fw *quiet = NULL;
 	int rc, et = 0;
 
 	/* A lazy candidate's MOD/DEL/re-ADD is answered by its mirror; otherwise a likely
-	 * candidate is held edge-triggered by the kernel (calls/fastwait.c). */
+	 * candidate is held edge-triggered by the kernel (calls/fastwait.c). Any other fd in a
+	 * set that holds no candidate goes by its mirror, which follows nothing then. */
 	if (rsk_unlikely(rsk_fw_on()) && rsk_fdtab_is_accel(v)) {
 		if (rsk_fw_ctl_user(epfd, op, fd, ev, &rc))
 			return (int)rsk_ret(rc);
@@ -47,13 +49,23 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			kev = *ev;
 			kev.events |= EPOLLET;
 		}
+	} else if (rsk_unlikely(rsk_fw_on())) {
+		quiet = rsk_fw_ctl_begin(epfd);
 	}
 	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, et ? &kev : ev);
+	if (quiet != NULL) /* (at once: a mirror to follow again waits for it) */
+		rsk_fw_ctl_end(quiet, fd, rc == 0);
 
 	/* A socket not yet connected may still get a new file behind its number (see sock.h):
-	 * remember where it was registered so the registration can follow it. */
-	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v))
+	 * remember where it was registered so the registration can follow it. A TCP-first
+	 * connection's ADD or MOD in a set whose mirror follows nothing is read from the kernel
+	 * if it moves (rsk_fw_epregs), not recorded at each ctl; its DEL still takes back what
+	 * was recorded (no lock when nothing was). */
+	if (rsk_unlikely(v != 0) && rc == 0 && !rsk_fdtab_is_accel(v) &&
+	    (quiet == NULL || (v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS || op == EPOLL_CTL_DEL))
 		rsk_life_epoll_note(epfd, op, fd, ev);
+	if (quiet != NULL)
+		return rc;
 	/* Also before any connection is lazy (no mirror yet: the set is one we do not mirror):
 	 * a poll or a recv may make it lazy later, which this set must not see. */
 	if ((rsk_unlikely(rsk_fw_on()) || (rsk_fdtab_is_accel(v) && rsk_config.fastwait)) &&

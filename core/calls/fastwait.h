@@ -51,6 +51,29 @@ int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev);
  */
 int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int *res);
 
+/*
+ * Before the real epoll_ctl on @epfd of an fd that is not accelerated (a kernel fd, a TCP-first
+ * socket): @epfd's mirror when it follows nothing now (its set holds no candidate), and the
+ * call needs no following; then, at once after the real call (nothing that may wait for a lock
+ * in between), rsk_fw_ctl_end (@done: it succeeded), and no rsk_fw_ctl. NULL: as before
+ * (rsk_fw_ctl follows it). No lock either way.
+ */
+struct rsk_fw;
+struct rsk_fw *rsk_fw_ctl_begin(int epfd);
+void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
+
+/*
+ * Before TCP-first socket @s (at @fd) moves onto a stream (rsk_sock_become replays
+ * s->epregs): its registrations in the mirrored sets that follow nothing now, which its ctls
+ * there left unrecorded (preload/epoll.c), read from the kernel into s->epregs. A set that
+ * starts following records them (rsk_fw_follow), and so does one whose mirror ends while the
+ * set lives on (rsk_fw_kill). The caller holds s->lock. 0, or -errno when a set could not be
+ * read (no /proc, no fd free): a registration may be missing, and the move must not go on as
+ * though none were (the application would wait for events that never come).
+ */
+struct rsk_sock;
+int rsk_fw_epregs(struct rsk_sock *s, int fd);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);

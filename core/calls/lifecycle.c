@@ -41,23 +41,17 @@
 void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
-	int i;
 
 	if (s == NULL)
 		return;
 	if (op != EPOLL_CTL_DEL && s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST); /* an event loop will accept */
-	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
-		;
-	if (op == EPOLL_CTL_DEL && i < s->nepregs)
-		s->epregs[i] = s->epregs[--s->nepregs];
-	else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
-		s->epregs[i].epfd = epfd;
-		s->epregs[i].ev = *ev;
-		if (i == s->nepregs)
-			s->nepregs++;
+	if (op == EPOLL_CTL_DEL && __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED) == 0) {
+		rsk_sock_put(s); /* nothing recorded to take back (a TCP-first socket's, mostly) */
+		return;
 	}
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, epfd, op, ev);
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }

@@ -153,7 +153,6 @@ struct rsk_upg {
 	 * not yet seen (a wait's bounded settle left it so); since hello_us */
 	int hello_out;
 	int64_t hello_us;
-	struct rsk_upg *mv_prev, *mv_next; /* rsk_upg_mv, while moving */
 	/*
 	 * From here on not cleared when the state is made (rsk_upg_alloc), but as each is first
 	 * used: 1 KiB that most connections never touch, whose clearing was a tenth of a short
@@ -178,10 +177,22 @@ struct rsk_upg {
 
 int rsk_upg_moving;
 
-/* The moving ones, for a wait that has only an epoll event's data to find one by
- * (rsk_upg_find_reg). Taken inside a socket's lock, never around one. */
-static pthread_mutex_t rsk_upg_mv_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rsk_upg *rsk_upg_mv;
+/* Who reads a socket's unrecorded epoll registrations before its move replays them: the
+ * epoll fast path registers rsk_fw_epregs when it makes its first mirror (the path above the
+ * moves; without a mirror there is nothing unrecorded to read). */
+static int rsk_upg_no_epregs(struct rsk_sock *s, int fd)
+{
+	(void)s;
+	(void)fd;
+	return 0;
+}
+
+static int (*rsk_upg_epregs_fn)(struct rsk_sock *s, int fd) = rsk_upg_no_epregs;
+
+void rsk_upg_set_epregs(int (*fn)(struct rsk_sock *s, int fd))
+{
+	__atomic_store_n(&rsk_upg_epregs_fn, fn, __ATOMIC_RELEASE);
+}
 
 /* The move is under way (offered, or our side switched) until it ends either way. */
 static void rsk_upg_count_moving(struct rsk_upg *u, int on)
@@ -190,22 +201,6 @@ static void rsk_upg_count_moving(struct rsk_upg *u, int on)
 		return;
 	u->moving = on;
 	__atomic_add_fetch(&rsk_upg_moving, on ? 1 : -1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(&rsk_upg_mv_lock);
-	if (on) {
-		u->mv_prev = NULL;
-		u->mv_next = rsk_upg_mv;
-		if (rsk_upg_mv != NULL)
-			rsk_upg_mv->mv_prev = u;
-		rsk_upg_mv = u;
-	} else {
-		if (u->mv_prev != NULL)
-			u->mv_prev->mv_next = u->mv_next;
-		else
-			rsk_upg_mv = u->mv_next;
-		if (u->mv_next != NULL)
-			u->mv_next->mv_prev = u->mv_prev;
-	}
-	pthread_mutex_unlock(&rsk_upg_mv_lock);
 }
 
 static pthread_mutex_t rsk_upg_map_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -788,6 +783,14 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		if (app < 0)
 			return app;
 	}
+	/* Registrations made while unrecorded, to be replayed. Unreadable: the move fails (the
+	 * connection is reset, visibly) rather than lose them silently. */
+	rc = __atomic_load_n(&rsk_upg_epregs_fn, __ATOMIC_ACQUIRE)(s, fd);
+	if (rc < 0) {
+		if (app != u->app)
+			(void)rsk_sys_close(app);
+		return rc;
+	}
 	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
 	rsk_stats_moved(s->fb_reason);
 	rc = rsk_sock_become(s, fd, c, app, u->ctl, -1, u->server ? NULL : u->d.dest);
@@ -1092,46 +1095,6 @@ int rsk_upg_settle_fd(int fd, int64_t end_us)
 		rc = rsk_upg_settle(s, fd, end_us);
 	rsk_sock_put(s);
 	return rc;
-}
-
-/* Does @fd (a moving socket's) note a registration in @epfd with @data? Its events in @reg. */
-static int rsk_upg_has_reg(int fd, int epfd, uint64_t data, struct epoll_event *reg)
-{
-	struct rsk_sock *s = rsk_sock_get(fd);
-	int i, found = 0;
-
-	if (s == NULL)
-		return 0;
-	pthread_mutex_lock(&s->lock);
-	for (i = 0; s->upg != NULL && i < s->nepregs && !found; i++) {
-		found = s->epregs[i].epfd == epfd && s->epregs[i].ev.data.u64 == data;
-		if (found)
-			*reg = s->epregs[i].ev;
-	}
-	pthread_mutex_unlock(&s->lock);
-	rsk_sock_put(s);
-	return found;
-}
-
-#define RSK_UPG_FIND_MAX 64
-
-int rsk_upg_find_reg(int epfd, uint64_t data, struct epoll_event *reg)
-{
-	int fds[RSK_UPG_FIND_MAX], n = 0, i, fd = -1;
-	struct rsk_upg *u;
-
-	pthread_mutex_lock(&rsk_upg_mv_lock); /* (a listed state is alive: listed until freed) */
-	for (u = rsk_upg_mv; u != NULL && n < RSK_UPG_FIND_MAX; u = u->mv_next)
-		fds[n++] = u->fd;
-	pthread_mutex_unlock(&rsk_upg_mv_lock);
-	for (i = 0; i < n; i++) {
-		if (!rsk_upg_has_reg(fds[i], epfd, data, reg))
-			continue;
-		if (fd >= 0)
-			return -1; /* two of them: the event cannot be told whose */
-		fd = fds[i];
-	}
-	return fd;
 }
 
 int rsk_upg_shutdown(struct rsk_sock *s, int fd, int how)

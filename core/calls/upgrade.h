@@ -104,11 +104,11 @@ static inline int rsk_upg_any_moving(void)
 				* readable yet (a later wait or call goes on with it) */
 int rsk_upg_settle(struct rsk_sock *s, int fd, int64_t end_us);
 
+/* Registers who reads @s's epoll registrations that no ctl recorded, before a move of @fd
+ * replays them (rsk_fw_epregs): 0 or -errno, which fails the move. */
+void rsk_upg_set_epregs(int (*fn)(struct rsk_sock *s, int fd));
+
 /* rsk_upg_settle for whatever @fd names: RSK_UPG_SETTLE_KEEP unless a moving socket. */
 int rsk_upg_settle_fd(int fd, int64_t end_us);
-
-/* The fd of the one moving socket of this process whose registration in epoll set @epfd has
- * @data (its own note of it, kept to replay at the move; its events in *@reg), or -1. */
-int rsk_upg_find_reg(int epfd, uint64_t data, struct epoll_event *reg);
 
 #endif
