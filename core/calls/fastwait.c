@@ -948,6 +948,18 @@ static int rsk_fw_user_op(struct rsk_fw *m, struct rsk_fw_ent *e, int op,
 	return 1;
 }
 
+/* A ctl found @m dead (its set went eager meanwhile): the fd is the kernel's there, and any
+ * set we do not mirror sees its app end. Unlocks and puts m. */
+static void rsk_fw_ctl_dead(struct rsk_fw *m, int epfd, int fd, const struct epoll_event *ev,
+			    int kernel_et)
+{
+	pthread_mutex_unlock(&m->lock);
+	rsk_fw_put(m);
+	rsk_fw_unguess(epfd, fd, ev, kernel_et);
+	rsk_fw_kill(epfd, 1);
+	rsk_fw_taint_all(fd);
+}
+
 /*
  * epoll_ctl of a lazy candidate answered from the mirror: user-space waits answer it, so the
  * kernel's registration (events | EPOLLET) matters only to a sleep and to whoever else may see
@@ -991,11 +1003,7 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
 	if (op != EPOLL_CTL_DEL && ev == NULL)
 		op = EPOLL_CTL_DEL; /* cannot happen: the real call succeeded */
 	if (m->dead) {
-		pthread_mutex_unlock(&m->lock);
-		rsk_fw_put(m);
-		rsk_fw_unguess(epfd, fd, ev, kernel_et);
-		rsk_fw_kill(epfd, 1);
-		rsk_fw_taint_all(fd);
+		rsk_fw_ctl_dead(m, epfd, fd, ev, kernel_et);
 		return;
 	}
 	walk = 0;
@@ -1014,11 +1022,7 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
 		return;
 	}
 	if (m->dead) {
-		pthread_mutex_unlock(&m->lock);
-		rsk_fw_put(m);
-		rsk_fw_unguess(epfd, fd, ev, kernel_et);
-		rsk_fw_kill(epfd, 1);
-		rsk_fw_taint_all(fd);
+		rsk_fw_ctl_dead(m, epfd, fd, ev, kernel_et);
 		return;
 	}
 	pthread_mutex_unlock(&m->lock);
