@@ -219,8 +219,8 @@ static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int
 static void rsk_fw_flush_held(struct rsk_fw *m);
 static void rsk_fw_compact(struct rsk_fw *m);
 static void rsk_fw_close_quiet(struct rsk_fw *m);
-static int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
-			   void *arg);
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg);
 static int rsk_fw_record_one(void *arg, int fd, uint32_t events, uint64_t data);
 
 /* ---- the table of mirrors, by epoll fd ---- */
@@ -547,8 +547,8 @@ static struct rsk_fw_ent *rsk_fw_append(struct rsk_fw *m, int fd)
 /* The registrations epoll set @epfd holds (the kernel's view: /proc/self/fdinfo, read whole,
  * line by line), each to @fn with its number, events (without EPOLLERR and EPOLLHUP, which
  * the kernel adds to every one) and data, until @fn returns non-zero. 0, -errno, or @fn's. */
-static int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
-			   void *arg)
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg)
 {
 	char path[48], buf[4096], *p, *nl;
 	unsigned long long data;

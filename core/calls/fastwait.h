@@ -74,6 +74,12 @@ void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
 struct rsk_sock;
 int rsk_fw_epregs(struct rsk_sock *s, int fd);
 
+/* The registrations epoll set @epfd holds, from the kernel (/proc/self/fdinfo, read whole):
+ * each to @fn with its fd, events (without EPOLLERR and EPOLLHUP, which the kernel adds to
+ * every one) and data, until @fn returns non-zero. 0, -errno, or @fn's value. */
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);
