@@ -1435,6 +1435,21 @@ static void test_quiet_again_then_move(void **state)
 	close(p[1]);
 }
 
+/* A connection of the fixture tagged TCP first (its fdtab word before in *@v, to put back),
+ * in a set that follows nothing. Its fd; its socket in *@s. */
+static int quiet_tcp_first(struct rsk_sock **s, uintptr_t *v)
+{
+	int fd;
+
+	more_conns();
+	fd = F.msv[0];
+	*s = ucl_sock(fd);
+	*v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, *v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_true(set_quiet(F.ep));
+	return fd;
+}
+
 /* A TCP-first socket's ADD and MOD in a set that follows nothing are not recorded at each
  * ctl; the move reads them from the kernel (rsk_fw_epregs: the latest events and data, and
  * none once deleted), and a mirror that ends while its set lives on records them. */
@@ -1445,12 +1460,7 @@ static void test_quiet_registrations_read_for_move(void **state)
 	int fd, user;
 
 	(void)state;
-	more_conns();
-	fd = F.msv[0];
-	s = ucl_sock(fd);
-	v = rsk_fdtab_load(fd);
-	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
-	assert_true(set_quiet(F.ep));
+	fd = quiet_tcp_first(&s, &v);
 	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 11, &user), 0);
 	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 12, &user), 0);
 	assert_int_equal(s->nepregs, 0); /* not recorded */
@@ -1490,12 +1500,7 @@ static void test_follow_records_quiet_registrations(void **state)
 	int fd, user;
 
 	(void)state;
-	more_conns();
-	fd = F.msv[0];
-	s = ucl_sock(fd);
-	v = rsk_fdtab_load(fd);
-	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
-	assert_true(set_quiet(F.ep));
+	fd = quiet_tcp_first(&s, &v);
 	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 21, &user), 0);
 	assert_int_equal(s->nepregs, 0);
 	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 1, &user), 0);
