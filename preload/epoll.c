@@ -11,6 +11,7 @@
 #include "calls/io.h"
 #include "calls/upgrade.h"
 #include "preload.h"
+#include "timeout.h"
 #include "calls/calls.h"
 #include "sock/sock.h"
 
@@ -146,7 +147,8 @@ static int rsk_epoll_pwait_some(int epfd, struct epoll_event *ev, int max, int t
  * dropped (or loses its FIN's bits, when the move cannot end within the wait's time); when
  * nothing else was reported and a move ended, the wait is asked again with what is left of
  * its timeout (each such round ended a move for good; bounded all the same). A set the
- * library does not mirror is not settled (docs/design.md, "Readiness during a move").
+ * library does not mirror, or a quiet one, is settled through its fdinfo (docs/design.md,
+ * "Readiness during a move").
  */
 #define RSK_EPOLL_SETTLE_ROUNDS 8
 
@@ -199,24 +201,13 @@ static int rsk_epoll_pwait2_some(int epfd, struct epoll_event *ev, int max,
 	return rc;
 }
 
-/* A timespec timeout in microseconds, rounded up and bounded (-1: none, or one the kernel
- * fails with EINVAL). */
-static int64_t rsk_ts_us(const struct timespec *tmo)
-{
-	if (tmo == NULL || tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L)
-		return -1;
-	if (tmo->tv_sec > 1000000000L)
-		return (int64_t)1000000000L * 1000000;
-	return (int64_t)tmo->tv_sec * 1000000 + (tmo->tv_nsec + 999) / 1000;
-}
-
 /* epoll_pwait2 while a move is under way (as rsk_epoll_moving; its set is never mirrored). */
 static __attribute__((noinline)) int rsk_epoll_pwait2_moving(int epfd, struct epoll_event *ev,
 							     int max, const struct timespec *tmo,
 							     const sigset_t *mask)
 {
-	int64_t start = rsk_now_us(), total = rsk_ts_us(tmo), left;
-	int64_t end = total < 0 ? -1 : start + total;
+	int64_t start = rsk_now_us(), total = rsk_ts_total_us(tmo);
+	int64_t end = rsk_poll_end_us(total, start);
 	struct timespec ts;
 	int rc, round, moved;
 
@@ -228,12 +219,7 @@ static __attribute__((noinline)) int rsk_epoll_pwait2_moving(int epfd, struct ep
 		rc = rsk_fw_settle(epfd, ev, rc, end, &moved);
 		if (rc > 0 || !moved)
 			return rc;
-		if (total > 0) {
-			left = rsk_left_us(end);
-			ts.tv_sec = (time_t)(left / 1000000);
-			ts.tv_nsec = (long)(left % 1000000) * 1000;
-			tmo = &ts;
-		}
+		tmo = rsk_ts_next(tmo, total, start, &ts);
 	}
 }
 
