@@ -14,7 +14,6 @@
 #define RSK_CALLS_UPGRADE_H
 
 #include <stdint.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "sock/sock.h"
