@@ -76,9 +76,12 @@ static int rsk_stream_in_flight(const struct rsk_stream *st)
 	return rsk_stream_room(st) < st->nbuf;
 }
 
-/* Should a short message wait in the stage rather than go now? */
+/* Should a short message wait in the stage rather than go now? Never where a stage would
+ * die with us (rsk_ep_stage_survives): a SIGKILL must not take bytes send() returned for. */
 static int rsk_stream_hold(const struct rsk_stream *st, unsigned int flags)
 {
+	if (!rsk_ep_stage_survives(st->ep))
+		return 0;
 	return st->cork || (flags & RSK_STREAM_MORE) || (!st->nodelay && rsk_stream_in_flight(st));
 }
 

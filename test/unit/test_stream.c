@@ -1551,6 +1551,56 @@ static void test_cork_more_nodelay_reset(void **state)
 	sp_close(&p);
 }
 
+/*
+ * A transport whose staged bytes would die with the process (no ops->stage, as verbs: its
+ * send buffers are our memory, which a SIGKILL takes): nothing waits after send() returned,
+ * whatever Nagle, TCP_CORK or MSG_MORE ask. Each write is a message of its own at once.
+ */
+static struct rsk_transport_ops nostage_ops;
+
+static void sp_nostage(struct spair *p)
+{
+	nostage_ops = *p->ea->ops;
+	nostage_ops.stage = NULL;
+	p->ea->ops = &nostage_ops;
+	assert_false(rsk_ep_stage_survives(p->ea));
+	assert_true(rsk_ep_stage_survives(p->eb));
+}
+
+static void test_nostage_posts_at_once(void **state)
+{
+	struct iovec iov = {(void *)"more", 4};
+	char dst[64];
+	struct spair p;
+	int i;
+
+	(void)state;
+	sp_open_nagle(&p);
+	sp_nostage(&p);
+	for (i = 0; i < 3; i++) { /* the first is unconsumed: Nagle would hold the others */
+		assert_int_equal(ssend(&p.a, "abc", 3), 3);
+		assert_int_equal(p.a.stage_len, 0);
+		assert_int_equal(p.a.msgs_sent, (uint64_t)i + 1);
+	}
+	rsk_stream_set_cork(&p.a, 1);
+	assert_int_equal(ssend(&p.a, "co", 2), 2);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 4);
+	rsk_stream_set_cork(&p.a, 0);
+	assert_int_equal(rsk_stream_send(&p.a, &iov, 1, RSK_STREAM_MORE), 4);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 5);
+	assert_int_equal(p.a.writes_coalesced, 0);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 15);
+	assert_memory_equal(dst, "abcabcabccomore", 15);
+	/* the other side's transport keeps its stage: Nagle as before */
+	assert_int_equal(ssend(&p.b, "x", 1), 1);
+	assert_int_equal(ssend(&p.b, "y", 1), 1);
+	assert_true(p.b.stage_len > 0); /* b's credit update is unconsumed: staged */
+	quiesce(&p);
+	sp_close(&p);
+}
+
 #ifdef RSK_KNOWN_BUGS
 static void test_one_way_reader_no_deadlock(void **state)
 {
@@ -1609,6 +1659,7 @@ int main(void)
 		cmocka_unit_test(test_nagle_fin_after_stage),
 		cmocka_unit_test(test_nagle_recv_wait_pushes),
 		cmocka_unit_test(test_cork_more_nodelay_reset),
+		cmocka_unit_test(test_nostage_posts_at_once),
 #ifdef RSK_KNOWN_BUGS
 		cmocka_unit_test(test_one_way_reader_no_deadlock),
 #endif
