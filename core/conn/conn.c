@@ -446,6 +446,9 @@ void rsk_conn_peer_gone(struct rsk_conn *c)
 	if (!ended && !c->st.fin_rcvd && cm->peer_died != NULL)
 		unread = cm->peer_died(c->ep);
 	(void)rsk_stream_progress(&c->st);
+	/* A transport that cannot look at the dead peer's side: our credit ledger says. */
+	if (cm->peer_died == NULL)
+		unread = rsk_stream_peer_unread(&c->st);
 	/* In order (its FIN is here or in the ring), or, as its kernel would have closed a TCP
 	 * socket, a FIN when it left nothing of ours unread and a reset when it did. */
 	if (!ended && !c->st.fin_rcvd && !c->st.err) {

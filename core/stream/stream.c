@@ -260,6 +260,8 @@ int rsk_stream_progress(struct rsk_stream *st)
 		rsk_stream_set_error(st, -ECONNRESET);
 		return st->err;
 	}
+	if (!rsk_stream_in_flight(st))
+		st->data_out = 0; /* every buffer back: all our data was consumed */
 	if (st->stage_len && !rsk_stream_hold(st, 0))
 		(void)rsk_stream_push(st); /* the peer consumed everything: Nagle's ACK came */
 	rsk_stream_flush(st);
@@ -381,6 +383,7 @@ static int rsk_stream_post_data(struct rsk_stream *st, void *buf, uint32_t len)
 		return rc;
 	}
 	rsk_stream_posted(st, owed);
+	st->data_out = 1;
 	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
 	return 0;
 }
@@ -540,6 +543,11 @@ void rsk_stream_peer_quit(struct rsk_stream *st)
 	st->fin_rcvd = 1;
 	st->peer_quit = 1;
 	st->stage_len = 0; /* nobody will read it */
+}
+
+int rsk_stream_peer_unread(const struct rsk_stream *st)
+{
+	return st->data_out && rsk_stream_in_flight(st);
 }
 
 void rsk_stream_error_unreported(struct rsk_stream *st)

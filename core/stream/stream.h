@@ -34,6 +34,9 @@ struct rsk_stream {
 	uint64_t rx_bytes; /* unread payload bytes in rxq (FIONREAD) */
 	unsigned int fin_rcvd : 1, fin_sent : 1, fin_pending : 1, rst_rcvd : 1, shut_rd : 1,
 		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1, peer_quit : 1;
+	/* A data message of ours may still be unread at the peer: set at every data post,
+	 * cleared once the peer has given back every buffer (rsk_stream_peer_unread). */
+	unsigned int data_out : 1;
 	/*
 	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
 	 * earlier message is still unconsumed is staged in the next send buffer (send_buf()
@@ -109,6 +112,16 @@ int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error
 /* The peer went without a FIN and left nothing of ours unread: as its kernel would have
  * sent one, the stream ends after what arrived, and our sends fail (EPIPE). */
 void rsk_stream_peer_quit(struct rsk_stream *st);
+
+/*
+ * The peer went without ending in order, and its transport cannot look at what it left
+ * (cm->peer_died NULL): may data of ours still have been unread there? Its kernel would have
+ * sent RST then, FIN if not. 0 only when no data message of ours went since the peer last
+ * had given back every buffer: a buffer comes back only once its bytes were consumed. Call
+ * after harvesting (rsk_stream_progress). Credits a dead reader owed but had not returned
+ * yet count as unread (a reset where the kernel might have sent FIN; never the reverse).
+ */
+int rsk_stream_peer_unread(const struct rsk_stream *st);
 
 /* Mark the stream reset by the world (peer process died, transport error). */
 void rsk_stream_set_error(struct rsk_stream *st, int err);

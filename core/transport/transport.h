@@ -371,7 +371,8 @@ struct rsk_cm_ops {
 	 * crash). Its kernel would have closed a TCP socket: with a FIN, or with a RST when data
 	 * of ours was left unread there. Hands over what the peer had staged (ops->stage) and
 	 * returns 1 when data of ours was unread (a reset), 0 when not (the stream ends as after
-	 * a FIN). NULL: the transport cannot tell, and the peer's going is a reset. */
+	 * a FIN). NULL: the transport cannot look at the peer's side; the stream's credit
+	 * ledger decides (rsk_stream_peer_unread: every buffer back, or no data since). */
 	int (*sends_done)(struct rsk_ep *ep);
 	void (*fin_sent)(struct rsk_ep *ep);
 	int (*peer_ended)(struct rsk_ep *ep);

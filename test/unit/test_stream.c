@@ -1601,6 +1601,47 @@ static void test_nostage_posts_at_once(void **state)
 	sp_close(&p);
 }
 
+/*
+ * The peer went without FIN on a transport that cannot look at its side (no cm->peer_died):
+ * the credit ledger decides between its kernel's FIN and RST. Data of ours is unread there
+ * until every buffer came back; empty messages (credit-only, a hello) never count.
+ */
+static void test_peer_unread_ledger(void **state)
+{
+	char dst[64];
+	struct spair p;
+
+	(void)state;
+	sp_open(&p, NBUF, BSIZE); /* credits in immediates, as verbs */
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+	assert_int_equal(rsk_stream_hello(&p.a), 0); /* an empty message in flight: no data */
+	rsk_stream_progress(&p.a);
+	assert_true(p.a.credits < NBUF);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+
+	assert_int_equal(ssend(&p.a, "data", 4), 4); /* not read yet: a reset */
+	rsk_stream_progress(&p.a);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 4);
+	rsk_stream_progress(&p.a);
+	/* read, but its credits are not back (b returns them at half a window): a dead b could
+	 * have read them or not, as far as a can know: still a reset */
+	assert_true(p.b.owed > 0);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
+	assert_int_equal(ssend(&p.b, "back", 4), 4); /* carries every credit b owed */
+	rsk_stream_progress(&p.a);
+	assert_int_equal(p.a.credits, NBUF);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+
+	/* after that, only empty messages of ours: still nothing unread */
+	assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), 4);
+	assert_int_equal(rsk_stream_hello(&p.a), 0);
+	rsk_stream_progress(&p.a);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+	quiesce(&p);
+	sp_close(&p);
+}
+
 #ifdef RSK_KNOWN_BUGS
 static void test_one_way_reader_no_deadlock(void **state)
 {
@@ -1660,6 +1701,7 @@ int main(void)
 		cmocka_unit_test(test_nagle_recv_wait_pushes),
 		cmocka_unit_test(test_cork_more_nodelay_reset),
 		cmocka_unit_test(test_nostage_posts_at_once),
+		cmocka_unit_test(test_peer_unread_ledger),
 #ifdef RSK_KNOWN_BUGS
 		cmocka_unit_test(test_one_way_reader_no_deadlock),
 #endif
