@@ -96,6 +96,8 @@ void rsk_stream_set_error(struct rsk_stream *st, int err)
 static void rsk_stream_posted(struct rsk_stream *st, uint32_t owed)
 {
 	st->owed -= owed;
+	if (st->owed == 0)
+		st->owed_data = 0;
 	if (!st->ep->oob_credits)
 		st->credits--;
 	st->msgs_sent++;
@@ -161,10 +163,13 @@ static int rsk_stream_pop(struct rsk_stream *st)
 	st->rx_count--;
 	if (gone)
 		return 0;
-	if (st->ep->oob_credits)
+	if (st->ep->oob_credits) {
 		rsk_ep_kick(st->ep, RSK_WAIT_TX); /* the repost is the credit: wake a blocked writer */
-	else
-		st->owed++;
+		return 0;
+	}
+	st->owed++;
+	if (m->len > 0)
+		st->owed_data = 1;
 	return 0;
 }
 
@@ -332,6 +337,11 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	if (st->fin_rcvd && st->rx_bytes == 0)
 		return 0;
 	(void)rsk_stream_push(st); /* a reader about to wait must not sit on our own data */
+	/* Nor on credits for data it consumed: they are the peer's only proof that we read
+	 * everything, should we die while we wait (rsk_stream_peer_unread). Never for credits
+	 * of empty messages only: two idle readers would trade credit-only messages forever. */
+	if (!st->ep->oob_credits && st->owed_data && st->owed > 0)
+		(void)rsk_stream_control(st, 0);
 	return -EAGAIN;
 }
 

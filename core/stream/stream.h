@@ -37,6 +37,9 @@ struct rsk_stream {
 	/* A data message of ours may still be unread at the peer: set at every data post,
 	 * cleared once the peer has given back every buffer (rsk_stream_peer_unread). */
 	unsigned int data_out : 1;
+	/* Some of what we owe is for data we consumed: a reader about to wait returns it at
+	 * once (rsk_stream_recv), so a peer that outlives us knows we left nothing unread. */
+	unsigned int owed_data : 1;
 	/*
 	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
 	 * earlier message is still unconsumed is staged in the next send buffer (send_buf()
@@ -118,8 +121,10 @@ void rsk_stream_peer_quit(struct rsk_stream *st);
  * (cm->peer_died NULL): may data of ours still have been unread there? Its kernel would have
  * sent RST then, FIN if not. 0 only when no data message of ours went since the peer last
  * had given back every buffer: a buffer comes back only once its bytes were consumed. Call
- * after harvesting (rsk_stream_progress). Credits a dead reader owed but had not returned
- * yet count as unread (a reset where the kernel might have sent FIN; never the reverse).
+ * after harvesting (rsk_stream_progress). A reader returns the credits of data it consumed
+ * before it waits (rsk_stream_recv); credits a dead reader owed but had not returned yet
+ * (killed between its read and its next wait) count as unread: a reset where the kernel
+ * would have sent FIN, never the reverse.
  */
 int rsk_stream_peer_unread(const struct rsk_stream *st);
 
