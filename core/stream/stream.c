@@ -337,11 +337,6 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	if (st->fin_rcvd && st->rx_bytes == 0)
 		return 0;
 	(void)rsk_stream_push(st); /* a reader about to wait must not sit on our own data */
-	/* Nor on credits for data it consumed: they are the peer's only proof that we read
-	 * everything, should we die while we wait (rsk_stream_peer_unread). Never for credits
-	 * of empty messages only: two idle readers would trade credit-only messages forever. */
-	if (!st->ep->oob_credits && st->owed_data && st->owed > 0)
-		(void)rsk_stream_control(st, 0);
 	return -EAGAIN;
 }
 
@@ -553,6 +548,20 @@ void rsk_stream_peer_quit(struct rsk_stream *st)
 	st->fin_rcvd = 1;
 	st->peer_quit = 1;
 	st->stage_len = 0; /* nobody will read it */
+}
+
+int rsk_stream_credits_due(const struct rsk_stream *st)
+{
+	return !st->ep->oob_credits && st->owed_data && st->owed > 0 && !st->err;
+}
+
+void rsk_stream_settle(struct rsk_stream *st)
+{
+	(void)rsk_stream_push(st);
+	/* Not when the message would take our last data credit: callers (the monitor's tick)
+	 * sync no readiness, and writable() would turn false unseen. */
+	if (rsk_stream_credits_due(st) && rsk_stream_free(st) != 2)
+		(void)rsk_stream_control(st, 0);
 }
 
 int rsk_stream_peer_unread(const struct rsk_stream *st)

@@ -37,8 +37,7 @@ struct rsk_stream {
 	/* A data message of ours may still be unread at the peer: set at every data post,
 	 * cleared once the peer has given back every buffer (rsk_stream_peer_unread). */
 	unsigned int data_out : 1;
-	/* Some of what we owe is for data we consumed: a reader about to wait returns it at
-	 * once (rsk_stream_recv), so a peer that outlives us knows we left nothing unread. */
+	/* Some of what we owe is for data we consumed (rsk_stream_credits_due). */
 	unsigned int owed_data : 1;
 	/*
 	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
@@ -117,14 +116,27 @@ int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error
 void rsk_stream_peer_quit(struct rsk_stream *st);
 
 /*
+ * Do we owe the peer credits for data we consumed? They are its only proof that we left
+ * nothing unread, should we die (rsk_stream_peer_unread), so a reader that found nothing
+ * more (recv -> -EAGAIN) has them sent by rsk_stream_settle at its next wait in the library
+ * or the monitor's tick, like a stage; an answer sent meanwhile carries them for free.
+ * Credits owed for empty messages alone never count: two idle ends would trade
+ * credit-only messages for ever.
+ */
+int rsk_stream_credits_due(const struct rsk_stream *st);
+
+/* Post the stage (rsk_stream_push) and the credits due (rsk_stream_credits_due). */
+void rsk_stream_settle(struct rsk_stream *st);
+
+/*
  * The peer went without ending in order, and its transport cannot look at what it left
  * (cm->peer_died NULL): may data of ours still have been unread there? Its kernel would have
  * sent RST then, FIN if not. 0 only when no data message of ours went since the peer last
  * had given back every buffer: a buffer comes back only once its bytes were consumed. Call
  * after harvesting (rsk_stream_progress). A reader returns the credits of data it consumed
- * before it waits (rsk_stream_recv); credits a dead reader owed but had not returned yet
- * (killed between its read and its next wait) count as unread: a reset where the kernel
- * would have sent FIN, never the reverse.
+ * when it waits (rsk_stream_credits_due); credits a dead reader owed but had not returned
+ * yet (killed after its read and before its next wait or tick) count as unread: a reset
+ * where the kernel would have sent FIN, never the reverse.
  */
 int rsk_stream_peer_unread(const struct rsk_stream *st);
 

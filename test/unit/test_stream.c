@@ -199,8 +199,7 @@ static void test_round_trip(void **state)
 		uint8_t *src = pat_buf(7, BSIZE), dst[BSIZE];
 
 		assert_int_equal(ssend(&p.b, src, BSIZE), BSIZE);
-		/* 1 + the credit-only message b's recv -> EAGAIN sent for the bytes it read */
-		assert_int_equal(p.b.msgs_sent, 3);
+		assert_int_equal(p.b.msgs_sent, 2);
 		assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), BSIZE);
 		assert_memory_equal(dst, src, BSIZE);
 		free(src);
@@ -1356,8 +1355,8 @@ static size_t drain_b(struct spair *p, uint8_t *dst, size_t cap)
  * Nagle: while a message is unconsumed, small writes join one staged message; the peer's
  * consumption (our "ACK") posts it at our next call, bytes arrive whole and in order. The
  * ACK is the peer's repost, visible out of band (shm); with credits in immediates it is the
- * credit update, which the peer sends at half a window or when its reader is about to wait
- * (imm case below).
+ * credit update, which the peer sends at half a window or at its next wait, so there the
+ * stage waits for that, for a wait of ours, or for the monitor's tick (imm case below).
  */
 static void nagle_coalesces(int oob)
 {
@@ -1380,10 +1379,12 @@ static void nagle_coalesces(int oob)
 	assert_int_equal(p.a.stage_len, 1000);
 	assert_int_equal(p.a.writes_coalesced, 99);
 	assert_true(rsk_stream_writable(&p.a));
-	/* b sees only the first; with credits in immediates its drain's last recv (EAGAIN: it
-	 * would wait) returns the credit at once (test_reader_wait_reports_credits) */
-	assert_int_equal(drain_b(&p, dst, sizeof(dst)), 1);
+	assert_int_equal(drain_b(&p, dst, sizeof(dst)), 1); /* b sees only the first */
 	rsk_stream_progress(&p.a);
+	if (!oob) { /* no credit came back yet (1 owed of 8, due at b's wait): still staged */
+		assert_int_equal(p.a.stage_len, 1000);
+		assert_int_equal(rsk_stream_push(&p.a), 0);
+	}
 	/* b consumed it: a's next call (any progress) saw the ACK and posted the stage */
 	assert_int_equal(p.a.stage_len, 0);
 	assert_int_equal(p.a.msgs_sent, 2);
@@ -1642,10 +1643,11 @@ static void test_peer_unread_ledger(void **state)
 }
 
 /*
- * A reader about to wait (recv -> EAGAIN) returns the credits of data it consumed at once:
- * killed while it waits, it leaves its peer the proof that nothing was unread (EOF, as the
- * kernel's FIN). Credits of empty messages alone are not returned so: two idle ends would
- * trade credit-only messages for ever.
+ * A reader that found nothing more (recv -> EAGAIN) owes the credits of the data it consumed
+ * and returns them at its wait or the monitor's tick (rsk_stream_settle, which the conn
+ * layer runs then): killed while it waits, it leaves its peer the proof that nothing was
+ * unread (EOF, as the kernel's FIN). An answer before that carries them for free. Credits of
+ * empty messages alone are never due: two idle ends would trade credit-only messages.
  */
 static void test_reader_wait_reports_credits(void **state)
 {
@@ -1657,21 +1659,35 @@ static void test_reader_wait_reports_credits(void **state)
 	sp_open(&p, NBUF, BSIZE); /* credits in immediates, as verbs */
 	assert_int_equal(ssend(&p.a, "data", 4), 4);
 	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 4);
-	assert_int_equal(p.b.msgs_sent, 0); /* consumed, not waiting yet: nothing sent */
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN); /* b would wait now */
+	assert_true(rsk_stream_credits_due(&p.b));
+	assert_int_equal(p.b.msgs_sent, 0); /* not yet: an answer could still carry them */
 	rsk_stream_progress(&p.a);
 	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
-	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN); /* b would wait now */
+	rsk_stream_settle(&p.b); /* b's wait (or tick) */
 	assert_int_equal(p.b.msgs_sent, 1);
-	assert_int_equal(p.b.owed, 0);
+	assert_false(rsk_stream_credits_due(&p.b));
 	rsk_stream_progress(&p.a);
 	assert_int_equal(p.a.credits, NBUF);
 	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
-	/* a owes b a credit for that empty message: its wait sends nothing, nor b's after */
+	/* a owes b a credit for that empty message: nothing is due, at a's wait or b's */
 	sent = p.a.msgs_sent;
 	assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), -EAGAIN);
+	assert_false(rsk_stream_credits_due(&p.a));
+	rsk_stream_settle(&p.a);
 	assert_int_equal(p.a.msgs_sent, sent);
-	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN);
+	rsk_stream_settle(&p.b);
 	assert_int_equal(p.b.msgs_sent, 1);
+
+	/* request/response: the answer carries the credits, nothing more goes at the wait */
+	assert_int_equal(ssend(&p.a, "ask", 3), 3);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 3);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN);
+	assert_true(rsk_stream_credits_due(&p.b));
+	assert_int_equal(ssend(&p.b, "answer", 6), 6);
+	assert_false(rsk_stream_credits_due(&p.b));
+	rsk_stream_settle(&p.b);
+	assert_int_equal(p.b.msgs_sent, 2);
 	quiesce(&p);
 	sp_close(&p);
 }
