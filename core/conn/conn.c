@@ -446,6 +446,9 @@ void rsk_conn_peer_gone(struct rsk_conn *c)
 	if (!ended && !c->st.fin_rcvd && cm->peer_died != NULL)
 		unread = cm->peer_died(c->ep);
 	(void)rsk_stream_progress(&c->st);
+	/* A transport that cannot look at the dead peer's side: our credit ledger says. */
+	if (cm->peer_died == NULL)
+		unread = rsk_stream_peer_unread(&c->st);
 	/* In order (its FIN is here or in the ring), or, as its kernel would have closed a TCP
 	 * socket, a FIN when it left nothing of ours unread and a reset when it did. */
 	if (!ended && !c->st.fin_rcvd && !c->st.err) {
@@ -831,7 +834,8 @@ int rsk_conn_any_arrival(void)
 }
 
 /*
- * Post every staged message. The request is taken before the pass, so a stage made during
+ * Post every staged message, and credits due for consumed data (rsk_stream_settle). The
+ * request is taken before the pass, so a stage made during
  * it requests again; stages we could not reach (lock busy) request again too.
  */
 void rsk_conn_push_taken(void)
@@ -849,9 +853,10 @@ void rsk_conn_push_taken(void)
 			left = 1; /* busy: the next pass (or the owner) sees it */
 			continue;
 		}
-		/* Writability does not change (a stage already counts as a used buffer) and the
-		 * peer is kicked by the post, so no readiness sync is needed here. */
-		(void)rsk_stream_push(&r->c->st);
+		/* Writability does not change (a stage already counts as a used buffer, a credit
+		 * message never takes the last data credit) and the peer is kicked by the post,
+		 * so no readiness sync is needed here. */
+		rsk_stream_settle(&r->c->st);
 		pthread_mutex_unlock(&r->c->lock);
 	}
 	pthread_mutex_unlock(&rsk_conn_reg_lock);

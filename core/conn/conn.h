@@ -264,7 +264,8 @@ void rsk_conn_watching(struct rsk_conn *c, int on);
  */
 void rsk_conn_forget(struct rsk_conn *c);
 
-/* A connection of ours holds a staged (coalesced) message: make sure it is posted soon. */
+/* A connection of ours holds a staged (coalesced) message, or owes credits for data it
+ * consumed (rsk_stream_credits_due): make sure it is posted soon. */
 void rsk_conn_staged(void);
 
 /* Post every staged message of this process now (the application is about to wait).

@@ -76,9 +76,12 @@ static int rsk_stream_in_flight(const struct rsk_stream *st)
 	return rsk_stream_room(st) < st->nbuf;
 }
 
-/* Should a short message wait in the stage rather than go now? */
+/* Should a short message wait in the stage rather than go now? Never where a stage would
+ * die with us (rsk_ep_stage_survives): a SIGKILL must not take bytes send() returned for. */
 static int rsk_stream_hold(const struct rsk_stream *st, unsigned int flags)
 {
+	if (!rsk_ep_stage_survives(st->ep))
+		return 0;
 	return st->cork || (flags & RSK_STREAM_MORE) || (!st->nodelay && rsk_stream_in_flight(st));
 }
 
@@ -93,6 +96,8 @@ void rsk_stream_set_error(struct rsk_stream *st, int err)
 static void rsk_stream_posted(struct rsk_stream *st, uint32_t owed)
 {
 	st->owed -= owed;
+	if (st->owed == 0)
+		st->owed_data = 0;
 	if (!st->ep->oob_credits)
 		st->credits--;
 	st->msgs_sent++;
@@ -158,10 +163,13 @@ static int rsk_stream_pop(struct rsk_stream *st)
 	st->rx_count--;
 	if (gone)
 		return 0;
-	if (st->ep->oob_credits)
+	if (st->ep->oob_credits) {
 		rsk_ep_kick(st->ep, RSK_WAIT_TX); /* the repost is the credit: wake a blocked writer */
-	else
-		st->owed++;
+		return 0;
+	}
+	st->owed++;
+	if (m->len > 0)
+		st->owed_data = 1;
 	return 0;
 }
 
@@ -257,6 +265,8 @@ int rsk_stream_progress(struct rsk_stream *st)
 		rsk_stream_set_error(st, -ECONNRESET);
 		return st->err;
 	}
+	if (!rsk_stream_in_flight(st))
+		st->data_out = 0; /* every buffer back: all our data was consumed */
 	if (st->stage_len && !rsk_stream_hold(st, 0))
 		(void)rsk_stream_push(st); /* the peer consumed everything: Nagle's ACK came */
 	rsk_stream_flush(st);
@@ -378,6 +388,7 @@ static int rsk_stream_post_data(struct rsk_stream *st, void *buf, uint32_t len)
 		return rc;
 	}
 	rsk_stream_posted(st, owed);
+	st->data_out = 1;
 	rsk_ep_kick(st->ep, RSK_WAIT_RX | RSK_KICK_DATA | (owed ? RSK_WAIT_TX : 0));
 	return 0;
 }
@@ -537,6 +548,25 @@ void rsk_stream_peer_quit(struct rsk_stream *st)
 	st->fin_rcvd = 1;
 	st->peer_quit = 1;
 	st->stage_len = 0; /* nobody will read it */
+}
+
+int rsk_stream_credits_due(const struct rsk_stream *st)
+{
+	return !st->ep->oob_credits && st->owed_data && st->owed > 0 && !st->err;
+}
+
+void rsk_stream_settle(struct rsk_stream *st)
+{
+	(void)rsk_stream_push(st);
+	/* Not when the message would take our last data credit: callers (the monitor's tick)
+	 * sync no readiness, and writable() would turn false unseen. */
+	if (rsk_stream_credits_due(st) && rsk_stream_free(st) != 2)
+		(void)rsk_stream_control(st, 0);
+}
+
+int rsk_stream_peer_unread(const struct rsk_stream *st)
+{
+	return st->data_out && rsk_stream_in_flight(st);
 }
 
 void rsk_stream_error_unreported(struct rsk_stream *st)

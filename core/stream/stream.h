@@ -34,6 +34,11 @@ struct rsk_stream {
 	uint64_t rx_bytes; /* unread payload bytes in rxq (FIONREAD) */
 	unsigned int fin_rcvd : 1, fin_sent : 1, fin_pending : 1, rst_rcvd : 1, shut_rd : 1,
 		shut_wr : 1, err_seen_rx : 1, err_seen_tx : 1, peer_quit : 1;
+	/* A data message of ours may still be unread at the peer: set at every data post,
+	 * cleared once the peer has given back every buffer (rsk_stream_peer_unread). */
+	unsigned int data_out : 1;
+	/* Some of what we owe is for data we consumed (rsk_stream_credits_due). */
+	unsigned int owed_data : 1;
 	/*
 	 * Coalescing (Nagle): with TCP_NODELAY off, a write shorter than a buffer while an
 	 * earlier message is still unconsumed is staged in the next send buffer (send_buf()
@@ -109,6 +114,31 @@ int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error
 /* The peer went without a FIN and left nothing of ours unread: as its kernel would have
  * sent one, the stream ends after what arrived, and our sends fail (EPIPE). */
 void rsk_stream_peer_quit(struct rsk_stream *st);
+
+/*
+ * Do we owe the peer credits for data we consumed? They are its only proof that we left
+ * nothing unread, should we die (rsk_stream_peer_unread), so a reader that found nothing
+ * more (recv -> -EAGAIN) has them sent by rsk_stream_settle at its next wait in the library
+ * or the monitor's tick, like a stage; an answer sent meanwhile carries them for free.
+ * Credits owed for empty messages alone never count: two idle ends would trade
+ * credit-only messages for ever.
+ */
+int rsk_stream_credits_due(const struct rsk_stream *st);
+
+/* Post the stage (rsk_stream_push) and the credits due (rsk_stream_credits_due). */
+void rsk_stream_settle(struct rsk_stream *st);
+
+/*
+ * The peer went without ending in order, and its transport cannot look at what it left
+ * (cm->peer_died NULL): may data of ours still have been unread there? Its kernel would have
+ * sent RST then, FIN if not. 0 only when no data message of ours went since the peer last
+ * had given back every buffer: a buffer comes back only once its bytes were consumed. Call
+ * after harvesting (rsk_stream_progress). A reader returns the credits of data it consumed
+ * when it waits (rsk_stream_credits_due); credits a dead reader owed but had not returned
+ * yet (killed after its read and before its next wait or tick) count as unread: a reset
+ * where the kernel would have sent FIN, never the reverse.
+ */
+int rsk_stream_peer_unread(const struct rsk_stream *st);
 
 /* Mark the stream reset by the world (peer process died, transport error). */
 void rsk_stream_set_error(struct rsk_stream *st, int err);

@@ -111,7 +111,8 @@ struct rsk_transport_ops {
 	 * The engine holds @len bytes (immediate @imm) in send_buf() memory without posting
 	 * them yet (Nagle, cork). A transport whose peer can reach that memory records it, so
 	 * a peer that outlives us can still take what our send() already returned for
-	 * (cm->peer_died). NULL: the bytes die with the process.
+	 * (cm->peer_died). NULL: nothing would survive us, so the engine never holds bytes
+	 * after send() returned for them (no Nagle, cork or MSG_MORE stage: rsk_ep_stage_survives).
 	 */
 	void (*stage)(struct rsk_ep *ep, uint32_t len, uint32_t imm);
 	/* A hint, without a lock or a system call: has a message come that the engine has not
@@ -189,6 +190,17 @@ static inline void rsk_ep_stage(struct rsk_ep *ep, uint32_t len, uint32_t imm)
 {
 	if (ep->ops->stage != NULL)
 		ep->ops->stage(ep, len, imm);
+}
+
+/*
+ * May the engine hold bytes in send_buf() memory after send() returned for them? Only when
+ * they outlive our process (ops->stage): over TCP the kernel sends what it held (Nagle, cork)
+ * even for a process killed by SIGKILL, so bytes no one could send after our death must not
+ * wait in user memory.
+ */
+static inline int rsk_ep_stage_survives(const struct rsk_ep *ep)
+{
+	return ep->ops->stage != NULL;
 }
 
 static inline void rsk_ep_kick(struct rsk_ep *ep, unsigned int what)
@@ -359,7 +371,8 @@ struct rsk_cm_ops {
 	 * crash). Its kernel would have closed a TCP socket: with a FIN, or with a RST when data
 	 * of ours was left unread there. Hands over what the peer had staged (ops->stage) and
 	 * returns 1 when data of ours was unread (a reset), 0 when not (the stream ends as after
-	 * a FIN). NULL: the transport cannot tell, and the peer's going is a reset. */
+	 * a FIN). NULL: the transport cannot look at the peer's side; the stream's credit
+	 * ledger decides (rsk_stream_peer_unread: every buffer back, or no data since). */
 	int (*sends_done)(struct rsk_ep *ep);
 	void (*fin_sent)(struct rsk_ep *ep);
 	int (*peer_ended)(struct rsk_ep *ep);

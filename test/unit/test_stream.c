@@ -1355,8 +1355,8 @@ static size_t drain_b(struct spair *p, uint8_t *dst, size_t cap)
  * Nagle: while a message is unconsumed, small writes join one staged message; the peer's
  * consumption (our "ACK") posts it at our next call, bytes arrive whole and in order. The
  * ACK is the peer's repost, visible out of band (shm); with credits in immediates it is the
- * credit update, which the peer sends only at half a window, so there the stage waits for
- * that, for a wait of ours, or for the monitor's tick (imm case below).
+ * credit update, which the peer sends at half a window or at its next wait, so there the
+ * stage waits for that, for a wait of ours, or for the monitor's tick (imm case below).
  */
 static void nagle_coalesces(int oob)
 {
@@ -1381,7 +1381,7 @@ static void nagle_coalesces(int oob)
 	assert_true(rsk_stream_writable(&p.a));
 	assert_int_equal(drain_b(&p, dst, sizeof(dst)), 1); /* b sees only the first */
 	rsk_stream_progress(&p.a);
-	if (!oob) { /* no credit came back yet (1 owed of 8): still staged, until a waits */
+	if (!oob) { /* no credit came back yet (1 owed of 8, due at b's wait): still staged */
 		assert_int_equal(p.a.stage_len, 1000);
 		assert_int_equal(rsk_stream_push(&p.a), 0);
 	}
@@ -1551,6 +1551,147 @@ static void test_cork_more_nodelay_reset(void **state)
 	sp_close(&p);
 }
 
+/*
+ * A transport whose staged bytes would die with the process (no ops->stage, as verbs: its
+ * send buffers are our memory, which a SIGKILL takes): nothing waits after send() returned,
+ * whatever Nagle, TCP_CORK or MSG_MORE ask. Each write is a message of its own at once.
+ */
+static struct rsk_transport_ops nostage_ops;
+
+static void sp_nostage(struct spair *p)
+{
+	nostage_ops = *p->ea->ops;
+	nostage_ops.stage = NULL;
+	p->ea->ops = &nostage_ops;
+	assert_false(rsk_ep_stage_survives(p->ea));
+	assert_true(rsk_ep_stage_survives(p->eb));
+}
+
+static void test_nostage_posts_at_once(void **state)
+{
+	struct iovec iov = {(void *)"more", 4};
+	char dst[64];
+	struct spair p;
+	int i;
+
+	(void)state;
+	sp_open_nagle(&p);
+	sp_nostage(&p);
+	for (i = 0; i < 3; i++) { /* the first is unconsumed: Nagle would hold the others */
+		assert_int_equal(ssend(&p.a, "abc", 3), 3);
+		assert_int_equal(p.a.stage_len, 0);
+		assert_int_equal(p.a.msgs_sent, (uint64_t)i + 1);
+	}
+	rsk_stream_set_cork(&p.a, 1);
+	assert_int_equal(ssend(&p.a, "co", 2), 2);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 4);
+	rsk_stream_set_cork(&p.a, 0);
+	assert_int_equal(rsk_stream_send(&p.a, &iov, 1, RSK_STREAM_MORE), 4);
+	assert_int_equal(p.a.stage_len, 0);
+	assert_int_equal(p.a.msgs_sent, 5);
+	assert_int_equal(p.a.writes_coalesced, 0);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 15);
+	assert_memory_equal(dst, "abcabcabccomore", 15);
+	/* the other side's transport keeps its stage: Nagle as before */
+	assert_int_equal(ssend(&p.b, "x", 1), 1);
+	assert_int_equal(ssend(&p.b, "y", 1), 1);
+	assert_true(p.b.stage_len > 0); /* b's credit update is unconsumed: staged */
+	quiesce(&p);
+	sp_close(&p);
+}
+
+/*
+ * The peer went without FIN on a transport that cannot look at its side (no cm->peer_died):
+ * the credit ledger decides between its kernel's FIN and RST. Data of ours is unread there
+ * until every buffer came back; empty messages (credit-only, a hello) never count.
+ */
+static void test_peer_unread_ledger(void **state)
+{
+	char dst[64];
+	struct spair p;
+
+	(void)state;
+	sp_open(&p, NBUF, BSIZE); /* credits in immediates, as verbs */
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+	assert_int_equal(rsk_stream_hello(&p.a), 0); /* an empty message in flight: no data */
+	rsk_stream_progress(&p.a);
+	assert_true(p.a.credits < NBUF);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+
+	assert_int_equal(ssend(&p.a, "data", 4), 4); /* not read yet: a reset */
+	rsk_stream_progress(&p.a);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 4);
+	rsk_stream_progress(&p.a);
+	/* read, but its credits are not back (b returns them at half a window): a dead b could
+	 * have read them or not, as far as a can know: still a reset */
+	assert_true(p.b.owed > 0);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
+	assert_int_equal(ssend(&p.b, "back", 4), 4); /* carries every credit b owed */
+	rsk_stream_progress(&p.a);
+	assert_int_equal(p.a.credits, NBUF);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+
+	/* after that, only empty messages of ours: still nothing unread */
+	assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), 4);
+	assert_int_equal(rsk_stream_hello(&p.a), 0);
+	rsk_stream_progress(&p.a);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+	quiesce(&p);
+	sp_close(&p);
+}
+
+/*
+ * A reader that found nothing more (recv -> EAGAIN) owes the credits of the data it consumed
+ * and returns them at its wait or the monitor's tick (rsk_stream_settle, which the conn
+ * layer runs then): killed while it waits, it leaves its peer the proof that nothing was
+ * unread (EOF, as the kernel's FIN). An answer before that carries them for free. Credits of
+ * empty messages alone are never due: two idle ends would trade credit-only messages.
+ */
+static void test_reader_wait_reports_credits(void **state)
+{
+	char dst[64];
+	struct spair p;
+	uint64_t sent;
+
+	(void)state;
+	sp_open(&p, NBUF, BSIZE); /* credits in immediates, as verbs */
+	assert_int_equal(ssend(&p.a, "data", 4), 4);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 4);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN); /* b would wait now */
+	assert_true(rsk_stream_credits_due(&p.b));
+	assert_int_equal(p.b.msgs_sent, 0); /* not yet: an answer could still carry them */
+	rsk_stream_progress(&p.a);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
+	rsk_stream_settle(&p.b); /* b's wait (or tick) */
+	assert_int_equal(p.b.msgs_sent, 1);
+	assert_false(rsk_stream_credits_due(&p.b));
+	rsk_stream_progress(&p.a);
+	assert_int_equal(p.a.credits, NBUF);
+	assert_int_equal(rsk_stream_peer_unread(&p.a), 0);
+	/* a owes b a credit for that empty message: nothing is due, at a's wait or b's */
+	sent = p.a.msgs_sent;
+	assert_int_equal(srecv(&p.a, dst, sizeof(dst), 0), -EAGAIN);
+	assert_false(rsk_stream_credits_due(&p.a));
+	rsk_stream_settle(&p.a);
+	assert_int_equal(p.a.msgs_sent, sent);
+	rsk_stream_settle(&p.b);
+	assert_int_equal(p.b.msgs_sent, 1);
+
+	/* request/response: the answer carries the credits, nothing more goes at the wait */
+	assert_int_equal(ssend(&p.a, "ask", 3), 3);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), 3);
+	assert_int_equal(srecv(&p.b, dst, sizeof(dst), 0), -EAGAIN);
+	assert_true(rsk_stream_credits_due(&p.b));
+	assert_int_equal(ssend(&p.b, "answer", 6), 6);
+	assert_false(rsk_stream_credits_due(&p.b));
+	rsk_stream_settle(&p.b);
+	assert_int_equal(p.b.msgs_sent, 2);
+	quiesce(&p);
+	sp_close(&p);
+}
+
 #ifdef RSK_KNOWN_BUGS
 static void test_one_way_reader_no_deadlock(void **state)
 {
@@ -1609,6 +1750,9 @@ int main(void)
 		cmocka_unit_test(test_nagle_fin_after_stage),
 		cmocka_unit_test(test_nagle_recv_wait_pushes),
 		cmocka_unit_test(test_cork_more_nodelay_reset),
+		cmocka_unit_test(test_nostage_posts_at_once),
+		cmocka_unit_test(test_peer_unread_ledger),
+		cmocka_unit_test(test_reader_wait_reports_credits),
 #ifdef RSK_KNOWN_BUGS
 		cmocka_unit_test(test_one_way_reader_no_deadlock),
 #endif
