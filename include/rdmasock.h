@@ -41,6 +41,10 @@ extern "C" {
 /* How long a relay whose program is gone (every holder of its fd closed) waits without a byte
  * moving before it ends, as the kernel ends an orphaned TCP socket (tcp_fin_timeout) */
 #define RDMASOCK_ENV_ORPHAN_MS "RDMASOCK_ORPHAN_MS"
+/* Which transports coalesce small writes (Nagle, TCP_CORK, MSG_MORE): "safe" (default) only
+ * where held bytes outlive a killed process (shm); "always" also verbs, where a SIGKILL or a
+ * crash loses what is held (less than one buffer) */
+#define RDMASOCK_ENV_COALESCE "RDMASOCK_COALESCE"
 #define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
 #define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 

@@ -23,6 +23,7 @@ struct rsk_config_ctx {
 static const char *const rsk_mode_names[] = {"auto", "kernel", "shm", "verbs"};
 static const char *const rsk_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const rsk_tcp_first_names[] = {"auto", "on", "off", "learn"};
+static const char *const rsk_coalesce_names[] = {"safe", "always"};
 
 void rsk_config_defaults(struct rsk_config *c)
 {
@@ -232,6 +233,9 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_uint(&ctx, RDMASOCK_ENV_UPGRADE_MS, 0, 3600000, 0, &c->upgrade_ms);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_FASTWAIT, 0, 1, 0, &c->fastwait);
 	rsk_config_uint(&ctx, RDMASOCK_ENV_ORPHAN_MS, 1, 3600000, 0, &c->orphan_ms);
+	v = (int)c->coalesce;
+	rsk_config_enum(&ctx, RDMASOCK_ENV_COALESCE, rsk_coalesce_names, 2, "safe or always", &v);
+	c->coalesce = (enum rsk_coalesce)v;
 	return ctx.bad;
 }
 

@@ -32,6 +32,12 @@ enum rsk_tcp_first {
 	RSK_TCP_FIRST_LEARN, /* the same as auto, by its name (TCP first where connections end short) */
 };
 
+/* Where small writes may wait in a stage (RDMASOCK_COALESCE). */
+enum rsk_coalesce {
+	RSK_COALESCE_SAFE = 0, /* only where the stage outlives the process (rsk_ep_stage_survives) */
+	RSK_COALESCE_ALWAYS,   /* also where it dies with it: throughput over a killed sender's tail */
+};
+
 #define RSK_CONFIG_MAX_RULES 32
 
 struct rsk_port_range {
@@ -58,6 +64,7 @@ struct rsk_config {
 	unsigned int upgrade_ms;
 	unsigned int fastwait; /* the user-space epoll fast path (calls/fastwait.c) */
 	unsigned int orphan_ms; /* an orphaned relay's patience (conn/relay.c) */
+	enum rsk_coalesce coalesce;
 };
 
 /* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */

@@ -17,6 +17,7 @@
 #include "base/addr.h"
 #include "base/clock.h"
 #include "base/compiler.h"
+#include "base/config.h"
 #include "base/evloop.h"
 #include "base/fdhide.h"
 #include "base/log.h"
@@ -184,6 +185,7 @@ int rsk_conn_prepare(struct rsk_conn *c, int fd, int *app, int *ctl, int *tcp)
 {
 	int rc = rsk_stream_init(&c->st, c->ep, rsk_conn_rxq(c));
 
+	c->st.stage_volatile = rsk_config.coalesce == RSK_COALESCE_ALWAYS;
 	/* A non-blocking application fd gets a non-blocking pair at once: no F_SETFL on its
 	 * ctl end now, nor on the app end once it is the application's. */
 	c->pair_nonblock = c->app_fl > 0;

@@ -77,10 +77,11 @@ static int rsk_stream_in_flight(const struct rsk_stream *st)
 }
 
 /* Should a short message wait in the stage rather than go now? Never where a stage would
- * die with us (rsk_ep_stage_survives): a SIGKILL must not take bytes send() returned for. */
+ * die with us (rsk_ep_stage_survives): a SIGKILL must not take bytes send() returned for,
+ * unless the operator chose otherwise (stage_volatile). */
 static int rsk_stream_hold(const struct rsk_stream *st, unsigned int flags)
 {
-	if (!rsk_ep_stage_survives(st->ep))
+	if (!st->stage_volatile && !rsk_ep_stage_survives(st->ep))
 		return 0;
 	return st->cork || (flags & RSK_STREAM_MORE) || (!st->nodelay && rsk_stream_in_flight(st));
 }

@@ -48,6 +48,9 @@ struct rsk_stream {
 	 */
 	uint32_t stage_len;                     /* bytes staged, 0 = no stage */
 	unsigned int nodelay : 1, cork : 1; /* TCP_NODELAY, TCP_CORK as the application set them */
+	/* Stage even where the stage dies with the process (RDMASOCK_COALESCE=always): the
+	 * operator chose small-write throughput over a SIGKILLed sender's last bytes. */
+	unsigned int stage_volatile : 1;
 	int err; /* sticky: -ECONNRESET (peer reset or broke the protocol) */
 	/* counters for stats */
 	uint64_t bytes_sent, bytes_rcvd, msgs_sent, msgs_rcvd, credit_stalls;

@@ -176,6 +176,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.connect_timeout_ms, RSK_DEFAULT_CONNECT_TIMEOUT_MS);
 	assert_int_equal(cfg.orphan_ms, 60000); /* the kernel's tcp_fin_timeout */
 	assert_int_equal(cfg.fastwait, 1);
+	assert_int_equal(cfg.coalesce, RSK_COALESCE_SAFE); /* no byte held where a kill takes it */
 	assert_string_equal(cfg.device, "");
 	/* rsk_config_defaults and a parse of an empty environment agree exactly. */
 	assert_memory_equal(&cfg, &defaults, sizeof(cfg));
@@ -224,6 +225,15 @@ static void test_log_values(void **state)
 		expect_accepted(RDMASOCK_ENV_LOG, ok[i].s);
 		assert_int_equal(cfg.log_level, ok[i].l);
 	}
+}
+
+static void test_coalesce_values(void **state)
+{
+	(void)state;
+	expect_accepted(RDMASOCK_ENV_COALESCE, "always");
+	assert_int_equal(cfg.coalesce, RSK_COALESCE_ALWAYS);
+	expect_accepted(RDMASOCK_ENV_COALESCE, "SAFE");
+	assert_int_equal(cfg.coalesce, RSK_COALESCE_SAFE);
 }
 
 static void test_numeric_valid(void **state)
@@ -289,6 +299,9 @@ static void test_enum_rejected(void **state)
 		expect_rejected(RDMASOCK_ENV_TRANSPORT, bad_mode[i]);
 	for (i = 0; i < RSK_ARRAY_SIZE(bad_log); i++)
 		expect_rejected(RDMASOCK_ENV_LOG, bad_log[i]);
+	expect_rejected(RDMASOCK_ENV_COALESCE, "on");
+	expect_rejected(RDMASOCK_ENV_COALESCE, "");
+	expect_rejected(RDMASOCK_ENV_COALESCE, "1");
 }
 
 /* Bad in every numeric variable whatever its range. */
@@ -580,6 +593,7 @@ int main(void)
 		T(test_defaults),
 		T(test_transport_values),
 		T(test_log_values),
+		T(test_coalesce_values),
 		T(test_numeric_valid),
 		T(test_paths_valid),
 		T(test_enum_rejected),

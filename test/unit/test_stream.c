@@ -1601,6 +1601,32 @@ static void test_nostage_posts_at_once(void **state)
 	sp_close(&p);
 }
 
+/* RDMASOCK_COALESCE=always: the operator takes Nagle's throughput over a killed sender's
+ * tail, so a transport whose stage dies with us stages again. */
+static void test_nostage_volatile_by_choice(void **state)
+{
+	char dst[16];
+	struct spair p;
+
+	(void)state;
+	sp_open_nagle(&p);
+	sp_nostage(&p);
+	p.a.stage_volatile = 1;
+	assert_int_equal(ssend(&p.a, "abc", 3), 3); /* nothing in flight: goes */
+	assert_int_equal(ssend(&p.a, "de", 2), 2);  /* behind the unconsumed first: held */
+	assert_int_equal(p.a.stage_len, 2);
+	assert_int_equal(p.a.msgs_sent, 1);
+	assert_int_equal(ssend(&p.a, "f", 1), 1);
+	assert_int_equal(p.a.stage_len, 3);
+	assert_int_equal(p.a.writes_coalesced, 1);
+	assert_int_equal(rsk_stream_push(&p.a), 0); /* as a wait in the library would */
+	assert_int_equal(p.a.msgs_sent, 2);
+	assert_int_equal(drain_b(&p, (uint8_t *)dst, sizeof(dst)), 6);
+	assert_memory_equal(dst, "abcdef", 6);
+	quiesce(&p);
+	sp_close(&p);
+}
+
 /*
  * The peer went without FIN on a transport that cannot look at its side (no cm->peer_died):
  * the credit ledger decides between its kernel's FIN and RST. Data of ours is unread there
@@ -1751,6 +1777,7 @@ int main(void)
 		cmocka_unit_test(test_nagle_recv_wait_pushes),
 		cmocka_unit_test(test_cork_more_nodelay_reset),
 		cmocka_unit_test(test_nostage_posts_at_once),
+		cmocka_unit_test(test_nostage_volatile_by_choice),
 		cmocka_unit_test(test_peer_unread_ledger),
 		cmocka_unit_test(test_reader_wait_reports_credits),
 #ifdef RSK_KNOWN_BUGS
