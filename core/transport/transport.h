@@ -351,6 +351,16 @@ struct rsk_cm_ops {
 	 * reported, returns RSK_EPEV_* bits. */
 	int (*event_fd)(struct rsk_ep *ep, int i);
 	unsigned int (*on_event)(struct rsk_ep *ep, int i);
+	/*
+	 * Events from an fd the transport shares between endpoints (verbs: one completion
+	 * channel per device, one rdma_cm channel per process) instead of event_fd: the owner
+	 * binds event @i to a virtual watch @w (base/evloop.h, 0: none), which the transport
+	 * fires from the loop thread, and then on_event(ep, @i) takes it as above. event_wait:
+	 * wait up to @ms (outside the loop thread) for the endpoint's events, taking them as
+	 * on_event would with quiet_ok 0; returns RSK_EPEV_* bits (GONE stays once seen).
+	 */
+	void (*event_bind)(struct rsk_ep *ep, int i, uint64_t w);
+	unsigned int (*event_wait)(struct rsk_ep *ep, int ms);
 
 	/* Teardown. sends_done: everything posted has left (NULL: nothing to linger for).
 	 * fin_sent: our FIN is in the peer's memory (a later close of ours is orderly).

@@ -69,6 +69,7 @@ SCENARIO_TIMEOUT_mixed_plain_server=${SCENARIO_TIMEOUT_mixed_plain_server:-45}
 SCENARIO_TIMEOUT_lastwords=${SCENARIO_TIMEOUT_lastwords:-150}
 SCENARIO_TIMEOUT_tcpfirst_redis=${SCENARIO_TIMEOUT_tcpfirst_redis:-90}
 SCENARIO_TIMEOUT_tcpfirst_integrity=${SCENARIO_TIMEOUT_tcpfirst_integrity:-$((INTEGRITY_SECS + 30))}
+SCENARIO_TIMEOUT_fds=${SCENARIO_TIMEOUT_fds:-120}
 for s in server_recv server_epoll client_recv client_send; do
 	eval "SCENARIO_TIMEOUT_peerdeath_$s=\${SCENARIO_TIMEOUT_peerdeath_$s:-30}"
 done
@@ -759,6 +760,34 @@ sc_tcpfirst_integrity() {
 		die_sc "the bytes did not split at the move"
 }
 
+# 14. hidden fds (issue 9): RSK_VM_FDS_N (100) verbs connections from one client process to
+# one epoll echo server (connscale idle against connserver: an echo each, 1 s idle, a second
+# echo round). Per connection, each process may hold 2 fds: the application's and at most one
+# hidden (the readiness ctl end); fds the library opens once per process (shared completion
+# and rdma_cm channels, the event loop's) are allowed 16 in all. Counted from /proc/PID/fd
+# before and while holding them.
+sc_fds() {
+	local port=7500 n=${RSK_VM_FDS_N:-100} spid rc fc fs
+	STATS=/tmp/stats.fds.jsonl
+	rxe_mark
+	pre_bg "$PROGS/connserver" $port --seconds 90 >/tmp/fds-s.out 2>&1
+	spid=$BG_PID
+	wait_listen "$SRV" $port 20 "$spid" /tmp/fds-s.out
+	pre 80 "$PROGS/connscale" idle $port "$n" "$spid" >/tmp/fds-c.out 2>&1
+	rc=$?
+	grep -E '^(idle|client|server)' /tmp/fds-c.out
+	stop_bg "$spid" TERM 10 || die_sc "connserver: $(status_str $?); $(tail -n 2 /tmp/fds-s.out)"
+	[ $rc = 0 ] || die_sc "connscale idle: $(status_str $rc); $(first_error /tmp/fds-c.out)"
+	fc=$(sed -n 's/.* fds_client=\([0-9.]*\).*/\1/p' /tmp/fds-c.out)
+	fs=$(sed -n 's/.* fds_server=\([0-9.]*\).*/\1/p' /tmp/fds-c.out)
+	[ -n "$fc" ] && [ -n "$fs" ] || die_sc "no per-connection fd counts from connscale"
+	note "$n conns: fds per connection client $fc, server $fs"
+	awk -v c="$fc" -v s="$fs" -v n="$n" 'BEGIN { m = 2 + 16 / n; exit !(c <= m && s <= m) }' ||
+		die_sc "more than 2 fds per connection (client $fc, server $fs; allowed 2 + 16/$n)"
+	assert_carried "$EXPECT" $((2 * n))
+	rxe_check pair
+}
+
 # run_sc NAME: scenario NAME (function sc_NAME or a command) and its RSK-VM-VERBS line.
 run_sc() {
 	local name=$1 p f t0 res secs lim var
@@ -790,7 +819,7 @@ run_sc() {
 echo "vm_verbs: mode $MODE, preload ${PRELOAD:-none}, transport ${RSK_VM_TRANSPORT:-verbs}," \
 	"expect $EXPECT ($CARRY), integrity $INTEGRITY_BYTES, redis -n $REDIS_N"
 [ "$MODE" = kernel ] || [ -e "$PRELOAD" ] || { echo "no preload library $PRELOAD"; exit 1; }
-for p in integrity mixed_peer peerdeath lastwords; do
+for p in integrity mixed_peer peerdeath lastwords connserver connscale; do
 	[ -x "$PROGS/$p" ] || { echo "test program $PROGS/$p missing"; exit 1; }
 done
 LINES_OUT=()
@@ -809,6 +838,7 @@ done
 run_sc lastwords sc_lastwords
 run_sc tcpfirst_redis sc_tcpfirst_redis
 run_sc tcpfirst_integrity sc_tcpfirst_integrity
+run_sc fds sc_fds
 
 echo "=== vm_verbs summary (mode $LABEL)"
 printf '%s\n' "${LINES_OUT[@]}"
