@@ -24,10 +24,12 @@ struct rdma_event_channel;
 
 /* The client's hello and the server's answer, in rdma_cm private data (network order). */
 #define RSK_VERBS_MAGIC 0x52534b31u /* "RSK1" */
+/* 2: neither end keeps the TCP connection once set up (a version-1 peer still watched its
+ * own as the sign of our death, and would take our close for it). */
 #ifndef RSK_TEST_PROTO_NEXT /* a test build's next version (shm_rdv.h) */
-#define RSK_VERBS_VERSION 1
-#else
 #define RSK_VERBS_VERSION 2
+#else
+#define RSK_VERBS_VERSION 3
 #endif
 /* FROZEN: the start of every hello and of a version reject's private data, whatever the
  * version; a reader of any version reads this much and knows whether the rest is for it. */
@@ -36,11 +38,11 @@ struct rsk_verbs_hdr {
 	uint16_t version; /* the sender's RSK_VERBS_VERSION */
 } __attribute__((packed));
 
-/* Version 1's hello (its layout may change with the version; its start may not). */
+/* Version 2's hello (its layout may change with the version; its start may not). */
 struct rsk_verbs_hello {
 	uint32_t magic; /* = struct rsk_verbs_hdr */
 	uint16_t version;
-	uint16_t tcp_port; /* client: the port its TCP placeholder is bound to */
+	uint16_t tcp_port; /* client: the port its TCP connection is bound to (the claim key) */
 	uint32_t nbuf;
 	uint32_t buf_size;
 	uint16_t flags;    /* RSK_VERBS_HELLO_* */

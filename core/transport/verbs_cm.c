@@ -729,7 +729,9 @@ const struct rsk_cm_ops rsk_verbs_cm_ops = {
 	.dial_sync = 1,
 	.accept_hello = 1,
 	.keeps_ctl = 1,
-	.keeps_tcp = 1,
+	/* No placeholder (issue 9: one hidden fd per connection): the addresses were copied at
+	 * the switch, and a dead peer's rdma_cm id goes with its process (our DISCONNECTED). */
+	.keeps_tcp = 0,
 	.sends_sync = 1,
 	.slow_setup = 1,
 	.dial = rsk_verbs_dial,
