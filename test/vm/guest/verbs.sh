@@ -21,6 +21,7 @@
 #   RSK_VM_IDLE_SECS  a benchmark client is ended as stalled after this long without a byte
 #                     crossing the pair (10)
 #   RSK_VM_REDIS_N    redis-benchmark -n (default 2000); RSK_VM_MIXED_BYTES (8 MiB)
+#   RSK_VM_FDS_N      connections of the fds scenario (100)
 #   RSK_VM_ONLY       regex of scenario names (guest-lib.sh)
 # shellcheck source=../guest-lib.sh
 . /rsk/guest-lib.sh
@@ -782,6 +783,9 @@ sc_fds() {
 	fs=$(sed -n 's/.* fds_server=\([0-9.]*\).*/\1/p' /tmp/fds-c.out)
 	[ -n "$fc" ] && [ -n "$fs" ] || die_sc "no per-connection fd counts from connscale"
 	note "$n conns: fds per connection client $fc, server $fs"
+	# the bound is librdmasock's (issue 9); another preload's count is only reported
+	[ "$MODE" != rsocket ] && [ "$MODE" != other ] ||
+		{ rxe_check pair; return 0; }
 	awk -v c="$fc" -v s="$fs" -v n="$n" 'BEGIN { m = 2 + 16 / n; exit !(c <= m && s <= m) }' ||
 		die_sc "more than 2 fds per connection (client $fc, server $fs; allowed 2 + 16/$n)"
 	assert_carried "$EXPECT" $((2 * n))
