@@ -297,7 +297,8 @@ struct rsk_cm_ops {
 	 * keeps_ctl: our own event loop wakes our app end, so we keep its ctl end (verbs); else
 	 * the peer does (shm: offer and answer hand the ctl end over, and we close ours).
 	 * keeps_tcp: the TCP connection stays as a hidden placeholder (its close tells us the
-	 * peer died); else it is reset once the connection is set up. */
+	 * peer died); else it goes once the connection is set up (shm resets it, verbs closes
+	 * it: rdma_cm tells a dead peer). No transport keeps it now (one hidden fd each). */
 	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1, keeps_ctl : 1, keeps_tcp : 1;
 	/* sends_sync: sends_done() tells when a message reached the peer (verbs); without it a
 	 * posted message is in the peer's memory at once (shm). slow_setup: a dial costs far
