@@ -67,7 +67,9 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_UNSUPPORTED,   /* "unsupported": socket state/options we cannot carry */
 	RDMASOCK_FB_NEGATIVE_CACHE, /* "negative_cache": destination recently failed */
 	RDMASOCK_FB_FD_LIMIT,      /* "fd_limit": too close to RLIMIT_NOFILE for a hidden fd */
-	RDMASOCK_FB_TCP_FIRST,     /* "tcp_first": started on TCP and ended before it moved */
+	/* "tcp_first": started on TCP and ended before it moved (a move that failed counts
+	 * under the reason it failed for) */
+	RDMASOCK_FB_TCP_FIRST,
 	RDMASOCK_FB_OTHER_USER,    /* "other_user": the same-host peer runs as another user */
 	/* "setup_limit": started on TCP while the process had as many accelerated setups in
 	 * progress as it allows at once (a burst of non-blocking connects), and ended before
@@ -80,6 +82,18 @@ enum rdmasock_fallback {
 	RDMASOCK_FB_COUNT
 };
 
+/*
+ * Room for fallback reasons: the fallbacks[] array keeps this size as reasons are added, so
+ * no field after it ever moves (slots from RDMASOCK_FB_COUNT on read 0).
+ */
+#define RDMASOCK_FB_CAPACITY 32
+
+/*
+ * Fields are only appended: a field's offset never changes once released, and new fields go
+ * at the end, so a program built against an older (smaller) copy of this header reads a
+ * prefix of today's layout. The smallest size rdmasock_get_stats() accepts is
+ * RDMASOCK_STATS_MIN_SIZE: everything up to and including the twelve original reasons.
+ */
 struct rdmasock_stats {
 	uint64_t connections[RDMASOCK_TRANSPORT_COUNT];
 	uint64_t bytes_sent[RDMASOCK_TRANSPORT_COUNT];
@@ -87,18 +101,27 @@ struct rdmasock_stats {
 	uint64_t messages_sent[RDMASOCK_TRANSPORT_COUNT];
 	uint64_t messages_received[RDMASOCK_TRANSPORT_COUNT];
 	uint64_t credit_stalls;
-	uint64_t fallbacks[RDMASOCK_FB_COUNT];
+	uint64_t fallbacks[RDMASOCK_FB_CAPACITY]; /* indexed by enum rdmasock_fallback */
 	/* Writes (or their pieces) that joined a pending message instead of taking a buffer
 	 * of their own: Nagle coalescing with TCP_NODELAY off, TCP_CORK or MSG_MORE. */
 	uint64_t writes_coalesced;
+	/* new fields here, and only here */
 };
+
+/* connections .. credit_stalls and fallbacks[0 .. RDMASOCK_FB_NEGATIVE_CACHE] */
+#define RDMASOCK_STATS_MIN_SIZE (28 * sizeof(uint64_t))
 
 /* "MAJOR.MINOR.PATCH". */
 const char *rdmasock_version(void);
 
 /*
- * Copy this process's counters into @out (@size = sizeof(*out), for ABI growth). Returns 0,
- * or -1 with errno EINVAL. Kernel byte counts cover closed sockets only (they are read from
+ * Copy this process's counters into @out; pass @size = sizeof(*out). A program built against
+ * an older header passes its smaller size and gets exactly that many bytes (its fields, in
+ * the same places); a newer, larger one gets this library's fields and zeros after them.
+ * Headers from before fallbacks[] had a fixed capacity (sizes 232 to 376) kept
+ * writes_coalesced right after their reasons: those sizes get it in their last 8 bytes.
+ * Returns 0, or -1 with errno EINVAL (@out NULL, @size below RDMASOCK_STATS_MIN_SIZE or not
+ * a multiple of 8). Kernel byte counts cover closed sockets only (they are read from
  * TCP_INFO when a socket closes; the line written at exit covers the open ones too);
  * accelerated transports are counted as the bytes move.
  */

@@ -120,12 +120,10 @@ RSK_EXPORT const char *rdmasock_version(void)
 
 RSK_EXPORT int rdmasock_get_stats(struct rdmasock_stats *out, size_t size)
 {
-	if (out == NULL || size != sizeof(*out)) {
-		errno = EINVAL;
-		return -1;
-	}
-	rsk_stats_snapshot(out);
-	return 0;
+	struct rdmasock_stats s;
+
+	rsk_stats_snapshot(&s);
+	return (int)rsk_ret(rsk_stats_copy_out(&s, out, size));
 }
 
 RSK_EXPORT int rdmasock_stats_json(char *buf, size_t size)

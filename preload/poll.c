@@ -17,6 +17,7 @@
 #include "calls/pollfast.h"
 #include "calls/upgrade.h"
 #include "preload.h"
+#include "timeout.h"
 
 /*
  * A TCP-first socket in the middle of its move: its fd still names the TCP side, whose
@@ -25,49 +26,6 @@
  * asks again ended a move for good; bounded all the same (the last answer stands).
  */
 #define RSK_POLL_SETTLE_ROUNDS 8
-
-/* What is left of a wait of @total_us begun at @start_us (-1 stays -1: none). */
-static int64_t rsk_poll_left_us(int64_t total_us, int64_t start_us)
-{
-	int64_t left;
-
-	if (total_us <= 0)
-		return total_us;
-	left = total_us - (rsk_now_us() - start_us);
-	return left > 0 ? left : 0;
-}
-
-/* A timeout in microseconds for the fast path (-1: none), rounded up, bounded. */
-static int64_t rsk_us_of(long sec, long usec)
-{
-	if (sec < 0 || usec < 0)
-		return 0; /* the kernel fails it with EINVAL: the fast path does not take it */
-	return sec > 1000000000L ? (int64_t)1000000000L * 1000000 : (int64_t)sec * 1000000 + usec;
-}
-
-/* A ppoll/pselect timeout in microseconds for a wait asked again (-1: none, or one the kernel
- * fails with EINVAL: the first round's answer stands then). */
-static int64_t rsk_ts_total_us(const struct timespec *tmo)
-{
-	if (tmo == NULL || tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L)
-		return -1;
-	return rsk_us_of(tmo->tv_sec, (tmo->tv_nsec + 999) / 1000);
-}
-
-/* The timeout for the next round of a wait of @total_us begun at @start_us: what is left of
- * it in @ts, or @tmo itself when there is nothing to shorten (none, zero or invalid). */
-static const struct timespec *rsk_ts_next(const struct timespec *tmo, int64_t total_us,
-					  int64_t start_us, struct timespec *ts)
-{
-	int64_t left;
-
-	if (total_us <= 0)
-		return tmo;
-	left = rsk_poll_left_us(total_us, start_us);
-	ts->tv_sec = (time_t)(left / 1000000);
-	ts->tv_nsec = (long)(left % 1000000) * 1000;
-	return ts;
-}
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -135,7 +93,8 @@ static __attribute__((noinline)) int rsk_poll_moving(struct pollfd *fds, nfds_t 
 
 	for (round = 0;; round++) {
 		rc = rsk_poll_some(fds, n, timeout);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_settle(fds, n, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		if (timeout > 0) /* (rounded up: a wait never ends before its time) */
 			timeout = (int)((rsk_poll_left_us(total, start) + 999) / 1000);
@@ -199,7 +158,8 @@ rsk_ppoll_moving(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const
 
 	for (round = 0;; round++) {
 		rc = rsk_ppoll_some(fds, n, tmo, mask);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_settle(fds, n))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_settle(fds, n, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		tmo = rsk_ts_next(tmo, total, start, &ts);
 	}
@@ -335,13 +295,16 @@ static void rsk_sel_restore(const struct rsk_sel_copy *k, fd_set *r, fd_set *w, 
 static __attribute__((noinline)) int rsk_select_moving(int n, fd_set *r, fd_set *w, fd_set *e,
 						       struct timeval *tmo)
 {
+	int64_t start = rsk_now_us();
+	int64_t total = tmo == NULL ? -1 : rsk_us_of(tmo->tv_sec, tmo->tv_usec);
 	struct rsk_sel_copy k;
 	int rc, round;
 
 	rsk_sel_keep(&k, r, w, e);
 	for (round = 0;; round++) {
 		rc = rsk_select_some(n, r, w, e, tmo);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_sel_settle(n, r, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		rsk_sel_restore(&k, r, w, e);
 	}
@@ -423,7 +386,8 @@ static __attribute__((noinline)) int rsk_pselect_moving(int n, fd_set *r, fd_set
 	rsk_sel_keep(&k, r, w, e);
 	for (round = 0;; round++) {
 		rc = rsk_pselect_some(n, r, w, e, tmo, mask);
-		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS || !rsk_pf_sel_settle(n, r))
+		if (rc <= 0 || round >= RSK_POLL_SETTLE_ROUNDS ||
+		    !rsk_pf_sel_settle(n, r, rsk_poll_end_us(total, start), &rc))
 			return rc;
 		rsk_sel_restore(&k, r, w, e);
 		tmo = rsk_ts_next(tmo, total, start, &ts);

@@ -73,6 +73,27 @@ void rsk_stats_snapshot(struct rdmasock_stats *out)
 		dst[i] = rsk_counter_read(&src[i]);
 }
 
+_Static_assert(RDMASOCK_FB_COUNT <= RDMASOCK_FB_CAPACITY, "fallbacks[] is full: see rdmasock.h");
+
+int rsk_stats_copy_out(const struct rdmasock_stats *s, void *out, size_t size)
+{
+	size_t wc = offsetof(struct rdmasock_stats, writes_coalesced);
+	size_t n = size < sizeof(*s) ? size : sizeof(*s);
+
+	if (out == NULL || size < RDMASOCK_STATS_MIN_SIZE || size % sizeof(uint64_t) != 0)
+		return -EINVAL;
+	if (size > RDMASOCK_STATS_MIN_SIZE && size < wc) {
+		/* a header from before the fixed capacity: its reasons, then writes_coalesced */
+		memcpy(out, s, size - sizeof(uint64_t));
+		memcpy((char *)out + size - sizeof(uint64_t), &s->writes_coalesced,
+		       sizeof(uint64_t));
+		return 0;
+	}
+	memcpy(out, s, n);
+	memset((char *)out + n, 0, size - n);
+	return 0;
+}
+
 void rsk_stats_reset(void)
 {
 	uint64_t *p = (uint64_t *)&rsk_stats;

@@ -64,6 +64,10 @@ const char *rsk_stats_program(void);
 /* Snapshot of the counters. */
 void rsk_stats_snapshot(struct rdmasock_stats *out);
 
+/* Copy @s into a caller's struct of @size bytes (rdmasock_get_stats, see rdmasock.h for
+ * which sizes mean what). Returns 0 or -EINVAL. */
+int rsk_stats_copy_out(const struct rdmasock_stats *s, void *out, size_t size);
+
 /* Render @s as the one-line JSON object (no newline). Returns the length, or -ENOSPC. */
 int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *program, char *buf,
 		     size_t size);

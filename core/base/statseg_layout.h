@@ -12,7 +12,7 @@
 #include "rdmasock.h"
 
 #define RSK_STATSEG_MAGIC 0x54534b52u /* "RKST" */
-#define RSK_STATSEG_VERSION 1u
+#define RSK_STATSEG_VERSION 2u /* 2: rdmasock_stats.fallbacks[] at fixed capacity */
 
 /* Segments live in this directory (RDMASOCK_STAT_DIR overrides it), one per process. */
 #define RSK_STATSEG_DIR "/dev/shm"

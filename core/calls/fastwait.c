@@ -13,8 +13,11 @@
  * outlive it in a hidden copy of ours.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
@@ -23,12 +26,14 @@
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
+#include "base/log.h"
 #include "base/real.h"
 #include "base/sys.h"
 #include "conn/conn.h"
 #include "fastwait.h"
 #include "spin.h"
 #include "sock/sock.h"
+#include "upgrade.h"
 
 int rsk_fw_active;
 int rsk_fw_mirrors;
@@ -70,7 +75,8 @@ struct rsk_fw_ent {
 
 struct rsk_fw {
 	pthread_mutex_t lock; /* entries and counters; taken before any connection's lock */
-	int epfd, dead, users; /* users: under the table lock */
+	int epfd, dead;
+	int users; /* references (atomic): the table's and each caller's */
 	struct rsk_fw_ent *ent;
 	int n, cap, ncand;
 	int sleeping; /* threads between the count of their sleep and its end */
@@ -78,11 +84,46 @@ struct rsk_fw {
 	unsigned int becomes; /* rsk_sock_becomes() when entries marked later were last tried */
 	int64_t real_us; /* the last real look */
 	unsigned int spin_hist; /* whether the set's waits' spins pay (rsk_spin_pays) */
+	struct rsk_fw *next; /* on the spare list, once its set ended and its last user left */
+	/*
+	 * Following (atomic; changed under the lock): the entries mirror the set, every ctl is
+	 * followed. Else the set holds no candidate and the mirror no entry: a ctl of an fd that
+	 * is not accelerated goes by without a lock (rsk_fw_ctl_begin), counted in quiet_ctls
+	 * around its real call so that the mirror, to follow again, can wait for those and then
+	 * read the set from the kernel (rsk_fw_follow).
+	 */
+	int follow;
+	int quiet_ctls;
+	/* Following, and every TCP-first socket's registration in the set recorded in its socket
+	 * for a move to replay (rsk_fw_follow records those its quiet ctls left; atomic): a move
+	 * need not read this set (rsk_fw_epregs). */
+	int recorded;
+	unsigned int idle; /* ctls followed since the set last held a candidate */
+};
+
+/* A set that held no candidate for this many ctls goes back to not following: re-reading it
+ * costs a pass over its registrations, which following costs per ctl anyway (the lookups). */
+#define RSK_FW_SPARSE_AFTER 64
+
+/*
+ * The mirrors by epoll fd, looked up without a lock: every epoll_ctl, epoll_wait and close of
+ * the process looks here, and the lock (twice per lookup, for the reference) was 3 of the 4
+ * mutex round trips of each epoll_ctl of a TCP-first socket, the 2 of each epoll_wait that
+ * found no candidate and the 1 of each close. Writers (a set made or ended, the table grown)
+ * hold rsk_fw_tab_lock. A grown table's old array is kept, chained and never freed: a reader
+ * may still be reading it. A mirror whose last user left goes to a spare list for the next
+ * set, never to free(): a reader that found it in a slot just before its set ended may still
+ * try to take a reference (only while users is not 0; then it checks the slot again).
+ */
+struct rsk_fw_tab {
+	struct rsk_fw_tab *old; /* the array this one replaced */
+	int cap;
+	struct rsk_fw *m[];
 };
 
 static pthread_mutex_t rsk_fw_tab_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rsk_fw **rsk_fw_tab;
-static int rsk_fw_tab_cap;
+static struct rsk_fw_tab *rsk_fw_tab;
+static struct rsk_fw *rsk_fw_spares; /* under the table lock */
 
 /* ---- connections going eager ---- */
 
@@ -177,22 +218,90 @@ static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int
 
 static void rsk_fw_flush_held(struct rsk_fw *m);
 static void rsk_fw_compact(struct rsk_fw *m);
+static void rsk_fw_close_quiet(struct rsk_fw *m);
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg);
+static int rsk_fw_record_one(void *arg, int fd, uint32_t events, uint64_t data);
 
 /* ---- the table of mirrors, by epoll fd ---- */
 
-static struct rsk_fw *rsk_fw_get(int epfd)
+/* The table's slot for @epfd now, without a lock (NULL: no mirror). */
+static struct rsk_fw *rsk_fw_slot(int epfd)
 {
-	struct rsk_fw *m = NULL;
+	struct rsk_fw_tab *t = __atomic_load_n(&rsk_fw_tab, __ATOMIC_ACQUIRE);
 
-	if (epfd < 0 || __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0)
+	if (t == NULL || epfd < 0 || epfd >= t->cap)
 		return NULL;
+	return __atomic_load_n(&t->m[epfd], __ATOMIC_ACQUIRE);
+}
+
+/* One past the largest epoll fd the table has room for. */
+static int rsk_fw_cap(void)
+{
+	struct rsk_fw_tab *t = __atomic_load_n(&rsk_fw_tab, __ATOMIC_ACQUIRE);
+
+	return t != NULL ? t->cap : 0;
+}
+
+static void rsk_fw_put(struct rsk_fw *m);
+
+/* The lookup under the table lock: the slot's mirror holds the table's reference, so users
+ * is not 0 and one more may be taken plainly. */
+static struct rsk_fw *rsk_fw_get_locked(int epfd)
+{
+	struct rsk_fw *m;
+
 	pthread_mutex_lock(&rsk_fw_tab_lock);
-	if (epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL)
-		m->users++;
+	if ((m = rsk_fw_slot(epfd)) != NULL)
+		__atomic_add_fetch(&m->users, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_unlock(&rsk_fw_tab_lock);
 	return m;
 }
 
+/*
+ * @epfd's mirror with a reference, or NULL. Lock-free: a reference is taken only while users
+ * is not 0 (a spare's is 0, and spares are never freed, so the memory is a mirror's), and the
+ * slot still naming it afterwards proves it is @epfd's and was in the table when taken, as a
+ * lookup under the lock would have found it. Else (its set ended, or the number's new set
+ * took the slot meanwhile) the lookup under the lock decides.
+ */
+static struct rsk_fw *rsk_fw_get(int epfd)
+{
+	struct rsk_fw *m;
+	int u;
+
+	if (epfd < 0 || __atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0 ||
+	    (m = rsk_fw_slot(epfd)) == NULL)
+		return NULL;
+	u = __atomic_load_n(&m->users, __ATOMIC_RELAXED);
+	while (u > 0 && !__atomic_compare_exchange_n(&m->users, &u, u + 1, 1, __ATOMIC_SEQ_CST,
+						     __ATOMIC_RELAXED))
+		;
+	if (u > 0 && rsk_fw_slot(epfd) == m)
+		return m;
+	if (u > 0)
+		rsk_fw_put(m);
+	return rsk_fw_get_locked(epfd);
+}
+
+/* The next mirror from number *@i on, with a reference (*@i moves past it), or NULL: the
+ * walks over every mirror skip the empty slots with a load each. */
+static struct rsk_fw *rsk_fw_next(int *i)
+{
+	struct rsk_fw_tab *t = __atomic_load_n(&rsk_fw_tab, __ATOMIC_ACQUIRE);
+	struct rsk_fw *m;
+
+	for (; t != NULL && *i < t->cap; (*i)++) {
+		if (__atomic_load_n(&t->m[*i], __ATOMIC_RELAXED) != NULL &&
+		    (m = rsk_fw_get(*i)) != NULL) {
+			(*i)++;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+/* The set's last user left: its candidates' references go, and the mirror waits as a spare. */
 static void rsk_fw_free(struct rsk_fw *m)
 {
 	int i;
@@ -200,18 +309,17 @@ static void rsk_fw_free(struct rsk_fw *m)
 	for (i = 0; i < m->n; i++)
 		rsk_fw_uncand(m, &m->ent[i], 0, 0); /* the set is gone */
 	free(m->ent);
-	pthread_mutex_destroy(&m->lock);
-	free(m);
+	m->ent = NULL;
+	m->n = m->cap = 0;
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	m->next = rsk_fw_spares;
+	rsk_fw_spares = m;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
 }
 
 static void rsk_fw_put(struct rsk_fw *m)
 {
-	int last;
-
-	pthread_mutex_lock(&rsk_fw_tab_lock);
-	last = --m->users == 0;
-	pthread_mutex_unlock(&rsk_fw_tab_lock);
-	if (last)
+	if (__atomic_sub_fetch(&m->users, 1, __ATOMIC_ACQ_REL) == 0)
 		rsk_fw_free(m);
 }
 
@@ -219,14 +327,16 @@ static void rsk_fw_put(struct rsk_fw *m)
  * lives on, so the kernel gets their own events back; else the set is being closed). */
 static void rsk_fw_kill(int epfd, int taint)
 {
+	struct rsk_fw_tab *t;
 	struct rsk_fw *m = NULL;
 	int i;
 
-	if (__atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0)
-		return; /* no mirror at all: no lock per fd of every poll and close */
+	if (__atomic_load_n(&rsk_fw_mirrors, __ATOMIC_RELAXED) == 0 || rsk_fw_slot(epfd) == NULL)
+		return; /* not a mirrored set: no lock per fd of every poll, ctl and close */
 	pthread_mutex_lock(&rsk_fw_tab_lock);
-	if (epfd >= 0 && epfd < rsk_fw_tab_cap && (m = rsk_fw_tab[epfd]) != NULL) {
-		rsk_fw_tab[epfd] = NULL;
+	t = rsk_fw_tab;
+	if ((m = rsk_fw_slot(epfd)) != NULL) {
+		__atomic_store_n(&t->m[epfd], NULL, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&rsk_fw_mirrors, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&rsk_fw_tab_lock);
@@ -234,41 +344,82 @@ static void rsk_fw_kill(int epfd, int taint)
 		return;
 	pthread_mutex_lock(&m->lock);
 	m->dead = 1;
+	rsk_fw_close_quiet(m);
 	for (i = 0; i < m->n; i++)
 		rsk_fw_uncand(m, &m->ent[i], taint, taint);
 	m->n = 0;
 	pthread_mutex_unlock(&m->lock);
+	/* The set lives on unmirrored: what its TCP-first sockets' ctls left unrecorded while it
+	 * followed nothing is recorded now, for a move to replay (no mirror lock held: a socket's
+	 * lock is taken) */
+	if (taint)
+		(void)rsk_fw_each_reg(epfd, rsk_fw_record_one, &epfd);
 	rsk_fw_put(m); /* the table's reference */
+}
+
+/* Room in the table for @epfd (a new array, the old one kept for its readers). 0 or -ENOMEM.
+ * Table lock held. */
+static int rsk_fw_grow(int epfd)
+{
+	struct rsk_fw_tab *t, *old = rsk_fw_tab;
+	int cap, i;
+
+	if (old != NULL && epfd < old->cap)
+		return 0;
+	cap = epfd < 64 ? 64 : epfd * 2;
+	if ((t = calloc(1, sizeof(*t) + sizeof(t->m[0]) * (size_t)cap)) == NULL)
+		return -ENOMEM;
+	t->cap = cap;
+	t->old = old;
+	for (i = 0; old != NULL && i < old->cap; i++)
+		t->m[i] = old->m[i];
+	__atomic_store_n(&rsk_fw_tab, t, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A mirror for a new set: a spare, or a new one. NULL when out of memory. */
+static struct rsk_fw *rsk_fw_new(void)
+{
+	struct rsk_fw *m;
+
+	pthread_mutex_lock(&rsk_fw_tab_lock);
+	if ((m = rsk_fw_spares) != NULL)
+		rsk_fw_spares = m->next;
+	pthread_mutex_unlock(&rsk_fw_tab_lock);
+	if (m == NULL && (m = calloc(1, sizeof(*m))) != NULL)
+		pthread_mutex_init(&m->lock, NULL);
+	return m;
 }
 
 void rsk_fw_created(int epfd)
 {
-	struct rsk_fw *m, **t;
-	int cap;
+	struct rsk_fw *m;
 
 	if (!rsk_config.fastwait || epfd < 0)
 		return;
 	rsk_fw_kill(epfd, 1); /* a number reused behind our back (a raw close) */
-	if ((m = calloc(1, sizeof(*m))) == NULL)
+	if ((m = rsk_fw_new()) == NULL)
 		return;
-	pthread_mutex_init(&m->lock, NULL);
+	rsk_upg_set_epregs(rsk_fw_epregs); /* before the first mirror can skip a record */
+	/* users is 0 until the mirror is ready: no lock-free reader takes a reference before */
 	m->epfd = epfd;
-	m->users = 1;
+	m->dead = 0;
+	m->ncand = m->sleeping = 0;
+	m->rot = m->gen = m->fast_returns = 0;
+	m->real_us = 0;
+	m->spin_hist = 0;
+	m->next = NULL;
+	m->follow = m->quiet_ctls = m->recorded = 0; /* empty: nothing to follow yet */
+	m->idle = 0;
 	m->becomes = rsk_sock_becomes();
+	__atomic_store_n(&m->users, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&rsk_fw_tab_lock);
-	if (epfd >= rsk_fw_tab_cap) {
-		cap = epfd < 64 ? 64 : epfd * 2;
-		t = realloc(rsk_fw_tab, sizeof(*t) * (size_t)cap);
-		if (t == NULL) {
-			pthread_mutex_unlock(&rsk_fw_tab_lock);
-			rsk_fw_free(m);
-			return; /* no mirror: the set's waits are today's, with eager tokens */
-		}
-		memset(t + rsk_fw_tab_cap, 0, sizeof(*t) * (size_t)(cap - rsk_fw_tab_cap));
-		rsk_fw_tab = t;
-		rsk_fw_tab_cap = cap;
+	if (rsk_fw_grow(epfd) < 0) {
+		pthread_mutex_unlock(&rsk_fw_tab_lock);
+		rsk_fw_put(m); /* back to the spares */
+		return; /* no mirror: the set's waits are today's, with eager tokens */
 	}
-	rsk_fw_tab[epfd] = m;
+	__atomic_store_n(&rsk_fw_tab->m[epfd], m, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&rsk_fw_mirrors, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&rsk_fw_active, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&rsk_fw_tab_lock);
@@ -370,6 +521,250 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 	return !rsk_fw_cand_et(m, e);
 }
 
+/* A new entry for @fd (zeroed), or NULL: out of memory, so the mirror cannot follow and the
+ * set ends eager (rsk_fw_wait, rsk_fw_ctl). m locked. */
+static struct rsk_fw_ent *rsk_fw_append(struct rsk_fw *m, int fd)
+{
+	struct rsk_fw_ent *e, *t;
+
+	if (m->n == m->cap) {
+		int cap = m->cap ? m->cap * 2 : 16;
+
+		if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
+			m->dead = 1;
+			rsk_fw_flush_held(m);
+			return NULL;
+		}
+		m->ent = t;
+		m->cap = cap;
+	}
+	e = &m->ent[m->n++];
+	memset(e, 0, sizeof(*e));
+	e->fd = fd;
+	return e;
+}
+
+/* The registrations epoll set @epfd holds (the kernel's view: /proc/self/fdinfo, read whole,
+ * line by line), each to @fn with its number, events (without EPOLLERR and EPOLLHUP, which
+ * the kernel adds to every one) and data, until @fn returns non-zero. 0, -errno, or @fn's. */
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg)
+{
+	char path[48], buf[4096], *p, *nl;
+	unsigned long long data;
+	unsigned int events;
+	size_t have = 0;
+	ssize_t k;
+	int f, tfd, rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	do {
+		k = rsk_sys_read(f, buf + have, sizeof(buf) - 1 - have);
+		if (k < 0) {
+			rc = (int)k;
+			break;
+		}
+		have += (size_t)k;
+		buf[have] = '\0';
+		for (p = buf; rc == 0 && ((nl = strchr(p, '\n')) != NULL || (k == 0 && *p)); p = nl + 1) {
+			if (nl == NULL)
+				nl = p + strlen(p) - 1; /* the last line, without its newline */
+			else
+				*nl = '\0';
+			if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3)
+				rc = fn(arg, tfd, events & ~(uint32_t)(EPOLLERR | EPOLLHUP), data);
+		}
+		have = rc == 0 && p < buf + have ? strlen(p) : 0;
+		memmove(buf, p, have);
+		if (have == sizeof(buf) - 1)
+			rc = -EIO; /* a line longer than the buffer: not an fdinfo we know */
+	} while (rc == 0 && k > 0);
+	(void)rsk_sys_close(f);
+	return rc;
+}
+
+struct rsk_fw_read {
+	struct rsk_fw *m;
+	int skip;
+};
+
+/* One registration of the set, as an entry (but @skip's). m locked. */
+static int rsk_fw_read_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_fw_read *r = arg;
+	struct rsk_fw_ent *e;
+
+	if (fd == r->skip)
+		return 0;
+	if ((e = rsk_fw_append(r->m, fd)) == NULL)
+		return -ENOMEM;
+	e->events = events;
+	e->kev = events;
+	e->data = data;
+	e->later = 1; /* tried below when accelerated, or when its socket moves */
+	return 0;
+}
+
+/* The set's registrations as entries. 0 or -errno. m locked. */
+static int rsk_fw_read_set(struct rsk_fw *m, int skip)
+{
+	struct rsk_fw_read r = {m, skip};
+
+	return rsk_fw_each_reg(m->epfd, rsk_fw_read_one, &r);
+}
+
+/* The socket a ctl of @fd may have left unrecorded (rsk_fw_ctl_begin): a TCP-first one. */
+static struct rsk_sock *rsk_fw_unrecorded(int fd)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	if ((v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS)
+		return NULL;
+	return rsk_sock_get(fd);
+}
+
+/* One registration of a set whose mirror ends while the set lives on: a TCP-first socket's
+ * is recorded now (its ctls record it themselves from here on). */
+static int rsk_fw_record_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = {.events = events, .data.u64 = data};
+	struct rsk_sock *s = rsk_fw_unrecorded(fd);
+
+	if (s != NULL) {
+		pthread_mutex_lock(&s->lock);
+		rsk_sock_epreg(s, *(int *)arg, EPOLL_CTL_ADD, &ev);
+		pthread_mutex_unlock(&s->lock);
+		rsk_sock_put(s);
+	}
+	return 0;
+}
+
+struct rsk_fw_regs {
+	struct rsk_sock *s;
+	int epfd, fd;
+};
+
+static int rsk_fw_regs_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_fw_regs *r = arg;
+	struct epoll_event ev = {.events = events, .data.u64 = data};
+
+	if (fd == r->fd)
+		rsk_sock_epreg(r->s, r->epfd, EPOLL_CTL_ADD, &ev);
+	return fd == r->fd;
+}
+
+int rsk_fw_epregs(struct rsk_sock *s, int fd)
+{
+	struct rsk_fw_regs r = {s, -1, fd};
+	struct rsk_fw *m;
+	int i, rc, err = 0;
+
+	if (!rsk_fw_on())
+		return 0;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
+		if (__atomic_load_n(&m->recorded, __ATOMIC_SEQ_CST)) {
+			rsk_fw_put(m); /* every registration there is recorded already */
+			continue;
+		}
+		r.epfd = m->epfd;
+		rc = rsk_fw_each_reg(m->epfd, rsk_fw_regs_one, &r);
+		if (rc == 0) /* the kernel holds none: a record of one is stale (a MOD's leftover) */
+			rsk_sock_epreg(s, m->epfd, EPOLL_CTL_DEL, NULL);
+		if (rc < 0 && rc != -ENOENT) /* (ENOENT: the number is no set's now, raw-closed) */
+			err = rc;
+		rsk_fw_put(m);
+	}
+	return err;
+}
+
+/* No more ctls go by @m unfollowed, and those under way have ended. m locked. */
+static void rsk_fw_close_quiet(struct rsk_fw *m)
+{
+	__atomic_store_n(&m->follow, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&m->quiet_ctls, __ATOMIC_SEQ_CST) != 0)
+		sched_yield(); /* a ctl between its count and the end of its real call: brief */
+}
+
+/*
+ * The mirror follows the set again (it is to hold a candidate: an accelerated fd's ctl, or a
+ * socket of it moved): no more ctls go by unfollowed, those under way end, and the set's
+ * registrations are read from the kernel (@skip's, which the caller follows itself, left
+ * out); accelerated ones are tried as candidates. Then every ctl is followed under the lock
+ * as before, until the set has held no candidate for RSK_FW_SPARSE_AFTER ctls. 0, or -errno
+ * (the mirror is dead: its set eager). m locked.
+ */
+static int rsk_fw_follow(struct rsk_fw *m, int skip)
+{
+	int i, rc;
+
+	if (__atomic_load_n(&m->follow, __ATOMIC_RELAXED))
+		return 0;
+	rsk_fw_close_quiet(m);
+	__atomic_store_n(&m->becomes, rsk_sock_becomes(), __ATOMIC_RELAXED);
+	m->n = 0;
+	m->idle = 0;
+	if ((rc = rsk_fw_read_set(m, skip)) < 0) {
+		/* (no /proc, or no fd free) It stays as it was, following nothing, so that its
+		 * TCP-first sockets' registrations can still be read when one moves; what was to be
+		 * a candidate goes eager (the caller). Not dead: a dead mirror's set goes
+		 * unmirrored, and those registrations would be read by nobody. */
+		m->n = 0;
+		__atomic_store_n(&m->follow, 0, __ATOMIC_SEQ_CST);
+		return rc;
+	}
+	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].s == NULL && rsk_fdtab_is_accel(rsk_fdtab_load(m->ent[i].fd)))
+			(void)rsk_fw_try_cand(m, &m->ent[i], 0);
+		else if (m->ent[i].s == NULL) /* (the socket's lock, after the mirror's) */
+			(void)rsk_fw_record_one(&m->epfd, m->ent[i].fd, m->ent[i].events,
+						m->ent[i].data);
+	}
+	rsk_fw_compact(m);
+	__atomic_store_n(&m->recorded, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+/* A ctl was followed: a set without a candidate for RSK_FW_SPARSE_AFTER ctls stops
+ * following (no entry holds a socket then: only candidates do, held ones too). m locked. */
+static void rsk_fw_idle(struct rsk_fw *m)
+{
+	if (m->ncand > 0 || m->sleeping > 0 || m->dead) {
+		m->idle = 0;
+		return;
+	}
+	if (++m->idle < RSK_FW_SPARSE_AFTER)
+		return;
+	m->n = 0;
+	m->idle = 0;
+	__atomic_store_n(&m->recorded, 0, __ATOMIC_SEQ_CST); /* (before any ctl goes unrecorded) */
+	__atomic_store_n(&m->follow, 0, __ATOMIC_SEQ_CST);
+}
+
+struct rsk_fw *rsk_fw_ctl_begin(int epfd)
+{
+	struct rsk_fw *m = rsk_fw_get(epfd);
+
+	if (m == NULL)
+		return NULL;
+	__atomic_add_fetch(&m->quiet_ctls, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&m->follow, __ATOMIC_SEQ_CST) == 0)
+		return m;
+	__atomic_sub_fetch(&m->quiet_ctls, 1, __ATOMIC_RELEASE);
+	rsk_fw_put(m);
+	return NULL;
+}
+
+void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done)
+{
+	__atomic_sub_fetch(&m->quiet_ctls, 1, __ATOMIC_RELEASE);
+	rsk_fw_put(m);
+	if (done)
+		rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
+}
+
 /* rsk_fw_ctl_et guessed a candidate and no mirror took it: the application's events back. */
 static void rsk_fw_unguess(int epfd, int fd, const struct epoll_event *ev, int kernel_et)
 {
@@ -386,7 +781,7 @@ static void rsk_fw_unguess(int epfd, int fd, const struct epoll_event *ev, int k
 static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epoll_event *ev,
 			     int kernel_et)
 {
-	struct rsk_fw_ent *e, *t;
+	struct rsk_fw_ent *e;
 
 	rsk_fw_compact(m);
 	e = rsk_fw_find(m, fd);
@@ -397,22 +792,10 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 	}
 	if (op == EPOLL_CTL_ADD && e != NULL)
 		rsk_fw_remove(m, e); /* the number's earlier file was closed without a DEL */
-	if (op == EPOLL_CTL_ADD || (e = rsk_fw_find(m, fd)) == NULL) {
-		if (m->n == m->cap) {
-			int cap = m->cap ? m->cap * 2 : 16;
-
-			if ((t = realloc(m->ent, sizeof(*t) * (size_t)cap)) == NULL) {
-				m->dead = 1; /* cannot follow: the set ends eager (rsk_fw_wait) */
-				rsk_fw_flush_held(m);
-				rsk_fw_unguess(m->epfd, fd, ev, kernel_et);
-				return 0;
-			}
-			m->ent = t;
-			m->cap = cap;
-		}
-		e = &m->ent[m->n++];
-		memset(e, 0, sizeof(*e));
-		e->fd = fd;
+	if ((op == EPOLL_CTL_ADD || (e = rsk_fw_find(m, fd)) == NULL) &&
+	    (e = rsk_fw_append(m, fd)) == NULL) {
+		rsk_fw_unguess(m->epfd, fd, ev, kernel_et);
+		return 0;
 	}
 	e->events = ev->events;
 	e->data = ev->data.u64;
@@ -427,14 +810,9 @@ static int rsk_fw_ctl_locked(struct rsk_fw *m, int op, int fd, const struct epol
 static void rsk_fw_walk_fd(int fd)
 {
 	struct rsk_fw *m;
-	int epfd, cap, i;
+	int epfd, i;
 
-	pthread_mutex_lock(&rsk_fw_tab_lock);
-	cap = rsk_fw_tab_cap;
-	pthread_mutex_unlock(&rsk_fw_tab_lock);
-	for (epfd = 0; epfd < cap; epfd++) {
-		if ((m = rsk_fw_get(epfd)) == NULL)
-			continue;
+	for (epfd = 0; (m = rsk_fw_next(&epfd)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		for (i = 0; i < m->n; i++)
 			if (m->ent[i].fd == fd)
@@ -570,6 +948,18 @@ static int rsk_fw_user_op(struct rsk_fw *m, struct rsk_fw_ent *e, int op,
 	return 1;
 }
 
+/* A ctl found @m dead (its set went eager meanwhile): the fd is the kernel's there, and any
+ * set we do not mirror sees its app end. Unlocks and puts m. */
+static void rsk_fw_ctl_dead(struct rsk_fw *m, int epfd, int fd, const struct epoll_event *ev,
+			    int kernel_et)
+{
+	pthread_mutex_unlock(&m->lock);
+	rsk_fw_put(m);
+	rsk_fw_unguess(epfd, fd, ev, kernel_et);
+	rsk_fw_kill(epfd, 1);
+	rsk_fw_taint_all(fd);
+}
+
 /*
  * epoll_ctl of a lazy candidate answered from the mirror: user-space waits answer it, so the
  * kernel's registration (events | EPOLLET) matters only to a sleep and to whoever else may see
@@ -600,7 +990,7 @@ int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int 
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et)
 {
 	struct rsk_fw *m;
-	int walk;
+	int walk, unread;
 
 	rsk_fw_kill(fd, 1); /* an epoll set nested in another: the outer wait is the kernel's */
 	if ((m = rsk_fw_get(epfd)) == NULL) {
@@ -613,14 +1003,28 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
 	if (op != EPOLL_CTL_DEL && ev == NULL)
 		op = EPOLL_CTL_DEL; /* cannot happen: the real call succeeded */
 	if (m->dead) {
+		rsk_fw_ctl_dead(m, epfd, fd, ev, kernel_et);
+		return;
+	}
+	walk = 0;
+	unread = 0;
+	if (__atomic_load_n(&m->follow, __ATOMIC_RELAXED) ||
+	    (op != EPOLL_CTL_DEL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)) &&
+	     !(unread = rsk_fw_follow(m, fd) < 0))) {
+		walk = rsk_fw_ctl_locked(m, op, fd, ev, kernel_et);
+		rsk_fw_idle(m);
+	} /* else not following (nothing to: a kernel fd, a DEL), or could not read the set */
+	if (unread) { /* no candidate without the set's data: the fd goes eager */
 		pthread_mutex_unlock(&m->lock);
 		rsk_fw_put(m);
 		rsk_fw_unguess(epfd, fd, ev, kernel_et);
-		rsk_fw_kill(epfd, 1);
 		rsk_fw_taint_all(fd);
 		return;
 	}
-	walk = rsk_fw_ctl_locked(m, op, fd, ev, kernel_et);
+	if (m->dead) {
+		rsk_fw_ctl_dead(m, epfd, fd, ev, kernel_et);
+		return;
+	}
 	pthread_mutex_unlock(&m->lock);
 	rsk_fw_put(m);
 	if (walk)
@@ -678,6 +1082,10 @@ static void rsk_fw_moved(struct rsk_fw *m)
 
 	if (now == m->becomes)
 		return;
+	if (!__atomic_load_n(&m->follow, __ATOMIC_RELAXED)) {
+		(void)rsk_fw_follow(m, -1); /* entries added while TCP were not kept: read them */
+		return;
+	}
 	__atomic_store_n(&m->becomes, now, __ATOMIC_RELAXED);
 	for (i = 0; i < m->n; i++)
 		if (m->ent[i].later && m->ent[i].s == NULL &&
@@ -1018,6 +1426,166 @@ int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const si
 	return 1;
 }
 
+/* ---- a TCP-first socket in the middle of its move ---- */
+
+/* What a move's FIN shows on the TCP side (the peer's FIN; with ours, the hang-up). */
+#define RSK_FW_MOVE_BITS (EPOLLIN | EPOLLRDNORM | EPOLLHUP | EPOLLRDHUP)
+
+/* The fd of @m's only live registration with @data, or -1 (none, or several: a report with
+ * it cannot be told apart, and is left as it is). m locked. */
+static int rsk_fw_fd_of(struct rsk_fw *m, uint64_t data)
+{
+	int i, fd = -1;
+
+	for (i = 0; i < m->n; i++) {
+		if (m->ent[i].fd < 0 || m->ent[i].held || m->ent[i].data != data)
+			continue;
+		if (fd >= 0)
+			return -1;
+		fd = m->ent[i].fd;
+	}
+	return fd;
+}
+
+/*
+ * A report of @fd about to be hidden (its move's FIN only) from an edge-triggered or one-shot
+ * registration: the kernel would not report the FIN again, and the program, told nothing,
+ * might never wait on past it. A MOD with the same events re-arms it (the kernel queues a
+ * registration that is ready at a MOD), so the next wait goes on with the move. 0, or -errno
+ * when it cannot be re-armed (EPOLLEXCLUSIVE: no MOD). m locked.
+ */
+static int rsk_fw_rearm(struct rsk_fw *m, int fd)
+{
+	struct rsk_fw_ent *e = rsk_fw_find(m, fd);
+	struct epoll_event ev;
+
+	if (e == NULL || e->held || !((e->events | (e->et ? EPOLLET : 0)) & (EPOLLET | EPOLLONESHOT)))
+		return 0;
+	ev.events = e->et ? e->kev | EPOLLET : e->events;
+	ev.data.u64 = e->data;
+	return rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+/*
+ * @fd, a moving socket whose registration is the only one with @ev's data: settle it (see
+ * rsk_fw_settle). 0 drops @ev. Before its FIN is hidden, @rearm(@arg, @fd) re-arms an
+ * edge-triggered or one-shot registration (rsk_fw_rearm); when it cannot, the FIN stands.
+ */
+static int rsk_fw_settle_fd(int fd, struct epoll_event *ev, int64_t end_us, int *moved,
+			    int (*rearm)(void *arg, int fd), void *arg)
+{
+	int rc = rsk_upg_settle_fd(fd, end_us);
+
+	if (rc == RSK_UPG_SETTLE_MOVED) {
+		rsk_dbg("epoll: fd %d's report (0x%x) was its move's end: dropped", fd, ev->events);
+		*moved = 1;
+		return 0; /* the stream's app end is in the set now and reports for itself */
+	}
+	if (rc != RSK_UPG_SETTLE_HIDE)
+		return 1;
+	rc = rearm(arg, fd);
+	rsk_dbg("epoll: fd %d's move cannot end within the wait: its FIN %s", fd,
+		rc < 0 ? "stands" : "hidden");
+	if (rc < 0)
+		return 1; /* it would never be reported again: the FIN stands, as before */
+	ev->events &= ~(uint32_t)RSK_FW_MOVE_BITS;
+	return ev->events != 0;
+}
+
+static int rsk_fw_rearm_mirrored(void *arg, int fd)
+{
+	struct rsk_fw *m = arg;
+	int rc;
+
+	pthread_mutex_lock(&m->lock);
+	rc = rsk_fw_rearm(m, fd);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+static int rsk_fw_settle_bare(int epfd, struct epoll_event *ev, int64_t end_us, int *moved);
+
+/* One reported event @ev of a mirrored set. 0 drops it. */
+static int rsk_fw_settle_one(struct rsk_fw *m, struct epoll_event *ev, int64_t end_us,
+			     int *moved)
+{
+	int fd;
+
+	pthread_mutex_lock(&m->lock);
+	fd = m->dead ? -1 : rsk_fw_fd_of(m, ev->data.u64);
+	pthread_mutex_unlock(&m->lock);
+	if (fd < 0) /* a quiet set keeps no entries (rsk_fw_follow): ask the kernel's view */
+		return rsk_fw_settle_bare(m->epfd, ev, end_us, moved);
+	/* (a socket's move never takes the set's lock: no lock across it) */
+	return rsk_fw_settle_fd(fd, ev, end_us, moved, rsk_fw_rearm_mirrored, m);
+}
+
+/* The registration of an epoll set with an event's data (rsk_fw_each_reg): how many hold it,
+ * the last one's number and events. */
+struct rsk_fw_bare {
+	int epfd, fd, count;
+	struct epoll_event reg;
+};
+
+static int rsk_fw_bare_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_fw_bare *b = arg;
+
+	if (data == b->reg.data.u64) {
+		b->count++;
+		b->fd = fd;
+		b->reg.events = events;
+	}
+	return 0;
+}
+
+static int rsk_fw_rearm_bare(void *arg, int fd)
+{
+	struct rsk_fw_bare *b = arg;
+
+	if (!(b->reg.events & (EPOLLET | EPOLLONESHOT)))
+		return 0;
+	if (b->reg.events & EPOLLONESHOT)
+		return -EINVAL; /* fired: the kernel's view lost its events, a MOD could not name them */
+	return rsk_sys_epoll_ctl(b->epfd, EPOLL_CTL_MOD, fd, &b->reg);
+}
+
+/*
+ * One reported event @ev of a set whose mirror holds no entry for it (not mirrored, or quiet:
+ * TCP-first sockets' registrations are recorded nowhere, rsk_fw_follow): the set's fdinfo in
+ * /proc names the registration with @ev's data, read whole (a costly look, made only for a
+ * report with a FIN's bits while a move is under way). Settled when that data is one
+ * registration's alone and its fd is moving (rsk_upg_settle_fd tells). 0 drops it.
+ */
+static int rsk_fw_settle_bare(int epfd, struct epoll_event *ev, int64_t end_us, int *moved)
+{
+	struct rsk_fw_bare b = {.epfd = epfd, .fd = -1, .reg.data.u64 = ev->data.u64};
+
+	if (rsk_fw_each_reg(epfd, rsk_fw_bare_one, &b) < 0 || b.count != 1)
+		return 1;
+	return rsk_fw_settle_fd(b.fd, ev, end_us, moved, rsk_fw_rearm_bare, &b);
+}
+
+int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved)
+{
+	struct rsk_fw *m;
+	int i, out = 0, keep;
+
+	if (n <= 0 || !rsk_upg_any_moving())
+		return n;
+	m = rsk_fw_get(epfd);
+	for (i = 0; i < n; i++) {
+		keep = !(ev[i].events & RSK_FW_MOVE_BITS) ||
+		       (m != NULL ? rsk_fw_settle_one(m, &ev[i], end_us, moved)
+				  : rsk_fw_settle_bare(epfd, &ev[i], end_us, moved));
+		if (keep)
+			ev[out++] = ev[i];
+	}
+	if (m != NULL)
+		rsk_fw_put(m);
+	return out;
+}
+
 /* ---- what other waits may see ---- */
 
 /*
@@ -1054,16 +1622,7 @@ void rsk_fw_fd_gone(int fd)
 	 * a send still uses it, calls/upgrade.c), so a close without a DEL (or with the DEL held
 	 * back here) went on reporting the application's data for a number it closed.
 	 */
-	for (i = 0;; i++) {
-		pthread_mutex_lock(&rsk_fw_tab_lock);
-		while (i < rsk_fw_tab_cap && rsk_fw_tab[i] == NULL)
-			i++;
-		m = i < rsk_fw_tab_cap ? rsk_fw_tab[i] : NULL;
-		if (m != NULL)
-			m->users++;
-		pthread_mutex_unlock(&rsk_fw_tab_lock);
-		if (m == NULL)
-			return;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		if ((e = rsk_fw_find(m, fd)) != NULL && !e->held && del)
 			(void)rsk_sys_epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -1081,9 +1640,7 @@ void rsk_fw_flush_all(void)
 
 	if (__atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
 		return;
-	for (i = 0; i < __atomic_load_n(&rsk_fw_tab_cap, __ATOMIC_RELAXED); i++) {
-		if ((m = rsk_fw_get(i)) == NULL)
-			continue;
+	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		pthread_mutex_lock(&m->lock);
 		rsk_fw_flush_held(m);
 		rsk_fw_compact(m);
@@ -1096,7 +1653,7 @@ void rsk_fw_range_gone(unsigned int first, unsigned int last)
 {
 	unsigned int i;
 
-	for (i = first; i <= last && i < (unsigned int)rsk_fw_tab_cap; i++)
+	for (i = first; i <= last && i < (unsigned int)rsk_fw_cap(); i++)
 		rsk_fw_kill((int)i, 0);
 }
 
@@ -1165,7 +1722,7 @@ void rsk_fw_all_eager(void)
 
 	if (!__atomic_load_n(&rsk_fw_active, __ATOMIC_RELAXED))
 		return;
-	for (i = 0; i < rsk_fw_tab_cap; i++)
+	for (i = 0; i < rsk_fw_cap(); i++)
 		rsk_fw_kill(i, 1);
 	rsk_sock_walk_accel(rsk_fw_taint_walk); /* lazy ones no mirror holds any more, too */
 }

@@ -10,6 +10,7 @@
 #define RSK_FASTWAIT_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -50,6 +51,35 @@ int rsk_fw_ctl_et(int epfd, int op, int fd, const struct epoll_event *ev);
  */
 int rsk_fw_ctl_user(int epfd, int op, int fd, const struct epoll_event *ev, int *res);
 
+/*
+ * Before the real epoll_ctl on @epfd of an fd that is not accelerated (a kernel fd, a TCP-first
+ * socket): @epfd's mirror when it follows nothing now (its set holds no candidate), and the
+ * call needs no following; then, at once after the real call (nothing that may wait for a lock
+ * in between), rsk_fw_ctl_end (@done: it succeeded), and no rsk_fw_ctl. NULL: as before
+ * (rsk_fw_ctl follows it). No lock either way.
+ */
+struct rsk_fw;
+struct rsk_fw *rsk_fw_ctl_begin(int epfd);
+void rsk_fw_ctl_end(struct rsk_fw *m, int fd, int done);
+
+/*
+ * Before TCP-first socket @s (at @fd) moves onto a stream (rsk_sock_become replays
+ * s->epregs): its registrations in the mirrored sets that follow nothing now, which its ctls
+ * there left unrecorded (preload/epoll.c), read from the kernel into s->epregs. A set that
+ * starts following records them (rsk_fw_follow), and so does one whose mirror ends while the
+ * set lives on (rsk_fw_kill). The caller holds s->lock. 0, or -errno when a set could not be
+ * read (no /proc, no fd free): a registration may be missing, and the move must not go on as
+ * though none were (the application would wait for events that never come).
+ */
+struct rsk_sock;
+int rsk_fw_epregs(struct rsk_sock *s, int fd);
+
+/* The registrations epoll set @epfd holds, from the kernel (/proc/self/fdinfo, read whole):
+ * each to @fn with its fd, events (without EPOLLERR and EPOLLHUP, which the kernel adds to
+ * every one) and data, until @fn returns non-zero. 0, -errno, or @fn's value. */
+int rsk_fw_each_reg(int epfd, int (*fn)(void *arg, int fd, uint32_t ev, uint64_t data),
+		    void *arg);
+
 /* A real epoll_ctl(@epfd, @op, @fd, @ev) succeeded (with EPOLLET added if @kernel_et):
  * follow it. */
 void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kernel_et);
@@ -61,6 +91,20 @@ void rsk_fw_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int kern
  */
 int rsk_fw_wait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask,
 		int *res);
+
+/*
+ * A wait on @epfd (mirrored) reported @n events in @ev while a TCP-first socket of this process
+ * is in the middle of its move: a report that is only a move's FIN (the fd still names the
+ * TCP side) is mapped back to its fd through the mirror and settled as poll's are
+ * (calls/upgrade.c, rsk_upg_settle) by the wait's end @end_us (rsk_now_us's clock; -1: none).
+ * The report of an fd that moved is dropped (*@moved set: the stream's app end, put in the
+ * set by the move, reports for itself); one whose move could not end by then loses the FIN's
+ * bits (and an edge-triggered or one-shot registration is re-armed). Returns how many events
+ * are left, in order. A set not mirrored is settled the same way when a moving socket notes a
+ * registration in it with the event's data and the set's fdinfo shows that data is the
+ * socket's alone (a look in /proc, made only then).
+ */
+int rsk_fw_settle(int epfd, struct epoll_event *ev, int n, int64_t end_us, int *moved);
 
 /* @fd is about to stop naming its file here (close, a dup onto it); every number in
  * [@first, @last] (close_range). */

@@ -513,31 +513,53 @@ static ssize_t rsk_io_upg_send(struct rsk_io_ctx *x, int fd, const struct msghdr
 	return n;
 }
 
+/* A send's EPIPE raises SIGPIPE unless MSG_NOSIGNAL: once, here, for both send paths (the
+ * kernel calls below always pass MSG_NOSIGNAL). Returns @n. */
+static inline ssize_t rsk_io_epipe(ssize_t n, int flags)
+{
+	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return n;
+}
+
+/* The kernel call on one buffer: send/recv, which copy no message header or iovec in. */
+static inline ssize_t rsk_io_kernel_one(int fd, void *buf, size_t len, int flags, int rx)
+{
+	return rx ? rsk_sys_recv(fd, buf, len, flags)
+		  : rsk_sys_send(fd, buf, len, flags | MSG_NOSIGNAL);
+}
+
 /* The kernel call itself. One buffer, no address or ancillary data (read, write, send, recv:
- * nearly every call) goes as send/recv, which copy no message header or iovec in. SIGPIPE is
- * raised once, by rsk_io_sendmsg, as for the accelerated path. */
+ * nearly every call) goes as send/recv. */
 static ssize_t rsk_io_kernel_call(int fd, struct msghdr *m, int flags, int rx)
 {
 	if (m->msg_iovlen != 1 || m->msg_name != NULL || m->msg_controllen != 0)
 		return rx ? rsk_sys_recvmsg(fd, m, flags)
 			  : rsk_sys_sendmsg(fd, m, flags | MSG_NOSIGNAL);
 	if (!rx)
-		return rsk_sys_send(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len,
-				    flags | MSG_NOSIGNAL);
+		return rsk_io_kernel_one(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len,
+					 flags, 0);
 	m->msg_flags = 0; /* as recvmsg reports a TCP read */
-	return rsk_sys_recv(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, flags);
+	return rsk_io_kernel_one(fd, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, flags, 1);
 }
 
-/* One kernel call of a TCP-first socket, counted; 1 in *moved when a read's EOF was the
- * peer's move (the caller reads on from the stream). */
-static ssize_t rsk_io_upg_kernel(struct rsk_io_ctx *x, int fd, struct msghdr *m, int flags,
-				 int rx, int *moved)
+/* A TCP-first socket's kernel call @n counted (rsk_upg_after, lock-free while no move
+ * concerns it): @n or -errno; 1 in *moved when a read's EOF was the peer's move (the caller
+ * reads on from the stream). */
+static inline ssize_t rsk_io_upg_counted(struct rsk_sock *s, int fd, int rx, ssize_t n,
+					 int *moved)
 {
-	ssize_t n = rsk_io_kernel_call(fd, m, flags, rx);
-	int rc = rsk_upg_after(x->s, fd, rx, n);
+	int rc = rsk_upg_after(s, fd, rx, n);
 
 	*moved = rc == 1;
 	return rc < 0 ? rc : n;
+}
+
+/* One kernel call of a TCP-first socket, counted. */
+static ssize_t rsk_io_upg_kernel(struct rsk_io_ctx *x, int fd, struct msghdr *m, int flags,
+				 int rx, int *moved)
+{
+	return rsk_io_upg_counted(x->s, fd, rx, rsk_io_kernel_call(fd, m, flags, rx), moved);
 }
 
 /*
@@ -625,7 +647,7 @@ int rsk_io_tcp_one(int fd, void *buf, size_t n, int flags, int rx, ssize_t *res)
 {
 	struct rsk_sock *s;
 	ssize_t r;
-	int rc;
+	int moved;
 
 	if (rx && (flags & MSG_WAITALL))
 		return 0;
@@ -635,14 +657,11 @@ int rsk_io_tcp_one(int fd, void *buf, size_t n, int flags, int rx, ssize_t *res)
 		rsk_sock_put(s);
 		return 0;
 	}
-	r = rx ? rsk_sys_recv(fd, buf, n, flags) : rsk_sys_send(fd, buf, n, flags | MSG_NOSIGNAL);
-	rc = rsk_upg_after(s, fd, rx, r);
+	r = rsk_io_upg_counted(s, fd, rx, rsk_io_kernel_one(fd, buf, n, flags, rx), &moved);
 	rsk_sock_put(s);
-	if (rc == 1)
+	if (moved)
 		return 0; /* the FIN of a move: the stream has the rest */
-	*res = rc < 0 ? rc : r;
-	if (*res == -EPIPE && !rx && !(flags & MSG_NOSIGNAL))
-		raise(SIGPIPE);
+	*res = rx ? r : rsk_io_epipe(r, flags);
 	return 1;
 }
 
@@ -658,11 +677,7 @@ ssize_t rsk_io_recvmsg(int fd, struct msghdr *msg, int flags)
 
 ssize_t rsk_io_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	ssize_t n = rsk_io_msg(fd, msg, flags, 0);
-
-	if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
-		raise(SIGPIPE);
-	return n;
+	return rsk_io_epipe(rsk_io_msg(fd, msg, flags, 0), flags);
 }
 
 #define RSK_BOUNCE 65536

@@ -41,23 +41,17 @@
 void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
-	int i;
 
 	if (s == NULL)
 		return;
 	if (op != EPOLL_CTL_DEL && s->state == RSK_SOCK_LISTENING && s->lst != NULL)
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST); /* an event loop will accept */
-	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
-		;
-	if (op == EPOLL_CTL_DEL && i < s->nepregs)
-		s->epregs[i] = s->epregs[--s->nepregs];
-	else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
-		s->epregs[i].epfd = epfd;
-		s->epregs[i].ev = *ev;
-		if (i == s->nepregs)
-			s->nepregs++;
+	if (op == EPOLL_CTL_DEL && __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED) == 0) {
+		rsk_sock_put(s); /* nothing recorded to take back (a TCP-first socket's, mostly) */
+		return;
 	}
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, epfd, op, ev);
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }
@@ -79,34 +73,34 @@ static int rsk_life_names(struct rsk_sock *s, int fd)
 	return rsk_fdtab_is_accel(v) && rsk_fdtab_ptr(v) == s;
 }
 
-/* The registrations epoll set @epfd holds for @s's numbers, from /proc/self/fdinfo. */
+struct rsk_life_regs {
+	struct rsk_sock *s;
+	struct rsk_life_epreg *out;
+	int epfd, n, max;
+};
+
+static int rsk_life_reg_one(void *arg, int fd, uint32_t events, uint64_t data)
+{
+	struct rsk_life_regs *r = arg;
+
+	if (!rsk_life_names(r->s, fd))
+		return 0;
+	r->out[r->n].epfd = r->epfd;
+	r->out[r->n].fd = fd;
+	r->out[r->n].ev.events = events;
+	r->out[r->n].ev.data.u64 = data;
+	return ++r->n == r->max; /* full: the rest are not taken */
+}
+
+/* The registrations epoll set @epfd holds for @s's numbers, from the kernel (the whole set). */
 static int rsk_life_epoll_regs(struct rsk_sock *s, int epfd, struct rsk_life_epreg *out,
 			       int max)
 {
-	char path[64], buf[8192], *p, *e;
-	unsigned long long data;
-	unsigned int events;
-	int f, n = 0, tfd;
-	ssize_t k;
+	struct rsk_life_regs r = {s, out, epfd, 0, max};
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
-	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	k = rsk_sys_read(f, buf, sizeof(buf) - 1); /* 8 KiB: about 80 registrations */
-	(void)rsk_sys_close(f);
-	buf[k > 0 ? k : 0] = '\0';
-	for (p = buf; n < max && (p = strstr(p, "tfd:")) != NULL; p = e) {
-		e = p + 4;
-		if (sscanf(p, "tfd: %d events: %x data: %llx", &tfd, &events, &data) != 3 ||
-		    !rsk_life_names(s, tfd))
-			continue;
-		out[n].epfd = epfd;
-		out[n].fd = tfd;
-		out[n].ev.events = events;
-		out[n].ev.data.u64 = data;
-		n++;
-	}
-	return n;
+	if (max > 0)
+		(void)rsk_fw_each_reg(epfd, rsk_life_reg_one, &r);
+	return r.n;
 }
 
 /*

@@ -468,45 +468,45 @@ int rsk_pf_poll(struct pollfd *fds, nfds_t n, int64_t timeout_us, const sigset_t
 /* What a move's FIN shows on the TCP side (the peer's FIN; with ours, the hang-up). */
 #define RSK_PF_MOVE_BITS (POLLIN | POLLRDNORM | POLLHUP | POLLRDHUP)
 
-/* 1 if @fd is a moving socket that a wait's report just moved (see rsk_upg_settle). */
-static int rsk_pf_settle_fd(int fd)
+int rsk_pf_settle(struct pollfd *fds, nfds_t n, int64_t end_us, int *count)
 {
-	uintptr_t v = rsk_fdtab_load(fd);
-	struct rsk_sock *s;
-	int rc = 0;
-
-	if (!(v & RSK_FDTAB_TAG_DIVERT) || (s = rsk_sock_get(fd)) == NULL)
-		return 0; /* (every call of a TCP-first socket comes to us: it is diverted) */
-	if (s->conn == NULL && s->upg != NULL)
-		rc = rsk_upg_settle(s, fd);
-	rsk_sock_put(s);
-	return rc;
-}
-
-int rsk_pf_settle(const struct pollfd *fds, nfds_t n)
-{
-	int moved = 0;
+	int moved = 0, rc;
 	nfds_t i;
 
 	if (!rsk_upg_any_moving())
 		return 0;
-	for (i = 0; i < n; i++)
-		if (fds[i].fd >= 0 && (fds[i].revents & RSK_PF_MOVE_BITS))
-			moved |= rsk_pf_settle_fd(fds[i].fd);
+	for (i = 0; i < n; i++) {
+		if (fds[i].fd < 0 || !(fds[i].revents & RSK_PF_MOVE_BITS))
+			continue;
+		rc = rsk_upg_settle_fd(fds[i].fd, end_us);
+		moved |= rc == RSK_UPG_SETTLE_MOVED;
+		if (rc != RSK_UPG_SETTLE_HIDE)
+			continue;
+		fds[i].revents &= (short)~RSK_PF_MOVE_BITS; /* not readable yet */
+		if (fds[i].revents == 0)
+			(*count)--;
+	}
 	return moved;
 }
 
-int rsk_pf_sel_settle(int n, const fd_set *r)
+int rsk_pf_sel_settle(int n, fd_set *r, int64_t end_us, int *count)
 {
-	int fd, moved = 0;
+	int fd, moved = 0, rc;
 
 	if (r == NULL || !rsk_upg_any_moving())
 		return 0;
 	if (n > FD_SETSIZE)
 		n = FD_SETSIZE;
-	for (fd = 0; fd < n; fd++) /* (select reports a hang-up as readable) */
-		if (FD_ISSET(fd, r))
-			moved |= rsk_pf_settle_fd(fd);
+	for (fd = 0; fd < n; fd++) { /* (select reports a hang-up as readable) */
+		if (!FD_ISSET(fd, r))
+			continue;
+		rc = rsk_upg_settle_fd(fd, end_us);
+		moved |= rc == RSK_UPG_SETTLE_MOVED;
+		if (rc == RSK_UPG_SETTLE_HIDE) {
+			FD_CLR(fd, r); /* not readable yet */
+			(*count)--;
+		}
+	}
 	return moved;
 }
 

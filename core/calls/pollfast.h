@@ -66,13 +66,16 @@ struct rsk_sock;
 void rsk_pf_adopt(struct rsk_sock *s, int fd);
 
 /*
- * After a wait answered (the kernel's report in the revents, or select's read set): a
+ * After a wait answered *@count (the kernel's report in the revents, or select's read set): a
  * TCP-first socket in the middle of its move whose report is only its move's FIN (the
- * fd names the TCP side still) has its move taken forward as a read would take it
- * (calls/upgrade.c, rsk_upg_settle). 1 when an fd moved: its report is void, the caller asks
- * the wait again (the fd names the stream now). Nothing without a move under way.
+ * fd names the TCP side still) has its move taken forward as a read would take it, by the
+ * wait's end @end_us at the latest (rsk_now_us's clock, -1: none; calls/upgrade.c,
+ * rsk_upg_settle). 1 when an fd moved: its report is void, the caller asks the wait again
+ * (the fd names the stream now). A move that could not end by then is not readable yet: its
+ * FIN's bits go from the report (and *@count counts it no more). Nothing without a move
+ * under way.
  */
-int rsk_pf_settle(const struct pollfd *fds, nfds_t n);
-int rsk_pf_sel_settle(int n, const fd_set *r);
+int rsk_pf_settle(struct pollfd *fds, nfds_t n, int64_t end_us, int *count);
+int rsk_pf_sel_settle(int n, fd_set *r, int64_t end_us, int *count);
 
 #endif

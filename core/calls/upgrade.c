@@ -26,6 +26,7 @@
 #include "base/addr.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/fdtab.h"
 #include "base/log.h"
 #include "base/policy.h"
 #include "base/proc.h"
@@ -148,6 +149,10 @@ struct rsk_upg {
 	struct rsk_conn *c;
 	int app, ctl;
 	int moving; /* counted in rsk_upg_moving */
+	/* client following the server's move: its first stream message is out, its delivery
+	 * not yet seen (a wait's bounded settle left it so); since hello_us */
+	int hello_out;
+	int64_t hello_us;
 	/*
 	 * From here on not cleared when the state is made (rsk_upg_alloc), but as each is first
 	 * used: 1 KiB that most connections never touch, whose clearing was a tenth of a short
@@ -171,6 +176,23 @@ struct rsk_upg {
 #define RSK_UPG_FLUSH_MS 2000
 
 int rsk_upg_moving;
+
+/* Who reads a socket's unrecorded epoll registrations before its move replays them: the
+ * epoll fast path registers rsk_fw_epregs when it makes its first mirror (the path above the
+ * moves; without a mirror there is nothing unrecorded to read). */
+static int rsk_upg_no_epregs(struct rsk_sock *s, int fd)
+{
+	(void)s;
+	(void)fd;
+	return 0;
+}
+
+static int (*rsk_upg_epregs_fn)(struct rsk_sock *s, int fd) = rsk_upg_no_epregs;
+
+void rsk_upg_set_epregs(int (*fn)(struct rsk_sock *s, int fd))
+{
+	__atomic_store_n(&rsk_upg_epregs_fn, fn, __ATOMIC_RELEASE);
+}
 
 /* The move is under way (offered, or our side switched) until it ends either way. */
 static void rsk_upg_count_moving(struct rsk_upg *u, int on)
@@ -379,11 +401,16 @@ static void rsk_upg_drop_conn(struct rsk_upg *u)
 	u->app = u->ctl = -1;
 }
 
+static void rsk_upg_tx_mark(struct rsk_upg *u, int how);
+
 /* It stays TCP: free what a move had built, and give its data path back to the kernel. */
 static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *why)
 {
 	rsk_dbg("fd %d: stays on TCP (%s)", u->fd, why);
 	rsk_upg_fast_off(s);
+	if (u->hello_out) /* our half-done move of the sending side: other holders wait on it */
+		rsk_upg_tx_mark(u, RSK_CONN_TX_FAILED);
+	u->hello_out = 0;
 	rsk_upg_drop_conn(u);
 	if (u->have_claim) {
 		u->cl_cm->unclaim(&u->cl, 0);
@@ -400,7 +427,13 @@ static void rsk_upg_give_up(struct rsk_sock *s, struct rsk_upg *u, const char *w
 	rsk_sock_divert(s, u->fd, 0);
 }
 
-/* The connection, counted on the kernel already, stays there for reason @why. */
+/*
+ * The connection stays on the kernel for reason @why, learnt late (a dial or an offer that
+ * failed). Counted already (a blocking connect, or data moved) under its start's reason: the
+ * count moves to @why. Not yet (a non-blocking connect whose first call dials): it is
+ * counted under @why when it settles. Either way once, and under the reason a row of
+ * `rdmasock stat` shows; assigning fb_reason alone counted the first kind as tcp_first.
+ */
 static void rsk_upg_reason(struct rsk_sock *s, enum rdmasock_fallback why)
 {
 	if (s->counted && s->fb_reason != why)
@@ -425,13 +458,32 @@ static int rsk_upg_movable(struct rsk_sock *s, struct rsk_upg *u, int fd, int pe
 	       rsk_upg_open(fd, peer_fin_ok);
 }
 
-/* The first stream message of a side that moves, delivered before its FIN goes into TCP. */
-static int rsk_upg_move_tx(struct rsk_upg *u, int fd)
+/*
+ * The first stream message of a side that moves, delivered before its FIN goes into TCP.
+ * Its delivery (a verbs completion) is waited for RSK_UPG_FLUSH_MS from the message at most,
+ * and never past @end_us, the end of a wait that settles the move (-1: none): when that
+ * comes first, -EAGAIN, the message out (u->hello_out) and the move left for a later call to
+ * go on with. A zero-timeout poll must not block for it.
+ */
+static int rsk_upg_move_tx(struct rsk_upg *u, int fd, int64_t end_us)
 {
-	int rc = rsk_conn_hello(u->c, u->app);
+	int64_t now = rsk_now_us(), left;
+	int rc, bounded;
 
-	if (rc == 0)
-		rc = rsk_conn_flush_sends(u->c, RSK_UPG_FLUSH_MS);
+	if (!u->hello_out) {
+		if ((rc = rsk_conn_hello(u->c, u->app)) < 0)
+			return rc;
+		u->hello_out = 1;
+		u->hello_us = now;
+	}
+	left = u->hello_us + (int64_t)RSK_UPG_FLUSH_MS * 1000 - now;
+	bounded = end_us >= 0 && end_us - now < left;
+	if (bounded)
+		left = end_us - now;
+	rc = rsk_conn_flush_sends(u->c, left > 0 ? (int)(left / 1000) : 0);
+	if (rc == -ETIMEDOUT && bounded)
+		return -EAGAIN;
+	u->hello_out = 0;
 	if (rc == 0)
 		rc = rsk_sys_shutdown(fd, SHUT_WR);
 	if (rc == 0) {
@@ -465,10 +517,7 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	if ((rc = cm->dial(d)) < 0) {
 		rsk_conn_discard(u->c, -1, -1, -1);
 		u->c = NULL;
-		if (d->why == RDMASOCK_FB_VERSION) /* (counted as its start's reason so far) */
-			rsk_upg_reason(s, d->why);
-		else
-			s->fb_reason = d->why;
+		rsk_upg_reason(s, d->why);
 		return rsk_upg_give_up(s, u, rsk_fallback_name(d->why));
 	}
 	u->c->ep = d->ep;
@@ -505,12 +554,19 @@ static int rsk_upg_held_here(const struct rsk_upg *u)
 /* Client: the shared record of our sending side's move (RSK_CONN_TX_*), taking the move
  * when no holder has (then RSK_CONN_TX_TCP comes back). A holder in another process moving
  * it right now is waited for on the record itself (a shared futex: its mark wakes us), and
- * bounded: it may have died in the middle. */
-static int rsk_upg_tx_turn(struct rsk_upg *u)
+ * bounded: it may have died in the middle. Not past @end_us (a wait's end, -1: none): then
+ * RSK_CONN_TX_MOVING comes back (still moving; a later call looks again). */
+static int rsk_upg_tx_turn(struct rsk_upg *u, int64_t end_us)
 {
 	int64_t end = rsk_now_ms() + 2 * RSK_UPG_FLUSH_MS, left;
 	struct timespec ts;
 	uint32_t was;
+	int mine = 0;
+
+	if (end_us >= 0 && end_us / 1000 < end) {
+		end = end_us / 1000;
+		mine = 1;
+	}
 
 	for (;;) {
 		rsk_conn_lock(u->c);
@@ -522,7 +578,7 @@ static int rsk_upg_tx_turn(struct rsk_upg *u)
 			return (int)was;
 		left = end - rsk_now_ms();
 		if (left <= 0)
-			return RSK_CONN_TX_FAILED;
+			return mine ? RSK_CONN_TX_MOVING : RSK_CONN_TX_FAILED;
 		ts.tv_sec = left / 1000;
 		ts.tv_nsec = (left % 1000) * 1000000;
 		(void)rsk_sys_futex(&u->c->tx_moved, FUTEX_WAIT, RSK_CONN_TX_MOVING, &ts);
@@ -545,24 +601,29 @@ static void rsk_upg_tx_mark(struct rsk_upg *u, int how)
  * our sending side, the others find it moved and switch too; each reads TCP up to the
  * server's FIN, then the stream, so the bytes stay in order whichever process reads.
  */
-static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd)
+static int rsk_upg_follow(struct rsk_sock *s, struct rsk_upg *u, int fd, int64_t end_us)
 {
 	int was, rc;
 
 	if (s->nfds > 1 || fd != u->fd || !rsk_upg_held_here(u))
 		return -EBUSY; /* (0 fds: the last close, which ends through the stream) */
-	if (u->shut_wr) {
+	if (u->shut_wr && !u->hello_out) {
 		u->state = RSK_UPGS_SWITCHED;
 		return 0;
 	}
-	was = rsk_upg_tx_turn(u);
+	/* (a move of ours left half done holds the record's turn already) */
+	was = u->hello_out ? RSK_CONN_TX_TCP : rsk_upg_tx_turn(u, end_us);
+	if (was == RSK_CONN_TX_MOVING)
+		return -EAGAIN; /* another holder is moving it: not within this wait */
 	if (was == RSK_CONN_TX_MOVED) {
 		u->state = RSK_UPGS_SWITCHED;
 		return 0;
 	}
 	if (was != RSK_CONN_TX_TCP)
 		return -ECONNRESET;
-	rc = rsk_upg_move_tx(u, fd);
+	rc = rsk_upg_move_tx(u, fd, end_us);
+	if (rc == -EAGAIN)
+		return rc; /* the turn stays ours (MOVING) until the move ends */
 	rsk_upg_tx_mark(u, rc == 0 ? RSK_CONN_TX_MOVED : RSK_CONN_TX_FAILED);
 	return rc;
 }
@@ -591,25 +652,39 @@ static int rsk_upg_declined(struct rsk_sock *s, struct rsk_upg *u)
 	return 1;
 }
 
-/* Client: has the server moved (its first message is there)? Then move too. */
-static void rsk_upg_client_look(struct rsk_sock *s, struct rsk_upg *u, int fd)
+/* Client: has the server moved (its first message is there)? Then move too, by @end_us
+ * (a wait's end; -1: none). -EAGAIN: the server moved and ours could not end by then. */
+static int rsk_upg_client_look_by(struct rsk_sock *s, struct rsk_upg *u, int fd, int64_t end_us)
 {
-	int moved, err;
+	int moved, err, rc;
 
 	rsk_conn_lock(u->c);
 	(void)rsk_stream_progress(&u->c->st);
 	moved = u->c->st.msgs_rcvd > 0;
 	err = u->c->st.err;
 	rsk_conn_unlock(u->c);
-	if (err || (!moved && !u->shut_wr && rsk_now_ms() - u->born_ms > RSK_UPG_DIAL_TTL_MS))
-		return rsk_upg_give_up(s, u, "the server did not take the offer");
-	if (!moved && rsk_upg_declined(s, u))
-		return rsk_upg_give_up(s, u, "the server declined the offer");
-	if (moved && rsk_upg_follow(s, u, fd) < 0) {
-		/* The server moved and we cannot follow: only a reset is honest now. */
-		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
-		rsk_upg_give_up(s, u, "cannot follow the server");
+	if (err || (!moved && !u->shut_wr && rsk_now_ms() - u->born_ms > RSK_UPG_DIAL_TTL_MS)) {
+		rsk_upg_give_up(s, u, "the server did not take the offer");
+		return 0;
 	}
+	if (!moved && rsk_upg_declined(s, u)) {
+		rsk_upg_give_up(s, u, "the server declined the offer");
+		return 0;
+	}
+	if (!moved)
+		return 0;
+	rc = rsk_upg_follow(s, u, fd, end_us);
+	if (rc == 0 || rc == -EAGAIN)
+		return rc;
+	/* The server moved and we cannot follow: only a reset is honest now. */
+	(void)rsk_sys_shutdown(fd, SHUT_RDWR);
+	rsk_upg_give_up(s, u, "cannot follow the server");
+	return 0;
+}
+
+static void rsk_upg_client_look(struct rsk_sock *s, struct rsk_upg *u, int fd)
+{
+	(void)rsk_upg_client_look_by(s, u, fd, -1);
 }
 
 /* Client, offer out: the application ends its writing side before the server moved. The
@@ -676,7 +751,7 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		return rsk_upg_give_up(s, u, "offer unusable here");
 	if ((rc = rsk_upg_server_build(u, fd)) < 0)
 		return rsk_upg_give_up(s, u, strerror(-rc));
-	if ((rc = rsk_upg_move_tx(u, fd)) < 0) {
+	if ((rc = rsk_upg_move_tx(u, fd, -1)) < 0) {
 		/* Our first message may have reached the client, which then moves: the connection
 		 * cannot be kept consistent any more, so it ends visibly. */
 		(void)rsk_sys_shutdown(fd, SHUT_RDWR);
@@ -707,6 +782,14 @@ static int rsk_upg_finish(struct rsk_sock *s, struct rsk_upg *u, int fd)
 		app = rsk_sys_fcntl(u->app, F_DUPFD_CLOEXEC, 0);
 		if (app < 0)
 			return app;
+	}
+	/* Registrations made while unrecorded, to be replayed. Unreadable: the move fails (the
+	 * connection is reset, visibly) rather than lose them silently. */
+	rc = __atomic_load_n(&rsk_upg_epregs_fn, __ATOMIC_ACQUIRE)(s, fd);
+	if (rc < 0) {
+		if (app != u->app)
+			(void)rsk_sys_close(app);
+		return rc;
 	}
 	rsk_sock_account_tcp(s, fd); /* the TCP part's bytes, before the socket goes */
 	rsk_stats_moved(s->fb_reason);
@@ -965,32 +1048,52 @@ int rsk_upg_try_finish(struct rsk_sock *s, int fd)
 }
 
 /*
- * A wait (poll, select) found the fd readable or hung up while the socket moves: the fd
- * still names the TCP side, which shows the peer's move (its FIN, and our own FIN once our
- * side moved: POLLIN|POLLHUP) as the end of the connection, before the peer has sent or
+ * A wait (poll, select, epoll) found the fd readable or hung up while the socket moves: the
+ * fd still names the TCP side, which shows the peer's move (its FIN, and our own FIN once
+ * our side moved: POLLIN|POLLHUP) as the end of the connection, before the peer has sent or
  * ended anything in the stream. A read after that answer took the FIN, finished the move
  * and found the stream empty: EAGAIN on a non-blocking fd, where TCP returns data or 0 (a
  * forked server child took that for a lost EOF). So the move is taken as far as a read
  * would take it -- a client follows the server's, and a FIN that is all TCP has left ends
  * the move -- and the wait asks again, now of the stream. Never under another call in the
- * kernel on the TCP side (rsk_upg_at_eof leaves the end to it). 1 if the fd moved.
+ * kernel on the TCP side (rsk_upg_at_eof leaves the end to it), and never past the wait's
+ * own end @end_us: a client whose first stream message is not delivered by then (a verbs
+ * completion) leaves its move half done, and the report, only the server's FIN, is not the
+ * stream's (RSK_UPG_SETTLE_HIDE).
  */
-int rsk_upg_settle(struct rsk_sock *s, int fd)
+int rsk_upg_settle(struct rsk_sock *s, int fd, int64_t end_us)
 {
 	struct rsk_upg *u;
-	int rc = 0;
+	int rc = RSK_UPG_SETTLE_KEEP, pending = 0;
+	char b;
 
 	pthread_mutex_lock(&s->lock);
 	u = s->upg;
 	if (u != NULL && rsk_upg_kcalls(s) == 0 && s->upg_scalls == 0) {
-		if (u->state == RSK_UPGS_DIALED)
-			rsk_upg_client_look(s, u, fd); /* the server moved: we follow */
+		if (u->state == RSK_UPGS_DIALED) /* the server moved: we follow */
+			pending = rsk_upg_client_look_by(s, u, fd, end_us) == -EAGAIN;
 		if (u->state == RSK_UPGS_SWITCHED) {
 			u->peeked_us = 0;
-			rc = rsk_upg_peek_fin(s, u, fd) > 0;
+			rc = rsk_upg_peek_fin(s, u, fd) > 0 ? RSK_UPG_SETTLE_MOVED : rc;
+		} else if (pending && rsk_sys_recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			rc = RSK_UPG_SETTLE_HIDE; /* all TCP has is the server's FIN */
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int rsk_upg_settle_fd(int fd, int64_t end_us)
+{
+	uintptr_t v = rsk_fdtab_load(fd);
+	struct rsk_sock *s;
+	int rc = RSK_UPG_SETTLE_KEEP;
+
+	if (!(v & RSK_FDTAB_TAG_DIVERT) || (s = rsk_sock_get(fd)) == NULL)
+		return rc; /* (every call of a TCP-first socket comes to us: it is diverted) */
+	if (s->conn == NULL && s->upg != NULL)
+		rc = rsk_upg_settle(s, fd, end_us);
+	rsk_sock_put(s);
 	return rc;
 }
 

@@ -13,6 +13,7 @@
 #ifndef RSK_CALLS_UPGRADE_H
 #define RSK_CALLS_UPGRADE_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "sock/sock.h"
@@ -91,8 +92,22 @@ static inline int rsk_upg_any_moving(void)
 	return __atomic_load_n(&rsk_upg_moving, __ATOMIC_RELAXED) > 0;
 }
 
-/* A wait reported @fd (@s moving) readable or hung up: take the move as far as a read would
- * (the peer's FIN that is only its move ends ours). 1 if the fd moved: ask the wait again. */
-int rsk_upg_settle(struct rsk_sock *s, int fd);
+/*
+ * A wait reported @fd (@s moving) readable or hung up: take the move as far as a read would
+ * (the peer's FIN that is only its move ends ours), by @end_us at the latest (the wait's
+ * end on rsk_now_us's clock; -1: none). What the report is worth then:
+ */
+#define RSK_UPG_SETTLE_KEEP 0  /* the TCP side's own: it stands */
+#define RSK_UPG_SETTLE_MOVED 1 /* the fd moved: void, ask the wait again (now of the stream) */
+#define RSK_UPG_SETTLE_HIDE 2  /* only the move's FIN, the move not done by @end_us: not
+				* readable yet (a later wait or call goes on with it) */
+int rsk_upg_settle(struct rsk_sock *s, int fd, int64_t end_us);
+
+/* Registers who reads @s's epoll registrations that no ctl recorded, before a move of @fd
+ * replays them (rsk_fw_epregs): 0 or -errno, which fails the move. */
+void rsk_upg_set_epregs(int (*fn)(struct rsk_sock *s, int fd));
+
+/* rsk_upg_settle for whatever @fd names: RSK_UPG_SETTLE_KEEP unless a moving socket. */
+int rsk_upg_settle_fd(int fd, int64_t end_us);
 
 #endif

@@ -502,6 +502,24 @@ void rsk_sock_count_become(void)
 	__atomic_add_fetch(&rsk_sock_nbecome, 1, __ATOMIC_RELEASE);
 }
 
+void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_event *ev)
+{
+	int i;
+
+	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
+		;
+	/* (nepregs stored atomically: a DEL looks at it without the lock, rsk_life_epoll_note) */
+	if (op == EPOLL_CTL_DEL && i < s->nepregs) {
+		s->epregs[i] = s->epregs[s->nepregs - 1];
+		__atomic_store_n(&s->nepregs, s->nepregs - 1, __ATOMIC_RELAXED);
+	} else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
+		s->epregs[i].epfd = epfd;
+		s->epregs[i].ev = *ev;
+		if (i == s->nepregs)
+			__atomic_store_n(&s->nepregs, i + 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* Replay epoll registrations made on the TCP socket onto the new file at the same number. */
 static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 {
@@ -512,7 +530,7 @@ static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
 		ev = s->epregs[i].ev;
 		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
-	s->nepregs = 0;
+	__atomic_store_n(&s->nepregs, 0, __ATOMIC_RELAXED);
 }
 
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,

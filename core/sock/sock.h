@@ -160,6 +160,10 @@ void rsk_sock_count(struct rsk_sock *s, uint16_t port);
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
 		    const struct sockaddr *dest);
 
+/* Registration of @s in epoll set @epfd by @op (@ev: its events and data) noted, for
+ * rsk_sock_become to replay (up to RSK_SOCK_EPREGS sets). The caller holds s->lock. */
+void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_event *ev);
+
 /* How many sockets became accelerated in place so far (rsk_sock_become): a waiter that judged
  * fds before (an epoll mirror) looks at them again when it changes. Counted once the fd is
  * accelerated and its registrations replayed. */

@@ -42,24 +42,40 @@ for l in lines:
 PY
 }
 
+# Python prepended to assert_conns' and assert_path's: totals(PATH, PROGRAM) sums the
+# connections per transport and the fallbacks per reason over PROGRAM's stats lines (one a
+# process), and exits failing when there is none.
+SCALE_TOTALS_PY=$(
+	cat <<'PY'
+import json, sys
+def totals(path, prog):
+    conns, fbs = {}, {}
+    lines = [json.loads(l) for l in open(path).read().splitlines()]
+    lines = [o for o in lines if o["program"] == prog]
+    if not lines:
+        sys.exit("no stats line from " + prog)
+    for o in lines:
+        for t, n in o["connections"].items():
+            conns[t] = conns.get(t, 0) + n
+        for r, n in o["fallbacks"].items():
+            fbs[r] = fbs.get(r, 0) + n
+    return conns, fbs
+PY
+)
+
+# scale_py ARG...: the Python program on stdin, after SCALE_TOTALS_PY, with ARGs.
+scale_py() {
+	python3 - "$@" < <(printf '%s\n' "$SCALE_TOTALS_PY" && cat)
+}
+
 # assert_conns PROGRAM TRANSPORT MIN [REASON...]: the processes of PROGRAM accounted at least
 # MIN connections on TRANSPORT; every connection on another transport is explained by a
 # fallback of one of the REASONs (none given: no other transport at all), and no fallback of
 # another reason happened.
 assert_conns() {
-	python3 - "$RSK_STATS" "$@" <<'PY' || fail "stats of $1 do not show the expected transport"
-import json, sys
+	scale_py "$RSK_STATS" "$@" <<'PY' || fail "stats of $1 do not show the expected transport"
 path, prog, want, min_conns, reasons = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
-conns, fbs = {}, {}
-lines = [json.loads(l) for l in open(path).read().splitlines()]
-lines = [o for o in lines if o["program"] == prog]
-if not lines:
-    sys.exit("no stats line from " + prog)
-for o in lines:
-    for t, n in o["connections"].items():
-        conns[t] = conns.get(t, 0) + n
-    for r, n in o["fallbacks"].items():
-        fbs[r] = fbs.get(r, 0) + n
+conns, fbs = totals(path, prog)
 print("%s: connections %s, fallbacks %s" % (prog, conns, {r: n for r, n in fbs.items() if n}))
 if conns.get(want, 0) < min_conns:
     sys.exit("%s: %s connections %d < %d" % (prog, want, conns.get(want, 0), min_conns))
@@ -85,19 +101,9 @@ PY
 # connections there. Fallbacks of reasons not named, and connections on transports not named,
 # fail it. Prints the counts: which path carried the connections.
 assert_path() {
-	python3 - "$RSK_STATS" "$@" <<'PY' || fail "stats of $1: not the path this variant claims"
-import json, sys
+	scale_py "$RSK_STATS" "$@" <<'PY' || fail "stats of $1: not the path this variant claims"
 path, prog, total, want, items = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-conns, fbs = {}, {}
-lines = [json.loads(l) for l in open(path).read().splitlines()]
-lines = [o for o in lines if o["program"] == prog]
-if not lines:
-    sys.exit("no stats line from " + prog)
-for o in lines:
-    for t, n in o["connections"].items():
-        conns[t] = conns.get(t, 0) + n
-    for r, n in o["fallbacks"].items():
-        fbs[r] = fbs.get(r, 0) + n
+conns, fbs = totals(path, prog)
 limit = {}
 for it in items:
     name, _, mx = it.partition(":")

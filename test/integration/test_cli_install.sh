@@ -61,10 +61,16 @@ cat >tiny.c <<'C'
 int main(void)
 {
 	struct rdmasock_stats s;
+	unsigned char old[RDMASOCK_STATS_MIN_SIZE + 8];
 	char json[4096];
 
 	if (rdmasock_get_stats(&s, sizeof(s)) != 0 || rdmasock_stats_json(json, sizeof(json)) <= 0)
 		return 1;
+	/* a program built against the oldest header: its size is accepted, nothing past it written */
+	memset(old, 0xa5, sizeof(old));
+	if (rdmasock_get_stats((struct rdmasock_stats *)(void *)old, RDMASOCK_STATS_MIN_SIZE) != 0 ||
+	    old[RDMASOCK_STATS_MIN_SIZE] != 0xa5)
+		return 2;
 	printf("%s %s\n", rdmasock_version(), strstr(json, "\"fallbacks\"") ? "json" : "?");
 	return 0;
 }

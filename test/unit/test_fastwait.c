@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,8 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_locks.h"
+#include "calls/calls.h"
 
 /* The fairness bounds of fastwait.c (user-space answers, and microseconds, between two real
  * looks while the process is awake). */
@@ -915,6 +918,23 @@ static int app_ctl_in(int ep, int op, int fd, uint32_t events, uint64_t data, in
 	struct epoll_event ev = {.events = events, .data.u64 = data}, kev = ev;
 	int res = 0, et;
 
+	struct rsk_fw *quiet;
+
+	uintptr_t v = rsk_fdtab_load(fd);
+
+	if (!rsk_fdtab_is_accel(v)) { /* a set without a candidate: no following */
+		*user = 0;
+		quiet = rsk_fw_ctl_begin(ep);
+		res = epoll_ctl(ep, op, fd, &kev) < 0 ? -errno : 0;
+		if (quiet != NULL)
+			rsk_fw_ctl_end(quiet, fd, res == 0);
+		if (v != 0 && res == 0 &&
+		    (quiet == NULL || (v & RSK_FDTAB_TAGS) != RSK_FDTAB_TAGS || op == EPOLL_CTL_DEL))
+			rsk_life_epoll_note(ep, op, fd, &ev);
+		if (quiet == NULL && res == 0)
+			rsk_fw_ctl(ep, op, fd, &ev, 0);
+		return res;
+	}
 	*user = rsk_fw_ctl_user(ep, op, fd, &ev, &res);
 	if (*user)
 		return res;
@@ -925,6 +945,16 @@ static int app_ctl_in(int ep, int op, int fd, uint32_t events, uint64_t data, in
 		return -errno;
 	rsk_fw_ctl(ep, op, fd, &ev, et);
 	return 0;
+}
+
+/* Does set @ep's mirror follow nothing now (a ctl of a kernel fd would go by unfollowed)? */
+static int set_quiet(int ep)
+{
+	struct rsk_fw *m = rsk_fw_ctl_begin(ep);
+
+	if (m != NULL)
+		rsk_fw_ctl_end(m, -1, 0);
+	return m != NULL;
 }
 
 static int app_ctl(int op, int fd, uint32_t events, uint64_t data)
@@ -964,6 +994,29 @@ static void assert_never_reported(int ep, uint64_t data)
 		assert_true(ev[i].data.u64 != data);
 }
 
+/* The application closes F.sv while the library keeps its open file under a hidden number
+ * (returned: the caller closes it last); *@peer_ctl, to poke the peer's side after. */
+static int close_library_keeps_file(int *peer_ctl)
+{
+	int hidden;
+
+	*peer_ctl = sv_peer_ctl();
+	hidden = rsk_fd_hide_dup(F.sv);
+	assert_true(hidden >= 0);
+	ucl_close(F.sv);
+	F.sv = -1;
+	return hidden;
+}
+
+/* The application ADDs F.sv with @data and DELs it: the DEL is held back (the kernel keeps
+ * its edge-triggered registration). */
+static void held_del(uint64_t data)
+{
+	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, data), 0);
+	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+}
+
 /*
  * The library keeps the app end's open file under a hidden number (a moved connection's
  * spare app end while another thread still sends by it, calls/upgrade.c) and the
@@ -978,11 +1031,7 @@ static void test_close_without_del_library_keeps_file(void **state)
 	(void)state;
 	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x5151);
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	hidden = close_library_keeps_file(&peer_ctl);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x5151);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
@@ -999,11 +1048,7 @@ static void test_close_without_del_eager_library_keeps_file(void **state)
 	rsk_fw_fd_shared(F.sv); /* eager for good */
 	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x5252);
 	assert_int_equal(conn_of(F.sv)->lazy, 0);
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	hidden = close_library_keeps_file(&peer_ctl);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x5252);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
@@ -1066,14 +1111,8 @@ static void test_held_del_then_close_library_keeps_file(void **state)
 	int peer_ctl, hidden, num = F.sv;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x6161), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
-	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET); /* held back */
-	peer_ctl = sv_peer_ctl();
-	hidden = rsk_fd_hide_dup(F.sv);
-	assert_true(hidden >= 0);
-	ucl_close(F.sv);
-	F.sv = -1;
+	held_del(0x6161);
+	hidden = close_library_keeps_file(&peer_ctl);
 	assert_int_equal(kernel_reg(F.ep, num, NULL), -1);
 	poke(peer_ctl);
 	assert_never_reported(F.ep, 0x6161);
@@ -1089,8 +1128,7 @@ static void test_held_del_then_dup2(void **state)
 
 	(void)state;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x7171), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x7171);
 	peer_ctl = sv_peer_ctl();
 	hidden = rsk_fd_hide_dup(F.sv);
 	rsk_fw_fd_gone(num); /* dup2's wrapper */
@@ -1121,9 +1159,7 @@ static void test_held_del_then_dup2(void **state)
 static void test_held_del_then_fork(void **state)
 {
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 3), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
-	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	held_del(3);
 	rsk_fw_all_eager();
 	assert_int_equal(kernel_events(F.sv), -1);
 	send1("x");
@@ -1138,8 +1174,7 @@ static void test_held_del_then_set_closed(void **state)
 	int copy;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 4), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(4);
 	copy = fcntl(F.ep, F_DUPFD_CLOEXEC, 0);
 	assert_true(copy >= 0);
 	rsk_fw_fd_gone(F.ep);
@@ -1159,8 +1194,7 @@ static void test_held_del_then_new_file_same_number(void **state)
 	int p[2], num = F.sv, user, n;
 
 	(void)state;
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x8181), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x8181);
 	ucl_close(F.sv);
 	F.sv = -1;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -1223,8 +1257,7 @@ static void test_held_del_then_data_reused(void **state)
 
 	(void)state;
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 0x2222), 0);
-	assert_int_equal(app_ctl(EPOLL_CTL_DEL, F.sv, 0, 0), 0);
+	held_del(0x2222);
 	assert_int_equal(app_ctl(EPOLL_CTL_ADD, p[0], EPOLLIN, 0x2222), 0);
 	assert_int_equal(kernel_events(F.sv), -1);
 	assert_int_equal(conn_of(F.sv)->lazy_never, 0);
@@ -1301,6 +1334,235 @@ static void test_ctl_while_sleeping_is_real(void **state)
 	assert_true(z.ev[0].data.u64 == 5);
 }
 
+/* ---- a set without a candidate: its mirror follows nothing ---- */
+
+/*
+ * epoll_ctl ADD, MOD and DEL of kernel fds (a pipe; a TCP-first socket, tagged kernel as
+ * while it is TCP), a wait, and the fd's close, in a set that holds no candidate (a TCP-first
+ * server's, a client's): pass-through, no lock. Each ctl took 4 mutex round trips before (the
+ * table of mirrors twice for the reference, the nested-set check, the mirror to follow it),
+ * each wait 2, each close 1: 13 per short connection, most of the library's per side.
+ */
+static void test_kernel_fds_take_no_lock(void **state)
+{
+	uintptr_t v = rsk_fdtab_load(F.sv);
+	struct epoll_event ev[4];
+	int p[2], n, user, i, rc = 0, got;
+
+	(void)state;
+	if (!LOCKS_COUNTED)
+		skip();
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	rsk_fdtab_store(F.sv, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	for (i = 0; i < 2; i++) { /* (the second: a connection as the next one finds the set) */
+		locks = 0;
+		lock_counting = 1;
+		rc |= app_ctl_in(F.ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 1, &user);
+		rc |= app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 2, &user);
+		got = rsk_fw_wait(F.ep, ev, 4, 0, NULL, &n);
+		rc |= app_ctl_in(F.ep, EPOLL_CTL_MOD, F.sv, EPOLLIN | EPOLLOUT, 2, &user);
+		rc |= app_ctl_in(F.ep, EPOLL_CTL_DEL, F.sv, 0, 0, &user);
+		rc |= app_ctl_in(F.ep, EPOLL_CTL_DEL, p[0], 0, 0, &user);
+		rsk_fw_fd_gone(p[1]);
+		lock_counting = 0;
+		assert_int_equal(rc, 0);
+		assert_int_equal(got, 0); /* no candidate: the kernel's wait */
+		assert_int_equal(locks, 0);
+	}
+	rsk_fdtab_store(F.sv, v);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* The set's registrations of kernel fds made while its mirror followed nothing (with new
+ * data by a MOD) are read from the kernel once an accelerated fd joins: a candidate whose
+ * data a pipe's registration uses goes eager, one with the data the MOD left free does not. */
+static void test_quiet_set_read_on_first_candidate(void **state)
+{
+	int p[2], user;
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, p[0], EPOLLIN, 5, &user), 0);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, p[0], EPOLLIN, 0x1234567890ULL, &user), 0);
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 5, &user), 0);
+	assert_false(set_quiet(F.ep)); /* following: it holds a candidate */
+	assert_int_equal(conn_of(F.sv)->lazy, 1);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN | EPOLLET);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, F.sv, EPOLLIN, 0x1234567890ULL, &user), 0);
+	assert_eager_exact();
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A set whose candidates are gone stops following after a while; a TCP-first socket
+ * registered then (no entry kept) still becomes a candidate once it moves: the move makes
+ * the mirror read the set again. */
+static void test_quiet_again_then_move(void **state)
+{
+	uintptr_t v;
+	struct epoll_event ev[4];
+	int p[2], user, i;
+
+	(void)state;
+	more_conns();
+	v = rsk_fdtab_load(F.msv[0]);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	make_stale();
+	assert_false(set_quiet(F.ep));
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_DEL, F.sv, 0, 0, &user), 0); /* held */
+	rsk_fw_fd_gone(F.sv); /* its close: the held DEL goes, no candidate is left */
+	for (i = 0; i < 64 && !set_quiet(F.ep); i++)
+		assert_int_equal(app_ctl_in(F.ep, i ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, p[0], EPOLLIN,
+					    9, &user), 0);
+	assert_true(set_quiet(F.ep));
+	rsk_fdtab_store(F.msv[0], v | RSK_FDTAB_TAG_KERNEL); /* as while it was TCP */
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, F.msv[0], EPOLLIN, 7, &user), 0);
+	assert_int_equal(rsk_fw_wait(F.ep, ev, 4, 0, NULL, &user), 0); /* the kernel's */
+	assert_true(set_quiet(F.ep));
+	rsk_fdtab_store(F.msv[0], v); /* the move */
+	rsk_sock_count_become();
+	send_on(F.mcl[0], "x");
+	assert_int_equal(fw_wait(ev, 4, 1000), 1);
+	assert_int_equal(ev[0].data.u64, 7);
+	assert_int_equal(kernel_events(F.msv[0]), EPOLLIN | EPOLLET);
+	assert_true(conn_of(F.msv[0])->lazy);
+	assert_false(set_quiet(F.ep));
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A connection of the fixture tagged TCP first (its fdtab word before in *@v, to put back),
+ * in a set that follows nothing. Its fd; its socket in *@s. */
+static int quiet_tcp_first(struct rsk_sock **s, uintptr_t *v)
+{
+	int fd;
+
+	more_conns();
+	fd = F.msv[0];
+	*s = ucl_sock(fd);
+	*v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, *v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_true(set_quiet(F.ep));
+	return fd;
+}
+
+/* A TCP-first socket's ADD and MOD in a set that follows nothing are not recorded at each
+ * ctl; the move reads them from the kernel (rsk_fw_epregs: the latest events and data, and
+ * none once deleted), and a mirror that ends while its set lives on records them. */
+static void test_quiet_registrations_read_for_move(void **state)
+{
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user;
+
+	(void)state;
+	fd = quiet_tcp_first(&s, &v);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 11, &user), 0);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLOUT, 12, &user), 0);
+	assert_int_equal(s->nepregs, 0); /* not recorded */
+	pthread_mutex_lock(&s->lock);
+	rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].epfd, F.ep);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLIN | EPOLLOUT);
+	assert_int_equal(s->epregs[0].ev.data.u64, 12);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_DEL, fd, 0, 0, &user), 0);
+	assert_int_equal(s->nepregs, 0); /* the DEL took the record back */
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 13, &user), 0);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_ADD, &(struct epoll_event){.events = EPOLLIN});
+	rsk_fw_epregs(s, fd); /* a stale record is replaced by the kernel's registration */
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(s->epregs[0].ev.data.u64, 13);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLOUT, 14, &user), 0);
+	rsk_fw_fd_shared(F.ep); /* its mirror ends (a poll of the set), the set lives on */
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLOUT);
+	assert_int_equal(s->epregs[0].ev.data.u64, 14);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_DEL, NULL);
+	pthread_mutex_unlock(&s->lock);
+	rsk_fdtab_store(fd, v);
+}
+
+/* A set that starts following (its first candidate) records what its TCP-first sockets'
+ * quiet ctls left unrecorded, so that a move need not read the set; their ctls are recorded
+ * each from then on. */
+static void test_follow_records_quiet_registrations(void **state)
+{
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user;
+
+	(void)state;
+	fd = quiet_tcp_first(&s, &v);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 21, &user), 0);
+	assert_int_equal(s->nepregs, 0);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 1, &user), 0);
+	assert_false(set_quiet(F.ep));
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].epfd, F.ep);
+	assert_int_equal(s->epregs[0].ev.data.u64, 21);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_MOD, fd, EPOLLOUT, 22, &user), 0);
+	assert_int_equal(s->epregs[0].ev.data.u64, 22);
+	assert_int_equal(s->epregs[0].ev.events, EPOLLOUT);
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_DEL, fd, 0, 0, &user), 0);
+	assert_int_equal(s->nepregs, 0);
+	rsk_fdtab_store(fd, v);
+}
+
+/* No fd free (the set cannot be read): an accelerated fd's ADD leaves the set following
+ * nothing and the fd eager (the application's own events back in the kernel), and a move's
+ * read of its TCP-first sockets' registrations fails rather than find none; with an fd free
+ * again they are read. (Before, the mirror ended and took that chance with it.) */
+static void test_unreadable_set_stays_quiet(void **state)
+{
+	struct rlimit was, low;
+	struct rsk_sock *s;
+	uintptr_t v;
+	int fd, user, rc, epr, lowest;
+
+	(void)state;
+	more_conns();
+	fd = F.msv[0];
+	s = ucl_sock(fd);
+	v = rsk_fdtab_load(fd);
+	rsk_fdtab_store(fd, v | RSK_FDTAB_TAG_KERNEL | RSK_FDTAB_TAG_DIVERT); /* TCP first */
+	assert_int_equal(app_ctl_in(F.ep, EPOLL_CTL_ADD, fd, EPOLLIN, 31, &user), 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	lowest = dup(0);
+	assert_true(lowest >= 0);
+	close(lowest);
+	low = was;
+	low.rlim_cur = (rlim_t)lowest; /* every number below the limit taken */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	rc = app_ctl_in(F.ep, EPOLL_CTL_ADD, F.sv, EPOLLIN, 1, &user);
+	pthread_mutex_lock(&s->lock);
+	epr = rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	assert_int_equal(rc, 0);
+	assert_int_equal(epr, -EMFILE);
+	assert_true(set_quiet(F.ep));
+	assert_int_equal(conn_of(F.sv)->lazy, 0);
+	assert_int_equal(kernel_events(F.sv), EPOLLIN);
+	pthread_mutex_lock(&s->lock);
+	epr = rsk_fw_epregs(s, fd);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(epr, 0);
+	assert_int_equal(s->nepregs, 1);
+	assert_int_equal(s->epregs[0].ev.data.u64, 31);
+	pthread_mutex_lock(&s->lock);
+	rsk_sock_epreg(s, F.ep, EPOLL_CTL_DEL, NULL);
+	pthread_mutex_unlock(&s->lock);
+	rsk_fdtab_store(fd, v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1339,6 +1601,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_held_del_then_data_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sleep_flushes_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_while_sleeping_is_real, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kernel_fds_take_no_lock, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_set_read_on_first_candidate, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_again_then_move, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quiet_registrations_read_for_move, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_follow_records_quiet_registrations, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_unreadable_set_stays_quiet, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

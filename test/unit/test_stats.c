@@ -661,10 +661,109 @@ static void test_names(void **state)
 	assert_string_equal(rsk_fallback_name(RDMASOCK_FB_COUNT), "?");
 }
 
+/* Released offsets, recorded: a field inserted (or an array grown) in the middle of struct
+ * rdmasock_stats moves one of these and breaks every program built against an older header. */
+static void test_layout_offsets(void **state)
+{
+	static const struct {
+		const char *name;
+		size_t at, want;
+	} f[] = {
+		{"connections", offsetof(struct rdmasock_stats, connections), 0},
+		{"bytes_sent", offsetof(struct rdmasock_stats, bytes_sent), 24},
+		{"bytes_received", offsetof(struct rdmasock_stats, bytes_received), 48},
+		{"messages_sent", offsetof(struct rdmasock_stats, messages_sent), 72},
+		{"messages_received", offsetof(struct rdmasock_stats, messages_received), 96},
+		{"credit_stalls", offsetof(struct rdmasock_stats, credit_stalls), 120},
+		{"fallbacks", offsetof(struct rdmasock_stats, fallbacks), 128},
+		{"writes_coalesced", offsetof(struct rdmasock_stats, writes_coalesced), 384},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].at != f[i].want)
+			fail_msg("%s moved from offset %zu to %zu", f[i].name, f[i].want, f[i].at);
+	/* the reasons are indices into fallbacks[]: one renumbered moves its counter too */
+	assert_int_equal(RDMASOCK_FB_NEGATIVE_CACHE, 11);
+	assert_int_equal(RDMASOCK_FB_VERSION, 16);
+	assert_int_equal(RDMASOCK_STATS_MIN_SIZE,
+			 offsetof(struct rdmasock_stats, fallbacks[RDMASOCK_FB_NEGATIVE_CACHE + 1]));
+	assert_true(sizeof(struct rdmasock_stats) >= 392);
+}
+
+/* Every u64 of @s is its own index + 1, so a copied word says where it came from. */
+static void stats_numbered(struct rdmasock_stats *s)
+{
+	uint64_t *w = (uint64_t *)s;
+	size_t i;
+
+	for (i = 0; i < sizeof(*s) / sizeof(uint64_t); i++)
+		w[i] = i + 1;
+}
+
+static void test_copy_out_sizes(void **state)
+{
+	unsigned char buf[sizeof(struct rdmasock_stats) + 64];
+	struct rdmasock_stats s;
+	size_t old = RDMASOCK_STATS_MIN_SIZE, i;
+
+	(void)state;
+	stats_numbered(&s);
+	/* the oldest header: exactly its prefix, not a byte after it */
+	memset(buf, 0xa5, sizeof(buf));
+	assert_int_equal(rsk_stats_copy_out(&s, buf, old), 0);
+	assert_memory_equal(buf, &s, old);
+	for (i = old; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0xa5);
+	/* today's size: all of it */
+	memset(buf, 0xa5, sizeof(buf));
+	assert_int_equal(rsk_stats_copy_out(&s, buf, sizeof(s)), 0);
+	assert_memory_equal(buf, &s, sizeof(s));
+	assert_int_equal(buf[sizeof(s)], 0xa5);
+	/* a newer, larger header: ours, then zeros for fields this build does not keep */
+	memset(buf, 0xa5, sizeof(buf));
+	assert_int_equal(rsk_stats_copy_out(&s, buf, sizeof(s) + 16), 0);
+	assert_memory_equal(buf, &s, sizeof(s));
+	for (i = sizeof(s); i < sizeof(s) + 16; i++)
+		assert_int_equal(buf[i], 0);
+	assert_int_equal(buf[sizeof(s) + 16], 0xa5);
+	/* too small, ragged, or nowhere to write */
+	assert_int_equal(rsk_stats_copy_out(&s, buf, old - 8), -EINVAL);
+	assert_int_equal(rsk_stats_copy_out(&s, buf, 0), -EINVAL);
+	assert_int_equal(rsk_stats_copy_out(&s, buf, sizeof(s) - 4), -EINVAL);
+	assert_int_equal(rsk_stats_copy_out(&s, NULL, sizeof(s)), -EINVAL);
+}
+
+/* Headers before the fixed capacity: 12 to 30 reasons, then writes_coalesced (the 17-reason
+ * one, 272 bytes, is the header just before it). */
+static void test_copy_out_legacy(void **state)
+{
+	unsigned char buf[sizeof(struct rdmasock_stats)];
+	struct rdmasock_stats s;
+	size_t size, n;
+	uint64_t w;
+
+	(void)state;
+	stats_numbered(&s);
+	for (n = 12; n < RDMASOCK_FB_CAPACITY - 1; n++) {
+		size = offsetof(struct rdmasock_stats, fallbacks[n]) + sizeof(uint64_t);
+		memset(buf, 0xa5, sizeof(buf));
+		assert_int_equal(rsk_stats_copy_out(&s, buf, size), 0);
+		assert_memory_equal(buf, &s, size - sizeof(uint64_t));
+		memcpy(&w, buf + size - sizeof(uint64_t), sizeof(w));
+		assert_int_equal(w, s.writes_coalesced);
+		assert_int_equal(buf[size], 0xa5);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_layout_offsets),
+		cmocka_unit_test(test_copy_out_sizes),
+		cmocka_unit_test(test_copy_out_legacy),
 		cmocka_unit_test(test_format_keys_and_values),
 		cmocka_unit_test(test_checker_can_fail),
 		cmocka_unit_test(test_program_escaping),

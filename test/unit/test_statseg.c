@@ -34,6 +34,7 @@
 
 #include "base/stats.h"
 #include "base/statseg.h"
+#include "unit_files.h"
 
 static char dir[] = "/tmp/rsk-statseg-XXXXXX";
 static char path[PATH_MAX];
@@ -190,12 +191,7 @@ static uint64_t start_of(pid_t pid)
 static void put_seg(const char *name, pid_t pid, uint64_t start)
 {
 	struct rsk_statseg_hdr h;
-	char p[PATH_MAX];
-	int fd;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0600);
-	assert_true(fd >= 0);
 	memset(&h, 0, sizeof(h));
 	if (pid != 0) {
 		h.magic = RSK_STATSEG_MAGIC;
@@ -203,25 +199,17 @@ static void put_seg(const char *name, pid_t pid, uint64_t start)
 		h.pid = pid;
 		h.start_time = start;
 	}
-	assert_int_equal(write(fd, &h, sizeof(h)), (ssize_t)sizeof(h));
-	close(fd);
+	unit_file_put(dir, name, &h, sizeof(h));
 }
 
 static int there(const char *name)
 {
-	char p[PATH_MAX];
-	struct stat st;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	return lstat(p, &st) == 0;
+	return unit_file_there(dir, name);
 }
 
 static void gone(const char *name)
 {
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	(void)unlink(p);
+	unit_file_gone(dir, name);
 }
 
 #define NAME(buf, ...) snprintf(buf, sizeof(buf), __VA_ARGS__)

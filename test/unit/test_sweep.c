@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "base/sweep.h"
+#include "unit_files.h"
 
 #define PFX "rsk-sw."
 
@@ -31,23 +32,12 @@ static char dir[] = "/tmp/rsk-sweep-XXXXXX";
 /* A file @name in the test directory holding @body (its judge reads it). */
 static void put(const char *name, const char *body)
 {
-	char p[PATH_MAX];
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
-	close(fd);
+	unit_file_put(dir, name, body, strlen(body));
 }
 
 static int there(const char *name)
 {
-	char p[PATH_MAX];
-	struct stat st;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	return lstat(p, &st) == 0;
+	return unit_file_there(dir, name);
 }
 
 /* Judge: a file whose body starts with "dead" is stale. */

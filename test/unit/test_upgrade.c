@@ -12,8 +12,13 @@
  * child holds it, and the last holder's close fails the client's later sends; a move that
  * ends while the fork is being prepared is counted once for the child; a client forked while
  * its offer is out follows the server's move in whichever process uses it; the last close
- * of a moving side over unread data resets the peer, as any close does. The verbs move
- * needs a device and is left to the Soft-RoCE guest (vm_verbs tcpfirst_*).
+ * of a moving side over unread data resets the peer, as any close does; a wait (poll,
+ * select, epoll level- and edge-triggered through the set's mirror) during a move reports
+ * what the stream would, never the move's FIN, and a zero-timeout one returns at once even
+ * when the move cannot end yet (a transport whose deliveries are synchronous and late stands
+ * in for verbs); a client whose dial fails is counted once, under the dial's reason, however
+ * its connect was settled. The verbs move needs a device and is left to the Soft-RoCE guest (vm_verbs
+ * tcpfirst_*).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,17 +29,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/fdtab.h"
 #include "base/stats.h"
 #include "calls/history.h"
 #include "calls/pollfast.h"
 #include "calls/upgrade.h"
 #include "conn/conn.h"
 #include "transport/shm.h"
+#include "transport/shm_cm.h"
 #include "transport/announce.h"
 #include "unit.h"
 #include "unit_cm.h"
@@ -577,6 +586,37 @@ static void test_map_key_folding(void **state)
 	ucl_close(l);
 }
 
+static short upoll(int fd, int ms); /* below, with the other waiters */
+
+/*
+ * Make @p's server side moving: the client offers with its first call (the request, 16
+ * bytes), the server takes the offer at a call and moves (its FIN), the client follows. No
+ * server call after that: it would read the client's TCP FIN and finish the server's move
+ * too. While it waits the client reads all it has (into *@got_c: TCP up to the server's FIN,
+ * then the stream), or with @got_c NULL only waits as poll does, finding nothing to read.
+ */
+static void pair_moving(struct pair *p, uint64_t *c2s, uint64_t *got_s, uint64_t *got_c)
+{
+	int i;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
+	send_pat(p->cl, c2s, 16);
+	recv_until(p->sv, got_s, 16);
+	for (i = 0; i < 2000 && ucl_sock(p->cl)->conn == NULL; i++) {
+		assert_int_equal(recv_pat(p->sv, got_s), -EAGAIN);
+		if (got_c == NULL)
+			assert_int_equal(upoll(p->cl, 0), 0);
+		else
+			while (recv_pat(p->cl, got_c) > 0)
+				;
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p->cl)->conn);
+	assert_null(ucl_sock(p->sv)->conn); /* the server: still reading TCP up to that FIN */
+	assert_non_null(ucl_sock(p->sv)->upg);
+}
+
 /* ---- a fork while the server's side is moving (a fork-per-connection server) ---- */
 
 #define FORK_RSP 3000 /* the child's response: more than one stream message */
@@ -647,23 +687,9 @@ static void fork_during_move(int parent_first)
 	pid_t pid;
 	int i, st;
 
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	fc.p = &p;
-	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* The offer reaches the server through its listener's loop: its next call takes it and
-	 * its side moves (its TCP FIN); then the client follows. Never a server call after
-	 * that: it would read the client's TCP FIN and finish the server's move too. */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		(void)recv_pat(p.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_null(ucl_sock(p.sv)->conn); /* the server: still reading TCP up to that FIN */
-	assert_non_null(ucl_sock(p.sv)->upg);
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(pipe(fc.go), 0);
 
 	rsk_life_fork_prepare();
@@ -904,26 +930,11 @@ static void test_moving_close_unread_resets(void **state)
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
-	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
 	send_pat(p.sv, &s2c, 300); /* TCP: delivered before the move */
-	send_pat(p.cl, &c2s, 16);  /* the request; the offer goes out with it */
-	recv_until(p.sv, &got_s, 16);
-	/* As in fork_during_move: the server moves, the client follows; no server call after.
-	 * The client reads all it has at once: TCP up to the server's FIN, then the stream
-	 * (a server call between the two would read the client's FIN and end its move). */
-	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		while (recv_pat(p.cl, &got_c) > 0)
-			;
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(p.cl)->conn);
-	assert_non_null(ucl_sock(p.sv)->upg); /* the server: still moving */
+	pair_moving(&p, &c2s, &got_s, &got_c);
 	assert_int_equal(got_c, 300);
 	send_pat(p.cl, &c2s, 100); /* into the stream; the server never reads it */
 	/* the client waits for the answer: its request, staged behind its unread first
@@ -971,21 +982,11 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	struct pair mv, acc;
 	uint64_t c2s = 0, got_s = 0, got_c = 0;
 	struct rsk_conn *c;
-	int i, hook_fd;
+	int hook_fd;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 0;
 	pair_open(&mv); /* moving: the lower fds */
-	send_pat(mv.cl, &c2s, 16);
-	recv_until(mv.sv, &got_s, 16);
-	for (i = 0; i < 2000 && ucl_sock(mv.cl)->conn == NULL; i++) {
-		assert_int_equal(recv_pat(mv.sv, &got_s), -EAGAIN);
-		(void)recv_pat(mv.cl, &got_c);
-		unit_sleep_ms(1);
-	}
-	assert_non_null(ucl_sock(mv.cl)->conn);
-	assert_null(ucl_sock(mv.sv)->conn);
+	pair_moving(&mv, &c2s, &got_s, &got_c);
 
 	rsk_config.tcp_first = RSK_TCP_FIRST_OFF; /* accelerated at connect */
 	{
@@ -1020,20 +1021,201 @@ static void test_fork_prepare_counts_a_move_ending_meanwhile(void **state)
 	pair_close(&mv);
 }
 
+/* ---- readiness while a move is under way: each wait as preload/ makes it ---- */
+
+/*
+ * A transport whose sends complete only when the peer's device says so (sends_sync, as
+ * verbs): a side that follows the server's move waits for its first stream message to be
+ * delivered before its TCP FIN (rsk_conn_flush_sends). Put in for the shm ends of a test by
+ * a wrapper of rsk_transport_cm; `slow_done` says whether the delivery happened, and each
+ * look at it is counted.
+ */
+const struct rsk_cm_ops *__real_rsk_transport_cm(const struct rsk_ep *ep);
+const struct rsk_cm_ops *__wrap_rsk_transport_cm(const struct rsk_ep *ep);
+static struct rsk_cm_ops slow_cm;
+static int slow_on, slow_done, slow_looks;
+
+static int slow_sends_done(struct rsk_ep *ep)
+{
+	(void)ep;
+	__atomic_add_fetch(&slow_looks, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&slow_done, __ATOMIC_SEQ_CST);
+}
+
+const struct rsk_cm_ops *__wrap_rsk_transport_cm(const struct rsk_ep *ep)
+{
+	const struct rsk_cm_ops *cm = __real_rsk_transport_cm(ep);
+
+	if (__atomic_load_n(&slow_on, __ATOMIC_ACQUIRE) && cm == &rsk_shm_cm_ops)
+		return &slow_cm;
+	return cm;
+}
+
+static void slow_sends(int on)
+{
+	if (on) {
+		slow_cm = rsk_shm_cm_ops;
+		slow_cm.sends_sync = 1;
+		slow_cm.sends_done = slow_sends_done;
+		__atomic_store_n(&slow_done, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&slow_looks, 0, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(&slow_on, on, __ATOMIC_RELEASE);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	slow_sends(0); /* a failed test may leave it in */
+	return 0;
+}
+
+/* The end of a wait of @ms begun now (-1: none), and what is left of it in ms. */
+static int64_t wait_end(int ms)
+{
+	return ms < 0 ? -1 : rsk_now_us() + (int64_t)ms * 1000;
+}
+
+static int wait_left(int ms, int64_t end)
+{
+	int64_t left;
+
+	if (ms <= 0)
+		return ms;
+	left = end - rsk_now_us();
+	return left > 0 ? (int)((left + 999) / 1000) : 0;
+}
+
 /* poll() of one fd as preload/poll.c runs it: the kernel's answer, asked again when that
  * answer was only a move's FIN and the move ended (rsk_pf_settle). */
 static short upoll(int fd, int ms)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int64_t end = wait_end(ms);
 	int i, n = 0;
 
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < 8; i++) {
 		p.revents = 0;
 		n = poll(&p, 1, ms);
-		if (n <= 0 || !rsk_pf_settle(&p, 1))
+		if (n <= 0 || !rsk_pf_settle(&p, 1, end, &n))
 			break;
+		ms = wait_left(ms, end);
 	}
 	return n > 0 ? p.revents : 0;
+}
+
+/* select() for reading one fd as preload/poll.c runs it (rsk_pf_sel_settle): POLLIN or 0. */
+static short uselect(int fd, int ms)
+{
+	int64_t end = wait_end(ms);
+	struct timeval tv;
+	fd_set r;
+	int i, n = 0;
+
+	for (i = 0; i < 8; i++) {
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		n = select(fd + 1, &r, NULL, NULL, ms < 0 ? NULL : &tv);
+		if (n <= 0 || !rsk_pf_sel_settle(fd + 1, &r, end, &n))
+			break;
+		ms = wait_left(ms, end);
+	}
+	assert_true(n <= 0 || FD_ISSET(fd, &r));
+	return n > 0 ? POLLIN : 0;
+}
+
+/* Each fd waited on by epoll has a set of its own, made while it is on TCP: mirrored, or not
+ * (@ep_bare: as after a fork, or with RDMASOCK_FASTWAIT=0). */
+#define EP_FDS 256
+static int ep_of[EP_FDS];
+static uint32_t ep_flags; /* EPOLLET or 0 */
+static int ep_bare;
+
+/* epoll_ctl ADD as preload/epoll.c: the real call, then the socket's note of it (it may
+ * move: the registration follows, calls/lifecycle.c) and the mirror. */
+static void uep_add(int fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | ep_flags,
+				 .data.u64 = 1000u + (unsigned)fd};
+	uintptr_t v = rsk_fdtab_load(fd);
+	int ep;
+
+	assert_true(fd < EP_FDS);
+	rsk_config.fastwait = 1;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	assert_true(ep >= 0);
+	if (!ep_bare)
+		rsk_fw_created(ep);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+	if (v != 0 && !rsk_fdtab_is_accel(v))
+		rsk_life_epoll_note(ep, EPOLL_CTL_ADD, fd, &ev);
+	rsk_fw_ctl(ep, EPOLL_CTL_ADD, fd, &ev, 0);
+	ep_of[fd] = ep;
+}
+
+static void uep_close(int fd)
+{
+	rsk_fw_fd_gone(ep_of[fd]);
+	close(ep_of[fd]);
+	ep_of[fd] = -1;
+}
+
+/* epoll_wait on @fd's set as preload/epoll.c runs it: the mirror's answer (or the kernel's),
+ * then a report that was only a move's FIN settled (rsk_fw_settle), asked again while
+ * nothing but moves' FINs came. Its events, or 0. */
+static short uepoll(int fd, int ms)
+{
+	struct epoll_event ev[4];
+	int64_t end = wait_end(ms);
+	int i, n = 0, moved;
+
+	for (i = 0; i < 8; i++) {
+		if (!rsk_fw_wait(ep_of[fd], ev, 4, ms, NULL, &n))
+			n = epoll_wait(ep_of[fd], ev, 4, ms);
+		if (n <= 0)
+			break;
+		moved = 0;
+		n = rsk_fw_settle(ep_of[fd], ev, n, end, &moved);
+		if (n > 0 || !moved)
+			break;
+		ms = wait_left(ms, end);
+	}
+	assert_true(n <= 1);
+	if (n <= 0)
+		return 0;
+	assert_int_equal(ev[0].data.u64, 1000u + (unsigned)fd);
+	return (short)ev[0].events;
+}
+
+/* A way to wait for one fd's readiness: poll, select, epoll (level- or edge-triggered). */
+struct waiter {
+	short (*wait)(int fd, int ms);
+	uint32_t ep_flags; /* epoll: EPOLLET or 0 */
+	int bare;          /* epoll: a set the library does not mirror */
+};
+
+static const struct waiter W_POLL = {upoll, 0, 0}, W_SELECT = {uselect, 0, 0},
+			   W_EPOLL_LT = {uepoll, 0, 0}, W_EPOLL_ET = {uepoll, EPOLLET, 0},
+			   W_BARE_LT = {uepoll, 0, 1}, W_BARE_ET = {uepoll, EPOLLET, 1};
+
+static void waiter_open(const struct waiter *w, const struct pair *p)
+{
+	ep_flags = w->ep_flags;
+	ep_bare = w->bare;
+	if (w->wait == uepoll) {
+		uep_add(p->cl);
+		uep_add(p->sv);
+	}
+}
+
+static void waiter_close(const struct waiter *w, const struct pair *p)
+{
+	if (w->wait == uepoll) {
+		uep_close(p->cl);
+		uep_close(p->sv);
+	}
 }
 
 /*
@@ -1043,49 +1225,293 @@ static short upoll(int fd, int ms)
  * the stream. A wait answers from where a read would read: nothing while the peer is quiet,
  * then its bytes, then its EOF, and a non-blocking read after a report never finds EAGAIN.
  * Before, poll reported both fds readable, and the reads (which ended the moves) returned
- * EAGAIN: a forked server child of test/progs/stale.c took that for a lost EOF.
+ * EAGAIN: a forked server child of test/progs/stale.c took that for a lost EOF. For epoll
+ * (before: not settled) the events carry the application's data: the mirror maps them back
+ * to the fd; an edge-triggered registration loses no event (the stream's app end, put in
+ * the set by the move, reports its own edges).
  */
-static void test_moving_readiness_is_the_stream(void **state)
+static void readiness_is_the_stream(const struct waiter *w)
 {
 	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
 	struct pair p;
 	char b[64];
 	int i;
 
-	(void)state;
 	rsk_config.upgrade_bytes = 1u << 30;
 	rsk_config.upgrade_ms = 0; /* the client offers at its first call */
 	pair_open(&p);
+	waiter_open(w, &p);
 	send_pat(p.cl, &c2s, 16); /* the request; the offer goes out with it */
 	recv_until(p.sv, &got_s, 16);
 	/* The server takes the offer at a call and moves (its FIN); the client, whose only
 	 * calls are waits, follows from its wait and ends its move: nothing to read. */
 	for (i = 0; i < 2000 && ucl_sock(p.cl)->conn == NULL; i++) {
 		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
-		assert_int_equal(upoll(p.cl, 0), 0);
+		assert_int_equal(w->wait(p.cl, 0), 0);
 		unit_sleep_ms(1);
 	}
 	assert_non_null(ucl_sock(p.cl)->conn);
 	/* The server's wait sees the client's TCP FIN and its own: the move, not the end. */
 	assert_non_null(ucl_sock(p.sv)->upg);
-	assert_int_equal(upoll(p.sv, 0), 0);
+	assert_int_equal(w->wait(p.sv, 0), 0);
 	assert_non_null(ucl_sock(p.sv)->conn);
 	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), -EAGAIN);
 	/* Then what the peers send, and their ends, as TCP reports them. */
 	send_pat(p.sv, &s2c, 16);
-	assert_true(upoll(p.cl, 2000) & POLLIN);
+	assert_true(w->wait(p.cl, 2000) & POLLIN);
 	assert_int_equal(recv_pat(p.cl, &got_c), 16);
 	send_pat(p.cl, &c2s, 16);
-	assert_true(upoll(p.sv, 2000) & POLLIN);
+	assert_true(w->wait(p.sv, 2000) & POLLIN);
 	assert_int_equal(recv_pat(p.sv, &got_s), 16);
 	ucl_close(p.cl);
-	assert_true(upoll(p.sv, 2000) & POLLIN);
+	assert_true(w->wait(p.sv, 2000) & POLLIN);
 	assert_int_equal(ucl_recv(p.sv, b, sizeof(b), MSG_DONTWAIT), 0);
+	waiter_close(w, &p);
 	ucl_close(p.sv);
 	ucl_close(p.l);
 }
 
-#define T(f) cmocka_unit_test_setup(f, setup)
+/* A TCP-first client of a plain (not preloaded) listener dials at its first call and learns
+ * there is no peer; whether it was counted before (blocking connect) or at that call
+ * (non-blocking: its first data settles it), it is counted once, under that reason. */
+static int late_reason_client(const struct sockaddr_in *a, int flags)
+{
+	struct pollfd pf;
+	int fd = ucl_socket(flags);
+	int rc = ucl_connect(fd, a, NULL);
+
+	assert_true(rc == 0 || (flags && rc == -EINPROGRESS));
+	pf.fd = fd;
+	pf.events = POLLOUT;
+	assert_int_equal(poll(&pf, 1, 2000), 1); /* the kernel's handshake, not ours */
+	assert_int_equal(ucl_send(fd, "x", 1, 0), 1); /* due (age 0): dials, no peer, stays */
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_NO_PEER);
+	return fd;
+}
+
+static void test_late_reason_counted_once(void **state)
+{
+	static const int flags[] = {0, SOCK_NONBLOCK};
+	struct sockaddr_in a;
+	uint16_t port;
+	int l, cl, sv, i, r;
+	uint64_t sum;
+
+	(void)state;
+	rsk_config.upgrade_ms = 0;
+	l = ucm_tcp_bound(1, &port); /* a plain listener: no rendezvous */
+	a = ucm_lo4(port);
+	for (i = 0; i < 2; i++) {
+		rsk_stats_reset();
+		cl = late_reason_client(&a, flags[i]);
+		sv = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(sv >= 0);
+		ucl_close(cl);
+		close(sv);
+		for (sum = 0, r = 0; r < RDMASOCK_FB_COUNT; r++)
+			sum += rsk_stats.fallbacks[r];
+		assert_int_equal(rsk_stats.connections[KERNEL], 1);
+		assert_int_equal(sum, 1);
+		if (rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER] != 1)
+			fail_msg("%s connect: counted as tcp_first %llu, no_peer %llu",
+				 flags[i] ? "non-blocking" : "blocking",
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_TCP_FIRST],
+				 (unsigned long long)rsk_stats.fallbacks[RDMASOCK_FB_NO_PEER]);
+	}
+	close(l);
+}
+
+static void test_moving_readiness_is_the_stream(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_POLL);
+}
+
+static void test_moving_readiness_select(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_SELECT);
+}
+
+static void test_moving_readiness_epoll_lt(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_EPOLL_LT);
+}
+
+static void test_moving_readiness_epoll_et(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_EPOLL_ET);
+}
+
+/* A set not mirrored: found by the socket's own note of its registration, the data checked
+ * to be its alone in the set's fdinfo. */
+static void test_moving_readiness_epoll_bare(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_BARE_LT);
+}
+
+static void test_moving_readiness_epoll_bare_et(void **state)
+{
+	(void)state;
+	readiness_is_the_stream(&W_BARE_ET);
+}
+
+/*
+ * A report whose data another registration of the set shares cannot be told whose it is:
+ * it is left as the kernel made it (the move's FIN reported, as before), never dropped (it
+ * may be the other fd's, edge-triggered). The move ends at the read, as before.
+ */
+static int tcp_readable(int fd);
+
+static void shared_data_left_alone(int bare)
+{
+	uint64_t c2s = 0, got_s = 0, got_c = 0;
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct pair p;
+	int pfd[2], i;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0;
+	pair_open(&p);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	ep_flags = 0;
+	ep_bare = bare;
+	uep_add(p.cl);
+	ev.data.u64 = 1000u + (unsigned)p.cl; /* the client's data, on a pipe too */
+	assert_int_equal(epoll_ctl(ep_of[p.cl], EPOLL_CTL_ADD, pfd[0], &ev), 0);
+	rsk_fw_ctl(ep_of[p.cl], EPOLL_CTL_ADD, pfd[0], &ev, 0);
+	send_pat(p.cl, &c2s, 16);
+	recv_until(p.sv, &got_s, 16);
+	for (i = 0; i < 2000 && !tcp_readable(p.cl); i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		unit_sleep_ms(1);
+	}
+	assert_true(uepoll(p.cl, 0) & EPOLLIN); /* the server's FIN, as the kernel reports it */
+	assert_null(ucl_sock(p.cl)->conn);
+	assert_int_equal(recv_pat(p.cl, &got_c), -EAGAIN); /* the read ends the move */
+	assert_non_null(ucl_sock(p.cl)->conn);
+	uep_close(p.cl);
+	close(pfd[0]);
+	close(pfd[1]);
+	pair_close(&p);
+}
+
+static void test_moving_shared_data_left_alone(void **state)
+{
+	(void)state;
+	shared_data_left_alone(0);
+}
+
+static void test_moving_shared_data_left_alone_bare(void **state)
+{
+	(void)state;
+	shared_data_left_alone(1);
+}
+
+/* Is @fd's TCP side readable (the kernel's own answer, nothing settled)? */
+static int tcp_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * A wait that reports a moving fd takes the move forward within the wait's own time: a
+ * client following the server's move whose first stream message is not delivered yet (a
+ * verbs completion still out) gets a zero-timeout wait's answer at once, and a short
+ * timeout's within it, both "not readable yet" (the report was only the server's FIN), with
+ * its move left half done; a later wait ends it once the delivery came. Before, the settle
+ * inside the wait waited for the delivery for up to 2 s (RSK_UPG_FLUSH_MS), then reset the
+ * connection. An edge-triggered registration hears of the FIN again (re-armed), or its
+ * program would never wait on past it.
+ */
+static void zero_timeout_never_blocks(const struct waiter *w)
+{
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	struct pair p;
+	int64_t t0;
+	int i, looks;
+	short ev;
+
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 0;
+	pair_open(&p);
+	waiter_open(w, &p);
+	send_pat(p.cl, &c2s, 16);
+	recv_until(p.sv, &got_s, 16);
+	/* The server moves at a call of its own: its FIN reaches the client's TCP side. */
+	for (i = 0; i < 2000 && !tcp_readable(p.cl); i++) {
+		assert_int_equal(recv_pat(p.sv, &got_s), -EAGAIN);
+		unit_sleep_ms(1);
+	}
+	assert_true(tcp_readable(p.cl));
+	slow_sends(1);
+	t0 = rsk_now_ms();
+	ev = w->wait(p.cl, 0);
+	t0 = rsk_now_ms() - t0;
+	looks = __atomic_load_n(&slow_looks, __ATOMIC_SEQ_CST);
+	print_message("zero-timeout wait: %lld ms, %d looks at the delivery\n", (long long)t0, looks);
+	assert_true(t0 < 500); /* 2,000 before */
+	assert_true(looks >= 1 && looks <= 2); /* a look at the delivery, no wait for it */
+	assert_int_equal(ev, 0);
+	assert_null(ucl_sock(p.cl)->conn); /* still moving */
+	t0 = rsk_now_ms();
+	ev = w->wait(p.cl, 30);
+	assert_true(rsk_now_ms() - t0 < 500);
+	assert_int_equal(ev, 0);
+	assert_null(ucl_sock(p.cl)->conn);
+	__atomic_store_n(&slow_done, 1, __ATOMIC_SEQ_CST); /* delivered */
+	assert_int_equal(w->wait(p.cl, 0), 0);
+	assert_non_null(ucl_sock(p.cl)->conn); /* the move ended */
+	slow_sends(0);
+	/* and the connection is whole */
+	send_pat(p.sv, &s2c, 16);
+	assert_true(w->wait(p.cl, 2000) & POLLIN);
+	assert_int_equal(recv_pat(p.cl, &got_c), 16);
+	send_pat(p.cl, &c2s, 16);
+	for (i = 0; i < 2000 && got_s < 32; i++)
+		if (recv_pat(p.sv, &got_s) == -EAGAIN)
+			unit_sleep_ms(1);
+	assert_int_equal(got_s, 32);
+	waiter_close(w, &p);
+	pair_close(&p);
+}
+
+static void test_zero_timeout_poll_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_POLL);
+}
+
+static void test_zero_timeout_select_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_SELECT);
+}
+
+static void test_zero_timeout_epoll_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_EPOLL_LT);
+}
+
+static void test_zero_timeout_epoll_et_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_EPOLL_ET);
+}
+
+static void test_zero_timeout_epoll_bare_et_never_blocks(void **state)
+{
+	(void)state;
+	zero_timeout_never_blocks(&W_BARE_ET);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
@@ -1108,6 +1534,19 @@ int main(void)
 		T(test_fork_during_offer_child_uses),
 		T(test_fork_prepare_counts_a_move_ending_meanwhile),
 		T(test_moving_readiness_is_the_stream),
+		T(test_late_reason_counted_once),
+		T(test_moving_readiness_select),
+		T(test_moving_readiness_epoll_lt),
+		T(test_moving_readiness_epoll_et),
+		T(test_moving_readiness_epoll_bare),
+		T(test_moving_readiness_epoll_bare_et),
+		T(test_moving_shared_data_left_alone),
+		T(test_moving_shared_data_left_alone_bare),
+		T(test_zero_timeout_poll_never_blocks),
+		T(test_zero_timeout_select_never_blocks),
+		T(test_zero_timeout_epoll_never_blocks),
+		T(test_zero_timeout_epoll_et_never_blocks),
+		T(test_zero_timeout_epoll_bare_et_never_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

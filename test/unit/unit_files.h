@@ -1,0 +1,47 @@
+/*
+ * Files in a unit test's private directory (test_statseg, test_sweep: the sweeps judge and
+ * remove files there): make one with a body, ask whether a name is there, remove one. Each
+ * takes the directory, so a test keeps its own (mkdtemp at setup). Include after <cmocka.h>.
+ */
+#ifndef RSK_TEST_UNIT_FILES_H
+#define RSK_TEST_UNIT_FILES_H
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Create @dir/@name (new: it must not exist yet), mode 0600, holding @len bytes of @body. */
+static inline void unit_file_put(const char *dir, const char *name, const void *body,
+				 size_t len)
+{
+	char p[PATH_MAX];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, body, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Is there anything (a file, a link, a directory) named @name in @dir? */
+static inline int unit_file_there(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return lstat(p, &st) == 0;
+}
+
+static inline void unit_file_gone(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	(void)unlink(p);
+}
+
+#endif
