@@ -37,6 +37,8 @@ struct rsk_verbs_ep {
 	struct rdma_cm_id *id;
 	uint64_t tok; /* our demux slot: the CQ's cq_context, the id's context */
 	struct ibv_cq *cq;
+	/* whose channel our CQ uses (counted in its ncq) */
+	struct rsk_verbs_dev *dev;
 	struct rsk_vring rx, tx; /* from the device's registered pool */
 	/* send side: buffers in a ring, the send queue as counters */
 	uint32_t tx_data, tx_data_done; /* data sends posted / known complete */
@@ -68,6 +70,7 @@ static struct rsk_verbs_dev {
 	struct ibv_comp_channel *cc;
 	pid_t pid;
 	rsk_watch_t w;
+	int ncq; /* this process's CQs on cc: how many events it can hold at once (atomic) */
 } rsk_verbs_pds[RSK_VERBS_MAX_DEV];
 static pthread_mutex_t rsk_verbs_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -138,28 +141,39 @@ static void rsk_verbs_ack_batch(struct ibv_cq **cq, int n)
 }
 
 /*
- * The loop's callback for a device's completion channel. Every event is acked before any
- * endpoint hears of it: ibv_destroy_cq waits until its CQ's events are acked, and the owner
- * we call may be destroying another endpoint (or wait for a lock of one that is).
+ * The loop's callback for a device's completion channel (@arg: its rsk_verbs_dev). Every
+ * event is acked before any endpoint hears of it: ibv_destroy_cq waits until its CQ's events
+ * are acked, and the owner we call may be destroying another endpoint (or wait for a lock of
+ * one that is). A CQ raises one event per arm, and none of ours is re-armed before its event
+ * is delivered, so the channel holds at most ncq events now: we read no more than that. The
+ * read that would find it empty is a system call per event for a process with one busy
+ * connection (half the reads of a bulk transfer); one left there (a CQ armed again meanwhile
+ * by a waiter, or ncq behind) keeps the level-triggered watch ready for the next round.
  */
 static void rsk_verbs_cc_ready(void *arg, uint32_t events)
 {
-	struct ibv_comp_channel *cc = arg;
+	struct rsk_verbs_dev *d = arg;
+	struct ibv_comp_channel *cc = __atomic_load_n(&d->cc, __ATOMIC_ACQUIRE);
 	struct ibv_cq *cq[RSK_VERBS_EV_BATCH], *one;
 	uint64_t tok[RSK_VERBS_EV_BATCH];
+	int left = __atomic_load_n(&d->ncq, __ATOMIC_RELAXED), n, i;
 	void *ctx;
-	int n, i;
 
 	(void)events;
+	if (left < 1)
+		left = 1; /* an event of a CQ destroyed since: read it, it is acked and dropped */
 	do {
-		for (n = 0; n < RSK_VERBS_EV_BATCH && ibv_get_cq_event(cc, &one, &ctx) == 0; n++) {
+		for (n = 0;
+		     n < RSK_VERBS_EV_BATCH && n < left && ibv_get_cq_event(cc, &one, &ctx) == 0;
+		     n++) {
 			cq[n] = one;
 			tok[n] = (uint64_t)(uintptr_t)ctx; /* a token, never dereferenced */
 		}
+		left -= n;
 		rsk_verbs_ack_batch(cq, n);
 		for (i = 0; i < n; i++)
 			rsk_verbs_deliver(tok[i], RSK_VDEMUX_CQ);
-	} while (n == RSK_VERBS_EV_BATCH);
+	} while (n == RSK_VERBS_EV_BATCH && left > 0);
 }
 
 /* The loop's callback for the process's rdma_cm channel: as above; only the events that
@@ -215,8 +229,9 @@ static struct ibv_pd *rsk_verbs_pd(struct ibv_context *ctx)
 
 static int rsk_verbs_cc_watched[RSK_VERBS_MAX_DEV];
 
-/* @ctx's completion channel in this process (made and watched at first use), or NULL. */
-static struct ibv_comp_channel *rsk_verbs_cc(struct ibv_context *ctx)
+/* @ctx's completion channel in this process (made and watched at first use), or NULL; its
+ * entry in *@dev. */
+static struct ibv_comp_channel *rsk_verbs_cc(struct ibv_context *ctx, struct rsk_verbs_dev **dev)
 {
 	struct ibv_comp_channel *cc = NULL;
 	struct rsk_verbs_dev *d;
@@ -228,8 +243,9 @@ static struct ibv_comp_channel *rsk_verbs_cc(struct ibv_context *ctx)
 		/* A forked child's copy is the parent's: it makes its own (the parent's fd
 		 * stays open here, as the parent's per-connection fds did). */
 		i = (int)(d - rsk_verbs_pds);
-		d->cc = ibv_create_comp_channel(ctx);
+		__atomic_store_n(&d->cc, ibv_create_comp_channel(ctx), __ATOMIC_RELEASE);
 		d->pid = rsk_proc_pid();
+		__atomic_store_n(&d->ncq, 0, __ATOMIC_RELAXED); /* the parent's CQs are not on it */
 		__atomic_store_n(&rsk_verbs_cc_watched[i], 0, __ATOMIC_RELEASE);
 		if (d->cc != NULL)
 			(void)rsk_sys_set_fl(d->cc->fd, O_NONBLOCK);
@@ -240,8 +256,9 @@ static struct ibv_comp_channel *rsk_verbs_cc(struct ibv_context *ctx)
 	}
 	pthread_mutex_unlock(&rsk_verbs_lock);
 	if (cc != NULL && rsk_verbs_watch_once(&rsk_verbs_cc_watched[i], cc->fd, rsk_verbs_cc_ready,
-						 cc, &rsk_verbs_pds[i].w) < 0)
+					       d, &rsk_verbs_pds[i].w) < 0)
 		return NULL;
+	*dev = d;
 	return cc;
 }
 
@@ -324,7 +341,8 @@ static int rsk_verbs_post_recv_slot(struct rsk_verbs_ep *e, uint32_t slot)
 static int rsk_verbs_make_qp(struct rsk_verbs_ep *e, struct ibv_pd *pd)
 {
 	struct ibv_qp_init_attr qa;
-	struct ibv_comp_channel *cc = rsk_verbs_cc(e->id->verbs);
+	struct rsk_verbs_dev *d = NULL;
+	struct ibv_comp_channel *cc = rsk_verbs_cc(e->id->verbs, &d);
 	uint32_t nbuf = e->base.nbuf;
 
 	if (cc == NULL)
@@ -337,6 +355,8 @@ static int rsk_verbs_make_qp(struct rsk_verbs_ep *e, struct ibv_pd *pd)
 			      cc, 0);
 	if (e->cq == NULL)
 		return -errno;
+	e->dev = d;
+	__atomic_add_fetch(&d->ncq, 1, __ATOMIC_RELAXED);
 	if (ibv_req_notify_cq(e->cq, 0) != 0)
 		return -EIO;
 	memset(&qa, 0, sizeof(qa));
@@ -380,6 +400,8 @@ static void rsk_verbs_ep_free(struct rsk_verbs_ep *e)
 	rsk_vpool_put(&e->tx);
 	if (e->cq != NULL)
 		ibv_destroy_cq(e->cq);
+	if (e->dev != NULL && e->owner == rsk_proc_pid())
+		__atomic_sub_fetch(&e->dev->ncq, 1, __ATOMIC_RELAXED);
 	if (e->id != NULL)
 		rdma_destroy_id(e->id);
 	free(e);
