@@ -76,7 +76,7 @@ for app in redis-server redis-benchmark iperf3 sockperf; do
 	fi
 done
 for v in RSK_VM_TRANSPORT RSK_VM_EXPECT RSK_VM_INTEGRITY_BYTES RSK_VM_INTEGRITY_SECS RSK_VM_REDIS_N \
-	RSK_VM_MIXED_BYTES RSK_VM_IDLE_SECS RSK_VM_ONLY RSK_VM_FDS_N; do
+	RSK_VM_MIXED_BYTES RSK_VM_IDLE_SECS RSK_VM_ONLY RSK_VM_FDS_N RSK_VM_CHURN_N RSK_VM_CHURN_SECS; do
 	[ -z "${!v:-}" ] || args+=(--env "$v=${!v}")
 done
 while IFS='=' read -r v _; do
