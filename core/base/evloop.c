@@ -272,6 +272,46 @@ int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_wa
 	return rc;
 }
 
+int rsk_evloop_watch_virtual(rsk_watch_fn fn, void *arg, rsk_watch_t *out)
+{
+	uint32_t idx;
+	int rc = 0;
+
+	rsk_ev_lock_take();
+	if (!rsk_ev_started)
+		rc = rsk_ev_start();
+	if (rc == 0)
+		rc = rsk_ev_slot_get(&idx);
+	if (rc == 0) {
+		rsk_ev_slots[idx].used = 1;
+		rsk_ev_slots[idx].fn = fn;
+		rsk_ev_slots[idx].arg = arg;
+		rsk_ev_slots[idx].fd = -1; /* nothing in the epoll set: rsk_evloop_fire calls it */
+		*out = rsk_ev_handle(idx);
+	}
+	rsk_ev_lock_drop();
+	return rc;
+}
+
+int rsk_evloop_fire(rsk_watch_t w, uint32_t events)
+{
+	struct rsk_ev_slot *s;
+	int held = rsk_ev_in_dispatch, fired = 0;
+
+	if (w == 0)
+		return 0;
+	rsk_ev_lock_take();
+	rsk_ev_in_dispatch = 1; /* the callback may watch and unwatch, as from an epoll event */
+	s = rsk_ev_slot_of(w);
+	if (s != NULL && s->fd < 0) {
+		s->fn(s->arg, events);
+		fired = 1;
+	}
+	rsk_ev_in_dispatch = held;
+	rsk_ev_lock_drop();
+	return fired;
+}
+
 void rsk_evloop_unwatch(rsk_watch_t w)
 {
 	struct rsk_ev_slot *s;
@@ -281,7 +321,8 @@ void rsk_evloop_unwatch(rsk_watch_t w)
 	rsk_ev_lock_take();
 	s = rsk_ev_slot_of(w);
 	if (s != NULL) {
-		(void)rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		if (s->fd >= 0)
+			(void)rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_DEL, s->fd, NULL);
 		rsk_ev_slot_put((uint32_t)w);
 	}
 	rsk_ev_lock_drop();

@@ -33,6 +33,17 @@ int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_wa
 /* Make sure the thread runs (the tick needs it even with nothing watched). 0 or -errno. */
 int rsk_evloop_start(void);
 
+/*
+ * A watch without an fd of its own, for events a module demultiplexes itself from one fd it
+ * shares between many objects (verbs: one completion channel per device, one rdma_cm channel
+ * per process). rsk_evloop_fire() calls its callback under the loop's lock, from the loop
+ * thread (a callback of the shared fd's watch, or deferred work): a stale handle (the watch
+ * was removed, its slot perhaps reused) is dropped, so the object's owner gets the same
+ * promise as for an fd watch. Returns 1 when the callback ran.
+ */
+int rsk_evloop_watch_virtual(rsk_watch_fn fn, void *arg, rsk_watch_t *out);
+int rsk_evloop_fire(rsk_watch_t w, uint32_t events);
+
 /* Remove a watch (0 and stale handles are ignored). May be called from a callback. */
 void rsk_evloop_unwatch(rsk_watch_t w);
 

@@ -657,6 +657,12 @@ static int rsk_conn_watch(struct rsk_conn_rec *r)
 			      : rsk_evloop_watch(r->c->tcp_fd,
 						 EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT,
 						 rsk_conn_on_tcp, r, &r->tcp_w);
+	for (i = 0; rc == 0 && cm->event_bind != NULL && i < RSK_EP_MAX_EVFDS; i++) {
+		/* events from an fd the transport shares: a watch of no fd, fired by it */
+		rc = rsk_evloop_watch_virtual(ep_fn[i], r, &r->ev_w[i]);
+		if (rc == 0)
+			cm->event_bind(r->c->ep, i, r->ev_w[i]);
+	}
 	for (i = 0; rc == 0 && cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
 		fd = cm->event_fd(r->c->ep, i);
 		if (fd < 0)
@@ -878,6 +884,8 @@ static unsigned int rsk_conn_wait_ep(struct rsk_conn *c, int ms)
 
 	if (rsk_conn_take_quiet(c))
 		return RSK_EPEV_DATA; /* it was quiet: harvest before sleeping on its fds */
+	if (cm->event_wait != NULL)
+		return cm->event_wait(c->ep, ms);
 	for (i = 0; cm->event_fd != NULL && i < RSK_EP_MAX_EVFDS; i++) {
 		p[n].fd = cm->event_fd(c->ep, i);
 		p[n].events = POLLIN;

@@ -309,7 +309,8 @@ struct rsk_cm_ops {
 	 * keeps_ctl: our own event loop wakes our app end, so we keep its ctl end (verbs); else
 	 * the peer does (shm: offer and answer hand the ctl end over, and we close ours).
 	 * keeps_tcp: the TCP connection stays as a hidden placeholder (its close tells us the
-	 * peer died); else it is reset once the connection is set up. */
+	 * peer died); else it goes once the connection is set up (shm resets it, verbs closes
+	 * it: rdma_cm tells a dead peer). No transport keeps it now (one hidden fd each). */
 	unsigned int dial_sync : 1, accept_hello : 1, fork_share : 1, keeps_ctl : 1, keeps_tcp : 1;
 	/* sends_sync: sends_done() tells when a message reached the peer (verbs); without it a
 	 * posted message is in the peer's memory at once (shm). slow_setup: a dial costs far
@@ -363,6 +364,16 @@ struct rsk_cm_ops {
 	 * reported, returns RSK_EPEV_* bits. */
 	int (*event_fd)(struct rsk_ep *ep, int i);
 	unsigned int (*on_event)(struct rsk_ep *ep, int i);
+	/*
+	 * Events from an fd the transport shares between endpoints (verbs: one completion
+	 * channel per device, one rdma_cm channel per process) instead of event_fd: the owner
+	 * binds event @i to a virtual watch @w (base/evloop.h, 0: none), which the transport
+	 * fires from the loop thread, and then on_event(ep, @i) takes it as above. event_wait:
+	 * wait up to @ms (outside the loop thread) for the endpoint's events, taking them as
+	 * on_event would with quiet_ok 0; returns RSK_EPEV_* bits (GONE stays once seen).
+	 */
+	void (*event_bind)(struct rsk_ep *ep, int i, uint64_t w);
+	unsigned int (*event_wait)(struct rsk_ep *ep, int ms);
 
 	/* Teardown. sends_done: everything posted has left (NULL: nothing to linger for).
 	 * fin_sent: our FIN is in the peer's memory (a later close of ours is orderly).

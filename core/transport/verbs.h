@@ -24,10 +24,12 @@ struct rdma_event_channel;
 
 /* The client's hello and the server's answer, in rdma_cm private data (network order). */
 #define RSK_VERBS_MAGIC 0x52534b31u /* "RSK1" */
+/* 2: neither end keeps the TCP connection once set up (a version-1 peer still watched its
+ * own as the sign of our death, and would take our close for it). */
 #ifndef RSK_TEST_PROTO_NEXT /* a test build's next version (shm_rdv.h) */
-#define RSK_VERBS_VERSION 1
-#else
 #define RSK_VERBS_VERSION 2
+#else
+#define RSK_VERBS_VERSION 3
 #endif
 /* FROZEN: the start of every hello and of a version reject's private data, whatever the
  * version; a reader of any version reads this much and knows whether the rest is for it. */
@@ -36,11 +38,11 @@ struct rsk_verbs_hdr {
 	uint16_t version; /* the sender's RSK_VERBS_VERSION */
 } __attribute__((packed));
 
-/* Version 1's hello (its layout may change with the version; its start may not). */
+/* Version 2's hello (its layout may change with the version; its start may not). */
 struct rsk_verbs_hello {
 	uint32_t magic; /* = struct rsk_verbs_hdr */
 	uint16_t version;
-	uint16_t tcp_port; /* client: the port its TCP placeholder is bound to */
+	uint16_t tcp_port; /* client: the port its TCP connection is bound to (the claim key) */
 	uint32_t nbuf;
 	uint32_t buf_size;
 	uint16_t flags;    /* RSK_VERBS_HELLO_* */
@@ -54,31 +56,37 @@ int rsk_verbs_probe(void);
 
 /*
  * Build an endpoint on @id (address resolved, or a connection request): protection domain of
- * its device, CQ and completion channel, RC QP, registered buffers, receives posted.
- * Returns 0 or -errno (-ENOMEM with ulimit -l too low is reported as -EDQUOT).
+ * its device, CQ on the device's shared completion channel, RC QP, registered buffers,
+ * receives posted. Returns 0 or -errno (-ENOMEM with ulimit -l too low is reported as -EDQUOT).
  */
-int rsk_verbs_ep_create(struct rdma_cm_id *id, struct rdma_event_channel *ch, uint32_t nbuf,
-			uint32_t buf_size, struct rsk_ep **out);
+int rsk_verbs_ep_create(struct rdma_cm_id *id, uint32_t nbuf, uint32_t buf_size,
+			struct rsk_ep **out);
 
-/* The completion channel's fd (non-blocking), and: take its events, re-arm the CQ, unless
+/* The process's rdma_cm event channel for connected ids (made and watched by the event loop
+ * at first use; a forked child makes its own), or NULL. */
+struct rdma_event_channel *rsk_verbs_cm_channel(void);
+
+/* The endpoint's connected @id moves to that channel, its events bound to the endpoint
+ * (id->context is the endpoint's demux token). 0 or -errno. */
+int rsk_verbs_ep_attach_cm(struct rsk_ep *ep, struct rdma_cm_id *id);
+
+/* Take a completion event the loop handed the endpoint: re-arm the CQ, unless
  * ep->quiet_ok: then leave it unarmed ("quiet", until ops->arm) and return 1. */
-int rsk_verbs_cq_fd(struct rsk_ep *ep);
 int rsk_verbs_cq_event(struct rsk_ep *ep);
 
-/* The endpoint owns @ch (the id's own event channel) from now on. */
-void rsk_verbs_adopt_channel(struct rsk_ep *ep, struct rdma_event_channel *ch);
-
-/*
- * The connection's own rdma_cm event channel (non-blocking), or -1; and: take its events,
- * returning 1 when the peer disconnected (its QP is gone: reset unless its FIN came).
- */
-int rsk_verbs_cm_fd(struct rsk_ep *ep);
+/* Take an rdma_cm event the loop handed it: 1 when the peer disconnected (its QP is gone:
+ * reset unless its FIN came). */
 int rsk_verbs_cm_event(struct rsk_ep *ep);
 
-/* The endpoint's event fds for the event loop: 0 the completion channel, 1 its rdma_cm
- * channel; and what one of them reported (RSK_EPEV_DATA / RSK_EPEV_GONE). */
+/* The cm ops' events (transport.h): no fd of our own (-1); event 0 completions, event 1 the
+ * rdma_cm channel's, bound to the owner's virtual watches and waited for without the loop. */
 int rsk_verbs_event_fd(struct rsk_ep *ep, int i);
 unsigned int rsk_verbs_on_event(struct rsk_ep *ep, int i);
+void rsk_verbs_event_bind(struct rsk_ep *ep, int i, uint64_t w);
+unsigned int rsk_verbs_event_wait(struct rsk_ep *ep, int ms);
+
+/* Events handed to the endpoint and not taken yet (1 << RSK_VDEMUX_*; tests). */
+unsigned int rsk_verbs_pending(struct rsk_ep *ep);
 
 /* Has every posted send completed (or the QP broken)? Known after a signalled one. */
 int rsk_verbs_sends_done(struct rsk_ep *ep);

@@ -218,7 +218,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 			rsk_sa_set_port(src, (uint16_t)port);
 	}
 	if (rc == 0)
-		rc = rsk_verbs_ep_create(id, NULL, rsk_config.buf_count, rsk_config.buf_size, &ep);
+		rc = rsk_verbs_ep_create(id, rsk_config.buf_count, rsk_config.buf_size, &ep);
 	if (rc == 0) {
 		rsk_hello_fill(&hello, (uint16_t)port, ep->nbuf, ep->buf_size, hello_flags);
 		memset(&cp, 0, sizeof(cp));
@@ -232,6 +232,10 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 		rc = rsk_cm_expect(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &reply);
 	if (rc == 0 && (reply.nbuf != ep->nbuf || reply.buf_size != ep->buf_size))
 		rc = -EPROTO;
+	/* Set up: the id's later events go to the process's shared channel, and this one (an
+	 * fd for the handshake's synchronous waits only) goes. */
+	if (rc == 0)
+		rc = rsk_verbs_ep_attach_cm(ep, id);
 	if (rc < 0) {
 		if (ep != NULL)
 			rsk_ep_destroy(ep); /* with the id */
@@ -240,7 +244,7 @@ int rsk_verbs_connect(const struct sockaddr *dest, socklen_t dlen, int timeout_m
 		rdma_destroy_event_channel(ch);
 		return rc;
 	}
-	rsk_verbs_adopt_channel(ep, ch);
+	rdma_destroy_event_channel(ch);
 	*out = ep;
 	return 0;
 }
@@ -358,7 +362,7 @@ static struct rdma_cm_id *rsk_verbs_on_request(struct rsk_verbs_listener *l,
 		rc = -ENOBUFS; /* nobody claims them (or a flood): the client stays TCP */
 	o = rc == 0 ? calloc(1, sizeof(*o)) : NULL;
 	if (o != NULL)
-		rc = rsk_verbs_ep_create(id, NULL, h.nbuf, h.buf_size, &ep);
+		rc = rsk_verbs_ep_create(id, h.nbuf, h.buf_size, &ep);
 	if (o == NULL || rc < 0) {
 		rsk_dbg("verbs: rejecting a connection request (%s)", strerror(rc < 0 ? -rc : ENOMEM));
 		/* Another build's client learns our version from the reject (its fallback
@@ -479,7 +483,6 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 {
 	int64_t deadline = rsk_now_ms() + wait_ms;
 	struct rsk_verbs_offer *o;
-	struct rdma_event_channel *ch;
 	struct timespec ts;
 	struct rsk_ep *ep;
 
@@ -505,18 +508,13 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 		return NULL;
 	*upgrade = o->upgrade;
 	ep = o->ep;
-	/* The connection's later events must not reach the listener (it may close first). */
-	ch = rdma_create_event_channel();
-	if (ch != NULL)
-		(void)rsk_sys_set_fl(ch->fd, O_NONBLOCK);
-	if (!o->ready || ch == NULL || rdma_migrate_id(o->id, ch) != 0) {
-		if (ch != NULL)
-			rdma_destroy_event_channel(ch);
+	/* The connection's later events must not reach the listener (it may close first): they
+	 * go to the process's shared channel, bound to the endpoint. */
+	if (!o->ready || rsk_verbs_ep_attach_cm(ep, o->id) < 0) {
 		rsk_ep_destroy(ep);
 		free(o);
 		return RSK_VERBS_CLAIM_FAILED;
 	}
-	rsk_verbs_adopt_channel(ep, ch);
 	free(o);
 	return ep;
 }
@@ -731,7 +729,9 @@ const struct rsk_cm_ops rsk_verbs_cm_ops = {
 	.dial_sync = 1,
 	.accept_hello = 1,
 	.keeps_ctl = 1,
-	.keeps_tcp = 1,
+	/* No placeholder (issue 9: one hidden fd per connection): the addresses were copied at
+	 * the switch, and a dead peer's rdma_cm id goes with its process (our DISCONNECTED). */
+	.keeps_tcp = 0,
 	.sends_sync = 1,
 	.slow_setup = 1,
 	.dial = rsk_verbs_dial,
@@ -746,6 +746,8 @@ const struct rsk_cm_ops rsk_verbs_cm_ops = {
 	.unclaim = rsk_verbs_unclaim,
 	.event_fd = rsk_verbs_event_fd,
 	.on_event = rsk_verbs_on_event,
+	.event_bind = rsk_verbs_event_bind,
+	.event_wait = rsk_verbs_event_wait,
 	.sends_done = rsk_verbs_sends_done,
 	.foreign = rsk_verbs_ep_foreign,
 };

@@ -206,6 +206,75 @@ static void test_stale_handles_ignored(void **state)
 	assert_int_equal(UNIT_LOAD(&a->calls), 0);
 }
 
+/* ---- virtual watches (one shared fd, events handed out by its owner) ---- */
+
+static struct {
+	rsk_watch_t v[2];
+	int calls[2], fired[2], on_thread;
+	int target;
+} vw;
+
+static void on_virtual(void *arg, uint32_t events)
+{
+	int i = (int)(intptr_t)arg;
+
+	(void)events;
+	UNIT_INC(&vw.calls[i]);
+	if (rsk_evloop_on_thread())
+		UNIT_INC(&vw.on_thread);
+}
+
+/* The shared fd's own callback: what verbs' channel callbacks do with their tokens. */
+static void on_shared(void *arg, uint32_t events)
+{
+	int t = UNIT_LOAD(&vw.target);
+
+	(void)events;
+	pw_drain(((struct pw *)arg)->rfd);
+	if (rsk_evloop_fire(vw.v[t], EPOLLIN))
+		UNIT_INC(&vw.fired[t]);
+}
+
+static void test_virtual_watch(void **state)
+{
+	struct pw *shared = pw_new();
+	rsk_watch_t old, fresh;
+
+	(void)state;
+	memset(&vw, 0, sizeof(vw));
+	assert_int_equal(rsk_evloop_watch_virtual(on_virtual, (void *)0, &vw.v[0]), 0);
+	assert_int_equal(rsk_evloop_watch_virtual(on_virtual, (void *)1, &vw.v[1]), 0);
+	assert_true(vw.v[0] != 0 && vw.v[1] != 0 && vw.v[0] != vw.v[1]);
+	assert_int_equal(rsk_evloop_watch(shared->rfd, EPOLLIN, on_shared, shared, &shared->h), 0);
+	__atomic_store_n(&vw.target, 1, __ATOMIC_SEQ_CST);
+	pw_poke(shared);
+	assert_true(UNIT_WAIT(UNIT_LOAD(&vw.calls[1]) == 1, WAIT_MS));
+	assert_int_equal(UNIT_LOAD(&vw.calls[0]), 0);
+	assert_int_equal(UNIT_LOAD(&vw.fired[1]), 1);
+	assert_int_equal(UNIT_LOAD(&vw.on_thread), 1);
+	/* removed, and its slot reused: the old handle reaches nobody */
+	old = vw.v[1];
+	rsk_evloop_unwatch(old);
+	assert_int_equal(rsk_evloop_watch_virtual(on_virtual, (void *)0, &fresh), 0);
+	assert_true(fresh != old && (uint32_t)fresh == (uint32_t)old);
+	pw_poke(shared); /* fires the old handle */
+	unit_sleep_ms(QUIET_MS);
+	assert_int_equal(UNIT_LOAD(&vw.calls[1]), 1);
+	assert_int_equal(UNIT_LOAD(&vw.calls[0]), 0);
+	assert_int_equal(UNIT_LOAD(&vw.fired[1]), 1);
+	/* fired from outside a callback (deferred work, another thread): under the loop's lock */
+	assert_int_equal(rsk_evloop_fire(vw.v[0], 0), 1);
+	assert_int_equal(UNIT_LOAD(&vw.calls[0]), 1);
+	assert_int_equal(rsk_evloop_fire(old, 0), 0);
+	assert_int_equal(rsk_evloop_fire(0, 0), 0);
+	/* an fd watch's handle is not fired (its events come from epoll) */
+	assert_int_equal(rsk_evloop_fire(shared->h, 0), 0);
+	rsk_evloop_unwatch(vw.v[0]);
+	rsk_evloop_unwatch(fresh);
+	rsk_evloop_unwatch(shared->h);
+	shared->h = 0;
+}
+
 static void test_level_triggered_repeats(void **state)
 {
 	struct pw *p = pw_new();
@@ -996,6 +1065,7 @@ int main(void)
 		T(test_calls_from_callback), /* first: the slot table still grows */
 		T(test_delivers_to_right_callback),
 		T(test_stale_handles_ignored),
+		T(test_virtual_watch),
 		T(test_level_triggered_repeats),
 		T(test_edge_triggered),
 		T(test_oneshot),

@@ -28,6 +28,7 @@
 #include "stream/stream.h"
 #include "transport/verbs.h"
 #include "transport/verbs_cm.h"
+#include "transport/verbs_demux.h"
 
 #define NBUF 8
 #define BSIZE 4096
@@ -294,24 +295,75 @@ static void test_reset(void **state)
 	vp_close(&p);
 }
 
-/* The completion channel (what the monitor thread sleeps on) fires for an arrival. */
+/* Until the event loop handed @ep a completion event (the shared channel's), up to @ms. */
+static int wait_pending(struct rsk_ep *ep, int ms)
+{
+	int64_t end = ms_now() + ms;
+	struct timespec ts = {0, 1000000};
+
+	while (!(rsk_verbs_pending(ep) & (1u << RSK_VDEMUX_CQ))) {
+		if (ms_now() >= end)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
+/* The device's shared completion channel (which the event loop drains) hands an arrival's
+ * event to its endpoint, and a thread waiting without the loop (event_wait) wakes for it. */
 static void test_completion_channel(void **state)
 {
 	struct vpair p;
-	struct pollfd pf;
 	char buf[8];
 
 	(void)state;
 	vp_open(&p);
-	rsk_verbs_cq_event(p.eb); /* drain and arm */
-	pf.fd = rsk_verbs_cq_fd(p.eb);
-	pf.events = POLLIN;
-	assert_int_equal(poll(&pf, 1, 0), 0);
+	(void)rsk_verbs_event_wait(p.eb, 0); /* take what came at setup, and arm */
+	assert_int_equal(rsk_verbs_event_wait(p.eb, 0) & RSK_EPEV_DATA, 0);
 	assert_int_equal(ssend(&p.a, "ping", 4), 4);
-	assert_int_equal(poll(&pf, 1, 5000), 1);
-	rsk_verbs_cq_event(p.eb);
+	assert_true(rsk_verbs_event_wait(p.eb, 5000) & RSK_EPEV_DATA);
 	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
+	assert_int_equal(rsk_verbs_event_wait(p.eb, 0) & RSK_EPEV_GONE, 0);
 	vp_close(&p);
+}
+
+/* Many endpoints on one channel: each event reaches its own endpoint, and none reaches a
+ * destroyed one (its token is stale; the demux table holds exactly the live ones). */
+static void test_shared_channel_demux(void **state)
+{
+	struct vpair p[4];
+	uint32_t base = rsk_vdemux_count();
+	char buf[8];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 4; i++) {
+		vp_open(&p[i]);
+		(void)rsk_verbs_event_wait(p[i].eb, 0);
+	}
+	assert_int_equal(rsk_vdemux_count(), base + 8);
+	assert_int_equal(ssend(&p[2].a, "ping", 4), 4);
+	assert_true(rsk_verbs_event_wait(p[2].eb, 5000) & RSK_EPEV_DATA);
+	for (i = 0; i < 4; i++)
+		if (i != 2)
+			assert_int_equal(rsk_verbs_pending(p[i].eb) & (1u << RSK_VDEMUX_CQ), 0);
+	assert_int_equal(srecv_wait(&p[2].b, buf, sizeof(buf)), 4);
+	/* an arrival for an endpoint destroyed before the loop drains it: nothing happens */
+	assert_int_equal(ssend(&p[1].a, "gone", 4), 4);
+	rsk_stream_fini(&p[1].b);
+	rsk_ep_destroy(p[1].eb);
+	p[1].eb = NULL;
+	assert_int_equal(rsk_vdemux_count(), base + 7);
+	for (i = 0; i < 4; i++) {
+		if (i == 1) {
+			rsk_stream_fini(&p[1].a);
+			rsk_ep_destroy(p[1].ea);
+			close(p[1].tcp);
+			continue;
+		}
+		vp_close(&p[i]);
+	}
+	assert_int_equal(rsk_vdemux_count(), base);
 }
 
 /*
@@ -323,15 +375,12 @@ static void test_completion_channel(void **state)
 static void test_quiet_until_armed(void **state)
 {
 	struct vpair p;
-	struct pollfd pf;
 	char buf[8];
 
 	(void)state;
 	vp_open(&p);
-	pf.fd = rsk_verbs_cq_fd(p.eb);
-	pf.events = POLLIN;
 	assert_int_equal(ssend(&p.a, "ping", 4), 4);
-	assert_int_equal(poll(&pf, 1, 5000), 1); /* armed since it was made */
+	assert_true(wait_pending(p.eb, 5000)); /* armed since it was made */
 	__atomic_store_n(&p.eb->quiet_ok, 1, __ATOMIC_RELAXED);
 	assert_int_equal(rsk_verbs_cq_event(p.eb), 1); /* taken, left unarmed */
 	__atomic_store_n(&p.eb->quiet_ok, 0, __ATOMIC_RELAXED);
@@ -339,16 +388,16 @@ static void test_quiet_until_armed(void **state)
 	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
 	assert_int_equal(ssend(&p.a, "next", 4), 4);
 	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4); /* polled by us */
-	assert_int_equal(poll(&pf, 1, 100), 0);                   /* and no event for it */
+	assert_false(wait_pending(p.eb, 100));                    /* and no event for it */
 	assert_int_equal(rsk_ep_arm(p.eb, 1), 1); /* was quiet: now armed */
 	assert_int_equal(rsk_ep_arm(p.eb, 1), 0); /* only once */
 	assert_int_equal(rsk_ep_arm(p.eb, 0), 0);
 	assert_int_equal(ssend(&p.a, "pong", 4), 4);
-	assert_int_equal(poll(&pf, 1, 5000), 1); /* armed: the completion raises one */
+	assert_true(wait_pending(p.eb, 5000)); /* armed: the completion raises one */
 	assert_int_equal(rsk_verbs_cq_event(p.eb), 0); /* without quiet_ok: re-armed */
 	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
 	assert_int_equal(ssend(&p.a, "more", 4), 4);
-	assert_int_equal(poll(&pf, 1, 5000), 1);
+	assert_true(wait_pending(p.eb, 5000));
 	(void)rsk_verbs_cq_event(p.eb);
 	assert_int_equal(srecv_wait(&p.b, buf, sizeof(buf)), 4);
 	vp_close(&p);
@@ -390,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_fin_after_data),
 		cmocka_unit_test(test_reset),
 		cmocka_unit_test(test_completion_channel),
+		cmocka_unit_test(test_shared_channel_demux),
 		cmocka_unit_test(test_quiet_until_armed),
 		cmocka_unit_test(test_bidir_random),
 	};

@@ -129,7 +129,8 @@ static void test_hello_parse(void **state)
 /*
  * The flags the socket layer obeys: connect() finishes the TCP connect and waits for the
  * server's first message (accept_hello), our own loop wakes our app end (keeps_ctl), the TCP
- * connection stays as the placeholder whose close tells a death (keeps_tcp), a QP never
+ * connection goes once set up (keeps_tcp 0: one hidden fd per connection, the ctl end), and
+ * events come from the shared channels (event_bind/event_wait, no fd of its own), a QP never
  * follows a fork (fork_share 0), a dial is slow (TCP first by default). Entries it lacks are
  * NULL and the callers do without.
  */
@@ -143,7 +144,9 @@ static void test_ops_table(void **state)
 	assert_int_equal(cm->accept_hello, 1);
 	assert_int_equal(cm->fork_share, 0);
 	assert_int_equal(cm->keeps_ctl, 1);
-	assert_int_equal(cm->keeps_tcp, 1);
+	assert_int_equal(cm->keeps_tcp, 0);
+	assert_non_null(cm->event_bind);
+	assert_non_null(cm->event_wait);
 	assert_int_equal(cm->sends_sync, 1);
 	assert_int_equal(cm->slow_setup, 1);
 	assert_int_equal(rsk_config_start(&rsk_config, cm->slow_setup), RSK_START_TCP);

@@ -46,7 +46,7 @@ if [ $mode != kernel ]; then
 fi
 
 progs=${RSK_PROGS:-$TOP/build/test/progs}
-for p in integrity mixed_peer peerdeath lastwords; do
+for p in integrity mixed_peer peerdeath lastwords connserver connscale; do
 	[ -x "$progs/$p" ] || { say "test program $progs/$p not built (RSK_PROGS)"; exit 1; }
 done
 progs=$(readlink -f "$progs")
@@ -67,7 +67,7 @@ args=(--timeout "${RSK_VM_VERBS_TIMEOUT:-900}")
 args+=(--env "RSK_VM_MODE=$mode" --env "RSK_VM_PRELOAD=$preload" --env "RSK_VM_PROGS=$progs")
 args+=(--bin "$probe" --env "RSK_VM_PROBE=$probe" --bin "$nbc" --env "RSK_VM_NBCONNECT=$nbc")
 [ -z "$preload" ] || args+=(--bin "$preload")
-for p in integrity mixed_peer peerdeath lastwords; do args+=(--bin "$progs/$p"); done
+for p in integrity mixed_peer peerdeath lastwords connserver connscale; do args+=(--bin "$progs/$p"); done
 for app in redis-server redis-benchmark iperf3 sockperf; do
 	if command -v "$app" >/dev/null; then
 		args+=(--bin "$app")
@@ -76,7 +76,7 @@ for app in redis-server redis-benchmark iperf3 sockperf; do
 	fi
 done
 for v in RSK_VM_TRANSPORT RSK_VM_EXPECT RSK_VM_INTEGRITY_BYTES RSK_VM_INTEGRITY_SECS RSK_VM_REDIS_N \
-	RSK_VM_MIXED_BYTES RSK_VM_IDLE_SECS RSK_VM_ONLY; do
+	RSK_VM_MIXED_BYTES RSK_VM_IDLE_SECS RSK_VM_ONLY RSK_VM_FDS_N RSK_VM_CHURN_N RSK_VM_CHURN_SECS; do
 	[ -z "${!v:-}" ] || args+=(--env "$v=${!v}")
 done
 while IFS='=' read -r v _; do
