@@ -16,7 +16,7 @@
 #      RSK_VM_TRANSPORT RDMASOCK_TRANSPORT for librdmasock (default verbs), RSK_VM_EXPECT the
 #                      transport whose stats must show the bytes (default verbs; kernel
 #                      checks the harness against a library without a verbs transport)
-#      RSK_VM_INTEGRITY_BYTES (default 1G), RSK_VM_INTEGRITY_SECS (300), RSK_VM_REDIS_N (2000),
+#      RSK_VM_INTEGRITY_BYTES (default 1G), RSK_VM_INTEGRITY_SECS (400), RSK_VM_REDIS_N (2000),
 #      RSK_VM_MIXED_BYTES (8388608), RSK_VM_IDLE_SECS (10), RSK_VM_ONLY (regex of names),
 #      RSK_VM_VERBS_TIMEOUT whole run in seconds (default 900)
 #      RDMASOCK_* (other than TRANSPORT and STATS) are passed into the guest, e.g. for logging.
