@@ -245,22 +245,34 @@ int rsk_evloop_start(void)
 	return rc;
 }
 
+/* Under the loop's lock: start the loop if need be and fill a free slot for @fn(@arg) on
+ * @fd (-1: virtual); its index in *@idx. 0 or -errno. */
+static int rsk_ev_slot_claim(int fd, rsk_watch_fn fn, void *arg, uint32_t *idx)
+{
+	int rc = 0;
+
+	if (!rsk_ev_started)
+		rc = rsk_ev_start();
+	if (rc == 0)
+		rc = rsk_ev_slot_get(idx);
+	if (rc == 0) {
+		rsk_ev_slots[*idx].used = 1;
+		rsk_ev_slots[*idx].fn = fn;
+		rsk_ev_slots[*idx].arg = arg;
+		rsk_ev_slots[*idx].fd = fd;
+	}
+	return rc;
+}
+
 int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_watch_t *out)
 {
 	struct epoll_event ev = {.events = events};
 	uint32_t idx;
-	int rc = 0;
+	int rc;
 
 	rsk_ev_lock_take();
-	if (!rsk_ev_started)
-		rc = rsk_ev_start();
-	if (rc == 0)
-		rc = rsk_ev_slot_get(&idx);
+	rc = rsk_ev_slot_claim(fd, fn, arg, &idx);
 	if (rc == 0) {
-		rsk_ev_slots[idx].used = 1;
-		rsk_ev_slots[idx].fn = fn;
-		rsk_ev_slots[idx].arg = arg;
-		rsk_ev_slots[idx].fd = fd;
 		ev.data.u64 = rsk_ev_handle(idx);
 		rc = rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_ADD, fd, &ev);
 		if (rc < 0)
@@ -275,20 +287,13 @@ int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_wa
 int rsk_evloop_watch_virtual(rsk_watch_fn fn, void *arg, rsk_watch_t *out)
 {
 	uint32_t idx;
-	int rc = 0;
+	int rc;
 
 	rsk_ev_lock_take();
-	if (!rsk_ev_started)
-		rc = rsk_ev_start();
+	/* fd -1: nothing in the epoll set, rsk_evloop_fire calls it */
+	rc = rsk_ev_slot_claim(-1, fn, arg, &idx);
 	if (rc == 0)
-		rc = rsk_ev_slot_get(&idx);
-	if (rc == 0) {
-		rsk_ev_slots[idx].used = 1;
-		rsk_ev_slots[idx].fn = fn;
-		rsk_ev_slots[idx].arg = arg;
-		rsk_ev_slots[idx].fd = -1; /* nothing in the epoll set: rsk_evloop_fire calls it */
 		*out = rsk_ev_handle(idx);
-	}
 	rsk_ev_lock_drop();
 	return rc;
 }
