@@ -61,13 +61,21 @@ static uint32_t rsk_stream_free(const struct rsk_stream *st)
 }
 
 /*
- * May a new data message go? The last buffer is always kept back from data: for a FIN or
- * RST (close() with data in flight must still end the stream in order), and, with credits
- * in immediates, for credit updates.
+ * Peer buffers always kept back from data: for a FIN or RST (close() with data in flight
+ * must still end the stream in order), and, with credits in immediates, for credit updates.
  */
+#define RSK_STREAM_RESERVED 1
+
+/* May a new data message go? */
 static int rsk_stream_can_send_data(const struct rsk_stream *st)
 {
-	return rsk_stream_free(st) > 1;
+	return rsk_stream_free(st) > RSK_STREAM_RESERVED;
+}
+
+/* Would one more message (a credit update) take the last buffer data may use? */
+static int rsk_stream_takes_last_data_buffer(const struct rsk_stream *st)
+{
+	return rsk_stream_free(st) == RSK_STREAM_RESERVED + 1;
 }
 
 /* Has the peer still to consume (and repost) a message of ours? Nagle's unACKed data. */
@@ -561,7 +569,7 @@ void rsk_stream_settle(struct rsk_stream *st)
 	(void)rsk_stream_push(st);
 	/* Not when the message would take our last data credit: callers (the monitor's tick)
 	 * sync no readiness, and writable() would turn false unseen. */
-	if (rsk_stream_credits_due(st) && rsk_stream_free(st) != 2)
+	if (rsk_stream_credits_due(st) && !rsk_stream_takes_last_data_buffer(st))
 		(void)rsk_stream_control(st, 0);
 }
 
