@@ -1,8 +1,9 @@
 /*
- * The event loop (see evloop.h). Watches live in a table of slots; a handle is the slot's
- * index and its generation, and the generation is what epoll carries, so an event that was
- * harvested just before its watch went is recognised as stale. The thread takes the loop's
- * lock per event and calls back under it; deferred work and the tick run without it.
+ * The event loop (see evloop.h). Watches live in a generation-tagged table (gentab.h); a
+ * handle is its token, slot index and generation, and the token is what epoll carries, so an
+ * event that was harvested just before its watch went is recognised as stale. The thread
+ * takes the loop's lock per event and calls back under it; deferred work and the tick run
+ * without it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -12,16 +13,15 @@
 
 #include "evloop.h"
 #include "fdhide.h"
+#include "gentab.h"
 #include "sys.h"
 #include "thread.h"
 
+/* A watch: the table's entry. */
 struct rsk_ev_slot {
 	rsk_watch_fn fn;
 	void *arg;
-	int fd;
-	uint32_t gen;  /* bumped whenever the slot is taken or freed */
-	int used;
-	uint32_t next; /* free list */
+	int fd; /* -1: virtual */
 };
 
 struct rsk_ev_defer {
@@ -30,13 +30,11 @@ struct rsk_ev_defer {
 	void *arg;
 };
 
-#define RSK_EV_NONE UINT32_MAX
-#define RSK_EV_WAKE ((uint64_t)UINT32_MAX) /* the eventfd's data: no slot */
+#define RSK_EV_WAKE ((uint64_t)UINT32_MAX) /* the eventfd's data: generation 0, no token */
 #define RSK_EV_TICK_MS 1
 
 static pthread_mutex_t rsk_ev_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rsk_ev_slot *rsk_ev_slots;
-static uint32_t rsk_ev_nslots, rsk_ev_free = RSK_EV_NONE;
+static struct rsk_gentab rsk_ev_slots = RSK_GENTAB_INIT(sizeof(struct rsk_ev_slot));
 static struct rsk_ev_defer *rsk_ev_deferred;
 static int rsk_ev_epfd = -1, rsk_ev_evfd = -1, rsk_ev_started;
 static pthread_t rsk_ev_thread;
@@ -60,52 +58,10 @@ static void rsk_ev_lock_drop(void)
 		pthread_mutex_unlock(&rsk_ev_lock);
 }
 
-static rsk_watch_t rsk_ev_handle(uint32_t idx)
-{
-	return ((uint64_t)rsk_ev_slots[idx].gen << 32) | idx;
-}
-
 /* The slot @w names if it is still that watch, else NULL. Lock held. */
 static struct rsk_ev_slot *rsk_ev_slot_of(rsk_watch_t w)
 {
-	uint32_t idx = (uint32_t)w, gen = (uint32_t)(w >> 32);
-
-	if (idx >= rsk_ev_nslots || !rsk_ev_slots[idx].used || rsk_ev_slots[idx].gen != gen)
-		return NULL;
-	return &rsk_ev_slots[idx];
-}
-
-/* A free slot index, growing the table if needed. Lock held. */
-static int rsk_ev_slot_get(uint32_t *idx)
-{
-	struct rsk_ev_slot *n;
-	uint32_t cap = rsk_ev_nslots ? rsk_ev_nslots * 2 : 64, i;
-
-	if (rsk_ev_free == RSK_EV_NONE) {
-		n = realloc(rsk_ev_slots, cap * sizeof(*n));
-		if (n == NULL)
-			return -ENOMEM;
-		for (i = rsk_ev_nslots; i < cap; i++)
-			n[i] = (struct rsk_ev_slot){.gen = 1, .next = i + 1 < cap ? i + 1 : RSK_EV_NONE};
-		rsk_ev_free = rsk_ev_nslots;
-		rsk_ev_slots = n;
-		rsk_ev_nslots = cap;
-	}
-	*idx = rsk_ev_free;
-	rsk_ev_free = rsk_ev_slots[*idx].next;
-	return 0;
-}
-
-static void rsk_ev_slot_put(uint32_t idx)
-{
-	struct rsk_ev_slot *s = &rsk_ev_slots[idx];
-
-	s->used = 0;
-	s->gen++;
-	if (s->gen == 0)
-		s->gen = 1; /* 0 never names a watch */
-	s->next = rsk_ev_free;
-	rsk_ev_free = idx;
+	return rsk_gentab_of(&rsk_ev_slots, w);
 }
 
 /* One event: the callback of its watch if the watch is still the one it was for. */
@@ -246,39 +202,40 @@ int rsk_evloop_start(void)
 }
 
 /* Under the loop's lock: start the loop if need be and fill a free slot for @fn(@arg) on
- * @fd (-1: virtual); its index in *@idx. 0 or -errno. */
-static int rsk_ev_slot_claim(int fd, rsk_watch_fn fn, void *arg, uint32_t *idx)
+ * @fd (-1: virtual); its handle in *@w. 0 or -errno. */
+static int rsk_ev_slot_claim(int fd, rsk_watch_fn fn, void *arg, rsk_watch_t *w)
 {
+	struct rsk_ev_slot *s;
 	int rc = 0;
 
 	if (!rsk_ev_started)
 		rc = rsk_ev_start();
-	if (rc == 0)
-		rc = rsk_ev_slot_get(idx);
-	if (rc == 0) {
-		rsk_ev_slots[*idx].used = 1;
-		rsk_ev_slots[*idx].fn = fn;
-		rsk_ev_slots[*idx].arg = arg;
-		rsk_ev_slots[*idx].fd = fd;
-	}
-	return rc;
+	if (rc < 0)
+		return rc;
+	s = rsk_gentab_add(&rsk_ev_slots, w);
+	if (s == NULL)
+		return -ENOMEM;
+	s->fn = fn;
+	s->arg = arg;
+	s->fd = fd;
+	return 0;
 }
 
 int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_watch_t *out)
 {
 	struct epoll_event ev = {.events = events};
-	uint32_t idx;
+	rsk_watch_t w;
 	int rc;
 
 	rsk_ev_lock_take();
-	rc = rsk_ev_slot_claim(fd, fn, arg, &idx);
+	rc = rsk_ev_slot_claim(fd, fn, arg, &w);
 	if (rc == 0) {
-		ev.data.u64 = rsk_ev_handle(idx);
+		ev.data.u64 = w;
 		rc = rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_ADD, fd, &ev);
 		if (rc < 0)
-			rsk_ev_slot_put(idx);
+			(void)rsk_gentab_del(&rsk_ev_slots, w);
 		else
-			*out = ev.data.u64;
+			*out = w;
 	}
 	rsk_ev_lock_drop();
 	return rc;
@@ -286,14 +243,11 @@ int rsk_evloop_watch(int fd, uint32_t events, rsk_watch_fn fn, void *arg, rsk_wa
 
 int rsk_evloop_watch_virtual(rsk_watch_fn fn, void *arg, rsk_watch_t *out)
 {
-	uint32_t idx;
 	int rc;
 
 	rsk_ev_lock_take();
 	/* fd -1: nothing in the epoll set, rsk_evloop_fire calls it */
-	rc = rsk_ev_slot_claim(-1, fn, arg, &idx);
-	if (rc == 0)
-		*out = rsk_ev_handle(idx);
+	rc = rsk_ev_slot_claim(-1, fn, arg, out);
 	rsk_ev_lock_drop();
 	return rc;
 }
@@ -328,7 +282,7 @@ void rsk_evloop_unwatch(rsk_watch_t w)
 	if (s != NULL) {
 		if (s->fd >= 0)
 			(void)rsk_sys_epoll_ctl(rsk_ev_epfd, EPOLL_CTL_DEL, s->fd, NULL);
-		rsk_ev_slot_put((uint32_t)w);
+		(void)rsk_gentab_del(&rsk_ev_slots, w);
 	}
 	rsk_ev_lock_drop();
 }
@@ -397,8 +351,6 @@ void rsk_evloop_request_tick(void)
 
 void rsk_evloop_atfork_child(void)
 {
-	uint32_t i;
-
 	/* The lock may have been held by another thread at fork: start from a fresh one. */
 	pthread_mutex_init(&rsk_ev_lock, NULL);
 	if (rsk_ev_epfd >= 0)
@@ -409,9 +361,7 @@ void rsk_evloop_atfork_child(void)
 	rsk_ev_started = 0;
 	rsk_ev_sleeping = 0;
 	rsk_ev_async_fn = NULL; /* the parent's request, for the parent's thread */
-	for (i = 0; i < rsk_ev_nslots; i++) /* stale handles held above stay stale */
-		if (rsk_ev_slots[i].used)
-			rsk_ev_slot_put(i);
+	rsk_gentab_clear(&rsk_ev_slots); /* stale handles held above stay stale */
 	while (rsk_ev_deferred != NULL) { /* the parent's work, not ours */
 		struct rsk_ev_defer *d = rsk_ev_deferred;
 

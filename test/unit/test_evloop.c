@@ -443,7 +443,7 @@ static void test_stale_event_never_reaches_recycled_slot(void **state)
 	other = sr.other;
 	assert_int_equal(sr.rc, 0);
 	/* The scenario really is a recycled slot: a new handle, the same slot index (the
-	 * handle's low half, evloop.c), fd and arg. */
+	 * handle's low half, base/gentab.c), fd and arg. */
 	assert_true(other->h != 0 && other->h != sr.old);
 	assert_int_equal((uint32_t)other->h, (uint32_t)sr.old);
 	assert_int_equal(UNIT_LOAD(&sr.stale_calls), 0);
