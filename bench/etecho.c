@@ -5,7 +5,10 @@
  *
  *   etecho server ADDR PORT SECS        serve one client, at most SECS seconds; edge-
  *                                       triggered, or level-triggered with ETECHO_LT=1
- *                                       (still reading until EAGAIN, as memcached)
+ *                                       (still reading until EAGAIN, as memcached); with
+ *                                       ETECHO_NOLISTEN=1 a new epoll set with only the
+ *                                       client replaces the listener's once it is accepted
+ *                                       (all the library's: its waits can stay in user space)
  *   etecho client ADDR PORT N WARM SECS WARM round trips of 64 bytes, a pause while the
  *                                       file /tmp/etecho.go is awaited (at most 10 s: the
  *                                       script attaches its counters), then N more
@@ -115,31 +118,49 @@ static int addr_of(const char *ip, const char *port, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-/* Echo what arrived, read until EAGAIN; returns -1 at EOF or error, else whole messages. */
-static long serve(int fd, char *carry, size_t *have)
+/* Read until EAGAIN, then answer (echo) all of it, as memcached or nginx: the reads end with
+ * EAGAIN before the answer goes. -1 at EOF or error, else the whole messages served. */
+static long serve(int fd, size_t *have)
 {
-	char buf[4096];
-	long reqs = 0;
+	static char buf[65536];
+	size_t len = 0, off;
 	ssize_t n, w;
+	long reqs;
 
 	for (;;) {
-		n = read(fd, buf, sizeof(buf));
+		n = read(fd, buf + len, sizeof(buf) - len);
 		if (n < 0 && errno == EAGAIN)
-			return reqs;
+			break;
 		if (n <= 0)
 			return -1;
-		for (ssize_t off = 0; off < n; off += w) {
-			w = write(fd, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EAGAIN)
-				w = 0; /* 64-byte answers: only a short stall */
-			else if (w < 0)
-				return -1;
-		}
-		*have += (size_t)n;
-		reqs += (long)(*have / MSG);
-		*have %= MSG;
-		(void)carry;
+		len += (size_t)n;
+		if (len == sizeof(buf))
+			break; /* full: answer, the edge comes again (the rest is unread) */
 	}
+	for (off = 0; off < len; off += (size_t)w) {
+		w = write(fd, buf + off, len - off);
+		if (w < 0 && errno == EAGAIN)
+			w = 0; /* 64-byte answers: only a short stall */
+		else if (w < 0)
+			return -1;
+	}
+	*have += len;
+	reqs = (long)(*have / MSG);
+	*have %= MSG;
+	return reqs;
+}
+
+/* A new epoll set holding only @fd (the old one, with the listener, is closed): a set the
+ * library mirrors from its creation with nothing of the kernel's in it. */
+static int fresh_set(int old, int fd, uint32_t et)
+{
+	struct epoll_event ev = {.events = EPOLLIN | et, .data.fd = fd};
+	int ep = epoll_create1(0);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return old;
+	close(old);
+	return ep;
 }
 
 static int server(char **av)
@@ -174,9 +195,11 @@ static int server(char **av)
 				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 				ev = (struct epoll_event){.events = EPOLLIN | et, .data.fd = fd};
 				epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+				if (getenv("ETECHO_NOLISTEN") != NULL && atoi(getenv("ETECHO_NOLISTEN")))
+					ep = fresh_set(ep, fd, et);
 				continue;
 			}
-			r = serve(got[i].data.fd, NULL, &have);
+			r = serve(got[i].data.fd, &have);
 			if (r < 0) {
 				take(&b);
 				if (warm >= 0)

@@ -25,7 +25,9 @@ NT=${SV_NT:-1000}
 WARM=${SV_WARM:-200}
 ETECHO=${SV_ETECHO:?}
 SPINS=${SV_SPINS:-default 200000} # RDMASOCK_SPIN_US of both ends (default: the library's);
-# prefixed lt-: the server's epoll is level-triggered (it still reads until EAGAIN)
+# prefixed lt-: the server's epoll is level-triggered (it still reads until EAGAIN); nl-
+# (before lt-): after the accept the server waits on a new epoll set holding only the
+# connection, so the set holds only the library's fds
 PORT=12300
 
 alive() {
@@ -43,12 +45,14 @@ stop() { # PID SIG SECS
 	alive "$1" && kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 }
-penv() { # LIB SPIN: SPIN is [lt-]default or [lt-]MICROSECONDS (lt-: level-triggered)
-	local s=${2#lt-}
+penv() { # LIB SPIN: SPIN is [nl-][lt-]default or [nl-][lt-]MICROSECONDS (see SPINS)
+	local s=${2#nl-} t
 	PE=(env LD_PRELOAD="$1" RDMASOCK_TRANSPORT=verbs RDMASOCK_TCP_FIRST=off
 		RDMASOCK_CONNECT_TIMEOUT_MS=30000)
-	[ "$s" = default ] || PE+=(RDMASOCK_SPIN_US="$s")
-	[ "$s" = "$2" ] || PE+=(ETECHO_LT=1)
+	[ "$s" = "$2" ] || PE+=(ETECHO_NOLISTEN=1)
+	t=${s#lt-}
+	[ "$t" = "$s" ] || PE+=(ETECHO_LT=1)
+	[ "$t" = default ] || PE+=(RDMASOCK_SPIN_US="$t")
 }
 # classify TRACE MAINPID: "<main|other> <call> <fd kind> count" per key, per request later.
 classify() {
