@@ -109,6 +109,10 @@ struct rdmasock_stats {
 	/* Writes (or their pieces) that joined a pending message instead of taking a buffer
 	 * of their own: Nagle coalescing with TCP_NODELAY off, TCP_CORK or MSG_MORE. */
 	uint64_t writes_coalesced;
+	/* Messages sent only to return credits (no data, no FIN/RST): a reader that owed them
+	 * and had no answer to carry them (half a window owed, or due at its wait or the
+	 * event loop's tick). Over shared memory credits go out of band and this stays 0. */
+	uint64_t credit_messages;
 	/* new fields here, and only here */
 };
 

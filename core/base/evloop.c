@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
+#include "clock.h"
 #include "evloop.h"
 #include "fdhide.h"
 #include "gentab.h"
@@ -42,9 +43,12 @@ static __thread int rsk_ev_in_dispatch; /* this thread holds the lock in a callb
 static void (*rsk_ev_tick_fn)(void);
 static void (*rsk_ev_async_fn)(void); /* rsk_evloop_run_async's one pending request */
 
-/* Tick request (seq_cst: a Dekker pair with the thread's announcement that it sleeps). */
-int rsk_ev_tick_wanted;
+/* Tick requests, RSK_EV_WANT_* (seq_cst: a Dekker pair with the thread's announcement that it
+ * sleeps untimed). */
+unsigned int rsk_ev_tick_wanted;
 static int rsk_ev_sleeping;
+static int64_t rsk_ev_settle_due_us; /* the loop's: end of the open settle window, 0 none */
+static uint64_t rsk_ev_kick_count;   /* requests that woke the untimed sleep */
 
 static void rsk_ev_lock_take(void)
 {
@@ -83,17 +87,60 @@ static void rsk_ev_dispatch(uint64_t data, uint32_t events)
 	pthread_mutex_unlock(&rsk_ev_lock);
 }
 
-/* Untimed sleep unless a tick is wanted; the request is re-read after announcing the sleep. */
+/*
+ * The sleep's bound for requests @v: a tick soon, or the end of the settle window, opened now
+ * if none is (the requests seen so far are its own: SEEN is cleared, so that only requests
+ * made during the window open the next one).
+ */
+static int rsk_ev_wanted_ms(unsigned int v)
+{
+	int64_t now, left;
+
+	if (v & RSK_EV_WANT_NOW)
+		return RSK_EV_TICK_MS;
+	now = rsk_now_us(); /* one clock read per sleep: a system call where there is no vDSO */
+	if (rsk_ev_settle_due_us == 0) {
+		__atomic_fetch_and(&rsk_ev_tick_wanted, ~RSK_EV_WANT_SEEN, __ATOMIC_SEQ_CST);
+		rsk_ev_settle_due_us = now + RSK_EV_TICK_MS * 1000;
+	}
+	left = rsk_ev_settle_due_us - now;
+	return left <= 0 ? 0 : (int)((left + 999) / 1000);
+}
+
+/* Untimed sleep unless a request is pending or a settle window is open; the requests are
+ * re-read after announcing the sleep. */
 static int rsk_ev_timeout(void)
 {
-	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST))
-		return RSK_EV_TICK_MS;
+	unsigned int v = __atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST);
+
+	if (v || rsk_ev_settle_due_us)
+		return rsk_ev_wanted_ms(v);
 	__atomic_store_n(&rsk_ev_sleeping, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST)) {
+	v = __atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_SEQ_CST);
+	if (v) {
 		__atomic_store_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST);
-		return RSK_EV_TICK_MS;
+		return rsk_ev_wanted_ms(v);
 	}
 	return -1;
+}
+
+/*
+ * At the end of a settle window: a settle request still pending (no wait of the application
+ * took it) is due now. A window in which requests came is followed by another, so a busy
+ * server's requests keep costing no system call; after one without, the loop may sleep
+ * untimed again.
+ */
+static void rsk_ev_settle_window(void)
+{
+	unsigned int v;
+	int64_t now;
+
+	if (rsk_ev_settle_due_us == 0 || (now = rsk_now_us()) < rsk_ev_settle_due_us)
+		return;
+	v = __atomic_fetch_and(&rsk_ev_tick_wanted, ~RSK_EV_WANT_SEEN, __ATOMIC_SEQ_CST);
+	if (v & RSK_EV_WANT_SETTLE)
+		__atomic_fetch_or(&rsk_ev_tick_wanted, RSK_EV_WANT_NOW, __ATOMIC_SEQ_CST);
+	rsk_ev_settle_due_us = (v & RSK_EV_WANT_SEEN) ? now + RSK_EV_TICK_MS * 1000 : 0;
 }
 
 static void rsk_ev_run_deferred(void)
@@ -139,6 +186,7 @@ static void *rsk_ev_main(void *arg)
 		for (i = 0; i < n; i++)
 			rsk_ev_dispatch(ev[i].data.u64, ev[i].events);
 		rsk_ev_run_deferred();
+		rsk_ev_settle_window();
 		tick = __atomic_load_n(&rsk_ev_tick_fn, __ATOMIC_ACQUIRE);
 		if (tick != NULL)
 			tick();
@@ -338,15 +386,33 @@ void rsk_evloop_set_tick(void (*fn)(void))
 	__atomic_store_n(&rsk_ev_tick_fn, fn, __ATOMIC_RELEASE);
 }
 
-void rsk_evloop_request_tick(void)
+/* Add @bits to the requests; wake the loop if it sleeps untimed. */
+static void rsk_ev_request(unsigned int bits)
 {
 	uint64_t one = 1;
 
-	if (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
+	if ((__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED) & bits) == bits)
 		return;
-	__atomic_store_n(&rsk_ev_tick_wanted, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_exchange_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST) && rsk_ev_evfd >= 0)
+	__atomic_fetch_or(&rsk_ev_tick_wanted, bits, __ATOMIC_SEQ_CST);
+	if (__atomic_exchange_n(&rsk_ev_sleeping, 0, __ATOMIC_SEQ_CST) && rsk_ev_evfd >= 0) {
+		__atomic_add_fetch(&rsk_ev_kick_count, 1, __ATOMIC_RELAXED);
 		(void)rsk_sys_write(rsk_ev_evfd, &one, sizeof(one));
+	}
+}
+
+void rsk_evloop_request_tick(void)
+{
+	rsk_ev_request(RSK_EV_WANT_NOW);
+}
+
+void rsk_evloop_request_settle(void)
+{
+	rsk_ev_request(RSK_EV_WANT_SETTLE | RSK_EV_WANT_SEEN);
+}
+
+uint64_t rsk_evloop_kicks(void)
+{
+	return __atomic_load_n(&rsk_ev_kick_count, __ATOMIC_RELAXED);
 }
 
 void rsk_evloop_atfork_child(void)
@@ -360,6 +426,7 @@ void rsk_evloop_atfork_child(void)
 	rsk_ev_epfd = rsk_ev_evfd = -1;
 	rsk_ev_started = 0;
 	rsk_ev_sleeping = 0;
+	rsk_ev_settle_due_us = 0; /* the parent's thread's window */
 	rsk_ev_async_fn = NULL; /* the parent's request, for the parent's thread */
 	rsk_gentab_clear(&rsk_ev_slots); /* stale handles held above stay stale */
 	while (rsk_ev_deferred != NULL) { /* the parent's work, not ours */

@@ -62,24 +62,58 @@ int rsk_evloop_defer(void (*fn)(void *arg), void *arg);
 int rsk_evloop_run_async(void (*fn)(void));
 
 /*
- * The tick: @fn runs on the loop thread after every round, and the loop wakes at least every
- * millisecond while a tick is requested. rsk_evloop_request_tick() is cheap when a request
- * is already pending; rsk_evloop_take_tick() returns 1 and clears the request if there was
- * one (the tick function calls it, and requests again if work is left).
+ * The tick: @fn runs on the loop thread after every round. Two kinds of request:
+ * - rsk_evloop_request_tick(): soon. The loop wakes at once (an eventfd write when it sleeps
+ *   untimed) and at least every millisecond while one is pending (a stage to post);
+ * - rsk_evloop_request_settle(): within about two RSK_EV_TICK_MS, never before one has passed
+ *   since the loop saw the first request (credits a reader owes: its answer, usually sent
+ *   well within that, carries them for free). Only a request that finds the loop in its
+ *   untimed sleep writes the eventfd; the loop then stays in timed sleeps while requests keep
+ *   coming, one window after the last, so further requests cost no system call.
+ * Both are cheap when a request of their kind is pending. The tick function takes what is due
+ * with rsk_evloop_take_due() (a settle request becomes due when its window ends) and requests
+ * again if work is left; a wait of the application, which does the same work, takes every
+ * request at once with rsk_evloop_take_tick().
  */
 void rsk_evloop_set_tick(void (*fn)(void));
 void rsk_evloop_request_tick(void);
+void rsk_evloop_request_settle(void);
 
-/* A tick is requested (set by request_tick, cleared by take_tick). Extern so that
- * take_tick is one load while none is: every wait of the application asks it. */
-extern RSK_HIDDEN int rsk_ev_tick_wanted;
+/* How many requests woke the loop from its untimed sleep (eventfd writes), for tests and
+ * benchmarks. */
+uint64_t rsk_evloop_kicks(void);
+
+/* Requests (RSK_EV_WANT_* bits: set by the request functions, cleared by the takes). Extern
+ * so that a take is one load while none is: every wait of the application asks it. */
+#define RSK_EV_WANT_NOW 1u    /* request_tick, or a settle request whose window ended */
+#define RSK_EV_WANT_SETTLE 2u /* request_settle */
+#define RSK_EV_WANT_SEEN 4u   /* a settle request came in this window (the loop clears it) */
+extern RSK_HIDDEN unsigned int rsk_ev_tick_wanted;
+
+static inline int rsk_evloop_take_bits(unsigned int bits)
+{
+	if (!(__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED) & bits))
+		return 0;
+	__atomic_fetch_and(&rsk_ev_tick_wanted, ~(RSK_EV_WANT_NOW | RSK_EV_WANT_SETTLE),
+			   __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+/* A request is pending (a wait has work: rsk_evloop_take_tick would return 1). */
+static inline int rsk_evloop_tick_pending(void)
+{
+	return (__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED) &
+		(RSK_EV_WANT_NOW | RSK_EV_WANT_SETTLE)) != 0;
+}
 
 static inline int rsk_evloop_take_tick(void)
 {
-	if (!__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED))
-		return 0;
-	__atomic_store_n(&rsk_ev_tick_wanted, 0, __ATOMIC_SEQ_CST);
-	return 1;
+	return rsk_evloop_take_bits(RSK_EV_WANT_NOW | RSK_EV_WANT_SETTLE);
+}
+
+static inline int rsk_evloop_take_due(void)
+{
+	return rsk_evloop_take_bits(RSK_EV_WANT_NOW);
 }
 
 /* In a forked child: the thread and its epoll set are the parent's; forget every watch. */

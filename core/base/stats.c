@@ -192,7 +192,8 @@ int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *progra
 	for (r = 0; r < RDMASOCK_FB_COUNT; r++)
 		rsk_buf_printf(&b, "%s\"%s\":%llu", r ? "," : "", rsk_fallback_names[r],
 			       (unsigned long long)s->fallbacks[r]);
-	rsk_buf_printf(&b, "},\"writes_coalesced\":%llu}", (unsigned long long)s->writes_coalesced);
+	rsk_buf_printf(&b, "},\"writes_coalesced\":%llu", (unsigned long long)s->writes_coalesced);
+	rsk_buf_printf(&b, ",\"credit_messages\":%llu}", (unsigned long long)s->credit_messages);
 	return b.overflow ? -ENOSPC : (int)b.len;
 }
 

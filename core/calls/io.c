@@ -393,7 +393,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		rsk_conn_lock(x->c);
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
 		if (n == -EAGAIN && rsk_stream_credits_due(&x->c->st))
-			rsk_conn_staged(); /* its wait or the tick returns them, unless we answer */
+			rsk_conn_settle_soon(); /* its wait or the tick returns them, unless we answer */
 		rsk_conn_sync(x->c, x->app_fd);
 		x->rx_hint = !x->pending && rsk_conn_can_lazy(x->c);
 		rsk_conn_unlock(x->c);

@@ -98,7 +98,7 @@ static inline int rsk_io_kwait_kernel(int timeout_ms)
  */
 static inline int rsk_io_kwait_none(void)
 {
-	return rsk_config.fastwait && !__atomic_load_n(&rsk_ev_tick_wanted, __ATOMIC_RELAXED) &&
+	return rsk_config.fastwait && !rsk_evloop_tick_pending() &&
 	       !__atomic_load_n(&rsk_conn_quiet_seen, __ATOMIC_RELAXED);
 }
 

@@ -676,9 +676,11 @@ static int rsk_conn_watch(struct rsk_conn_rec *r)
 	return rc;
 }
 
+/* Only what is due: a settle request waits for its window (rsk_evloop_request_settle). */
 static void rsk_conn_tick(void)
 {
-	rsk_conn_push_all();
+	if (rsk_evloop_take_due())
+		rsk_conn_push_taken();
 }
 
 /* Record @c as held by this process and watch it. */
@@ -770,6 +772,11 @@ int rsk_conn_set_hook(struct rsk_conn *c, void (*fn)(struct rsk_conn *c, void *e
 void rsk_conn_staged(void)
 {
 	rsk_evloop_request_tick();
+}
+
+void rsk_conn_settle_soon(void)
+{
+	rsk_evloop_request_settle();
 }
 
 /* Past this many connections a scan costs more than the system call it saves. */

@@ -264,11 +264,18 @@ void rsk_conn_watching(struct rsk_conn *c, int on);
  */
 void rsk_conn_forget(struct rsk_conn *c);
 
-/* A connection of ours holds a staged (coalesced) message, or owes credits for data it
- * consumed (rsk_stream_credits_due): make sure it is posted soon. */
+/* A connection of ours holds a staged (coalesced) message: make sure it is posted soon (the
+ * loop's next round; a sender that stopped writing waits for it, Nagle's timer). */
 void rsk_conn_staged(void);
 
-/* Post every staged message of this process now (the application is about to wait).
+/* A connection of ours owes credits for data it consumed (rsk_stream_credits_due): make sure
+ * they go back, at the application's next wait in the library or within ~1-2 ms
+ * (rsk_evloop_request_settle), so that an answer sent meanwhile carries them: no
+ * credit-only message, and no wake of the loop thread per request. */
+void rsk_conn_settle_soon(void);
+
+/* Post every staged message of this process, and the credits due, now (the application is
+ * about to wait: every request is taken, a settle request too).
  * Inline while nothing is staged (one load): push_taken does the pass once the request
  * was taken. */
 void rsk_conn_push_taken(void);

@@ -133,6 +133,8 @@ static int rsk_stream_control_sig(struct rsk_stream *st, uint32_t flags, int sig
 	if (rc < 0)
 		return rc;
 	rsk_stream_posted(st, owed);
+	if (!flags && !signaled)
+		rsk_counter_add(&rsk_stats.credit_messages, 1);
 	/* FIN and RST make the peer readable; a credit-only message only unblocks a sender (a
 	 * reader woken for no data would see "readable" and then block in recv). */
 	rsk_ep_kick(st->ep, (flags ? RSK_WAIT_RX : 0) | (owed ? RSK_WAIT_TX : 0) |

@@ -4,7 +4,8 @@
  * never runs again (also for an event already harvested, and for a slot recycled with the
  * same fd and arg: a stale close event must not reset a new connection), unwatch waiting for
  * a running callback, deferred work, the tick, calls from callbacks, many watches, fork (and
- * a fork through the fork gate never landing inside a round of the loop),
+ * a fork through the fork gate never landing inside a round of the loop), the settle
+ * request (one wake for many, never before its window),
  * rsk_evloop_start() with nothing watched (the tick alone needs the thread), and
  * rsk_evloop_run_async (asked from a signal handler while a callback holds the loop's lock).
  */
@@ -752,6 +753,84 @@ static void test_tick(void **state)
 	assert_int_equal(rsk_evloop_take_tick(), 0);
 }
 
+/* ---- the settle request: credits a reader owes ---- */
+
+static int settle_rounds, settle_taken;
+static int64_t settle_first_us; /* when the first due request was taken */
+
+static void on_settle_tick(void)
+{
+	UNIT_INC(&settle_rounds);
+	if (rsk_evloop_take_due() &&
+	    __atomic_add_fetch(&settle_taken, 1, __ATOMIC_SEQ_CST) == 1)
+		__atomic_store_n(&settle_first_us, rsk_now_us(), __ATOMIC_SEQ_CST);
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = {0, us * 1000};
+
+	while (nanosleep(&ts, &ts) < 0)
+		;
+}
+
+/*
+ * rsk_evloop_request_settle, as a reader that read until EAGAIN asks it (io.c): it must not
+ * cost a system call and a wake of the loop per request, nor let the loop settle before the
+ * application's answer could carry the credits.
+ * - a request/response server (request, then at once the answer and a wait that takes the
+ *   request): 100 requests, ~100 us apart, starting with the loop in its untimed sleep, wake
+ *   it (eventfd write) at most a few times, not once per request (was: every request);
+ * - a reader that never waits again (killed after its read): settled by the loop, but no
+ *   earlier than RSK_EV_TICK_MS (1 ms) after the request (was: at once) and within a bound;
+ * - then, with no request, the loop goes back to its untimed sleep: no round at all.
+ */
+static void test_settle(void **state)
+{
+	struct pw *p = pw_new();
+	uint64_t k0, kicks;
+	int64_t t0, lat;
+	int i;
+
+	(void)state;
+	p->drain = 1;
+	pw_watch(p, EPOLLIN); /* the loop runs */
+	rsk_evloop_set_tick(on_settle_tick);
+	(void)rsk_evloop_take_tick();
+	unit_sleep_ms(QUIET_MS); /* nothing requested: the loop sleeps untimed */
+	__atomic_store_n(&settle_taken, 0, __ATOMIC_SEQ_CST);
+
+	k0 = rsk_evloop_kicks();
+	for (i = 0; i < 100; i++) {
+		rsk_evloop_request_settle(); /* the read found nothing more */
+		(void)rsk_evloop_take_tick(); /* answered, then waits in the library */
+		sleep_us(100);
+	}
+	kicks = rsk_evloop_kicks() - k0;
+	print_message("100 settle requests: %llu wakes, %d settled by the loop\n",
+		      (unsigned long long)kicks, UNIT_LOAD(&settle_taken));
+	assert_true(kicks >= 1); /* the first found the loop asleep */
+	assert_true(kicks <= 5);
+
+	unit_sleep_ms(QUIET_MS); /* the windows end, the loop sleeps untimed again */
+	__atomic_store_n(&settle_taken, 0, __ATOMIC_SEQ_CST);
+	k0 = rsk_evloop_kicks();
+	t0 = rsk_now_us();
+	rsk_evloop_request_settle(); /* and no wait follows */
+	assert_true(UNIT_WAIT(UNIT_LOAD(&settle_taken) == 1, WAIT_MS));
+	lat = __atomic_load_n(&settle_first_us, __ATOMIC_SEQ_CST) - t0;
+	print_message("settled %lld us after the request\n", (long long)lat);
+	assert_true(lat >= 1000);
+	assert_true(lat < 500000);
+	assert_int_equal(rsk_evloop_kicks() - k0, 1);
+
+	unit_sleep_ms(10);
+	__atomic_store_n(&settle_rounds, 0, __ATOMIC_SEQ_CST);
+	unit_sleep_ms(50);
+	assert_int_equal(UNIT_LOAD(&settle_rounds), 0);
+	assert_int_equal(UNIT_LOAD(&settle_taken), 1);
+}
+
 /* ---- many watches ---- */
 
 #define MANY 5000
@@ -1076,6 +1155,7 @@ int main(void)
 		T(test_defer_after_round_without_lock),
 		T(test_defer_from_other_thread),
 		cmocka_unit_test_teardown(test_tick, tick_teardown),
+		cmocka_unit_test_teardown(test_settle, tick_teardown),
 		T(test_many_watches),
 		T(test_on_thread),
 		T(test_atfork_child),

@@ -285,7 +285,8 @@ static const uint64_t *per_transport(const struct rdmasock_stats *s, unsigned in
 
 /*
  * The parsed doc must hold exactly: pid, program, the five per-transport objects with one key
- * per transport, credit_stalls, fallbacks with one key per reason, writes_coalesced; values as in @s.
+ * per transport, credit_stalls, fallbacks with one key per reason, writes_coalesced,
+ * credit_messages; values as in @s.
  */
 static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *program)
 {
@@ -318,6 +319,8 @@ static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *p
 		want++;
 	}
 	jexpect_num("writes_coalesced", s->writes_coalesced);
+	want++;
+	jexpect_num("credit_messages", s->credit_messages);
 	want++;
 	/* Nothing else: every leaf was one of the expected keys. */
 	assert_int_equal(doc.n, want);
@@ -374,6 +377,7 @@ static void fill(struct rdmasock_stats *s)
 	for (r = 0; r < RDMASOCK_FB_COUNT; r++)
 		s->fallbacks[r] = 1000 + r;
 	s->writes_coalesced = 4242;
+	s->credit_messages = 4343;
 }
 
 static void test_format_keys_and_values(void **state)
@@ -677,6 +681,7 @@ static void test_layout_offsets(void **state)
 		{"credit_stalls", offsetof(struct rdmasock_stats, credit_stalls), 120},
 		{"fallbacks", offsetof(struct rdmasock_stats, fallbacks), 128},
 		{"writes_coalesced", offsetof(struct rdmasock_stats, writes_coalesced), 384},
+		{"credit_messages", offsetof(struct rdmasock_stats, credit_messages), 392},
 	};
 	size_t i;
 
@@ -689,7 +694,7 @@ static void test_layout_offsets(void **state)
 	assert_int_equal(RDMASOCK_FB_VERSION, 16);
 	assert_int_equal(RDMASOCK_STATS_MIN_SIZE,
 			 offsetof(struct rdmasock_stats, fallbacks[RDMASOCK_FB_NEGATIVE_CACHE + 1]));
-	assert_true(sizeof(struct rdmasock_stats) >= 392);
+	assert_true(sizeof(struct rdmasock_stats) >= 400);
 }
 
 /* Every u64 of @s is its own index + 1, so a copied word says where it came from. */

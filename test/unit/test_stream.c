@@ -22,6 +22,7 @@
 
 #include "stream/credit.h"
 #include "base/ready.h"
+#include "base/stats.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
 
@@ -1679,7 +1680,7 @@ static void test_reader_wait_reports_credits(void **state)
 {
 	char dst[64];
 	struct spair p;
-	uint64_t sent;
+	uint64_t sent, credit_msgs = rsk_stats.credit_messages;
 
 	(void)state;
 	sp_open(&p, NBUF, BSIZE); /* credits in immediates, as verbs */
@@ -1692,6 +1693,7 @@ static void test_reader_wait_reports_credits(void **state)
 	assert_int_equal(rsk_stream_peer_unread(&p.a), 1);
 	rsk_stream_settle(&p.b); /* b's wait (or tick) */
 	assert_int_equal(p.b.msgs_sent, 1);
+	assert_int_equal(rsk_stats.credit_messages, credit_msgs + 1); /* counted as credit-only */
 	assert_false(rsk_stream_credits_due(&p.b));
 	rsk_stream_progress(&p.a);
 	assert_int_equal(p.a.credits, NBUF);
@@ -1714,6 +1716,7 @@ static void test_reader_wait_reports_credits(void **state)
 	assert_false(rsk_stream_credits_due(&p.b));
 	rsk_stream_settle(&p.b);
 	assert_int_equal(p.b.msgs_sent, 2);
+	assert_int_equal(rsk_stats.credit_messages, credit_msgs + 1); /* the answer was data */
 	quiesce(&p);
 	sp_close(&p);
 }
