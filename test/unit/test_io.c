@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -95,8 +96,43 @@ struct later {
 	int ms, fd, what; /* 0: send @len bytes, 1: read up to @len, 2: signal @target */
 	size_t len;
 	pthread_t target;
+	pid_t target_tid;
 	ssize_t rc;
 };
+
+/* Is thread @tid asleep in the kernel (state S)? */
+static int tid_sleeping(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold spaces */
+	return p != NULL && p[1] == ' ' && p[2] == 'S';
+}
+
+/*
+ * Signal only once the target sleeps in its call (bounded: 10 s): a signal that came before
+ * the call began waiting would be handled outside it, and the call would then return the
+ * data, not EINTR (seen under TSan on a loaded host).
+ */
+static int later_signal(struct later *w)
+{
+	int i;
+
+	for (i = 0; i < 10000 && !tid_sleeping(w->target_tid); i++)
+		unit_sleep_ms(1);
+	return pthread_kill(w->target, SIGUSR1);
+}
 
 static void *later_run(void *arg)
 {
@@ -109,7 +145,7 @@ static void *later_run(void *arg)
 	else if (w->what == 1)
 		w->rc = ucl_recv(w->fd, buf, w->len, 0);
 	else
-		w->rc = pthread_kill(w->target, SIGUSR1);
+		w->rc = later_signal(w);
 	return NULL;
 }
 
@@ -120,6 +156,7 @@ static void later_start(struct later *w, int what, int fd, size_t len, int ms)
 	w->len = len;
 	w->ms = ms;
 	w->target = pthread_self();
+	w->target_tid = gettid();
 	assert_int_equal(pthread_create(&w->t, NULL, later_run, w), 0);
 }
 
