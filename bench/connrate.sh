@@ -31,7 +31,7 @@
 #   BENCH_VM_RK_CONC [2]       its -c
 #   BENCH_VM_RK_UPGRADE_MS [200] RDMASOCK_UPGRADE_MS of the library's redis-benchmark -k 0
 #                              (5 ms on hardware is tens of ms under TCG, as in vm_verbs)
-#   BENCH_VM_KEEP_N [2000]     requests of the keep-alive run
+#   BENCH_VM_KEEP_N [1000]     requests of the keep-alive run (bounded by 2 x 60 s)
 #   BENCH_VM_STRACE [1]        0 skips the system call counts
 #   BENCH_VM_TIMEOUT [1200]    the whole guest run (run.sh --timeout)
 set -u
@@ -62,7 +62,7 @@ vm_part() {
 		--env "BCR_TOTAL=${BENCH_VM_TOTAL:-4000}" --env "BCR_CONCS=$concs" \
 		--env "BCR_RK_N=${BENCH_VM_RK_N:-1500}" --env "BCR_RK_CONC=${BENCH_VM_RK_CONC:-2}" \
 		--env "BCR_RK_UPGRADE_MS=${BENCH_VM_RK_UPGRADE_MS:-200}" \
-		--env "BCR_KEEP_N=${BENCH_VM_KEEP_N:-2000}" --env "BCR_STRACE=${BENCH_VM_STRACE:-1}" \
+		--env "BCR_KEEP_N=${BENCH_VM_KEEP_N:-1000}" --env "BCR_STRACE=${BENCH_VM_STRACE:-1}" \
 		"$ROOT/bench/connrate_vm_guest.sh" >/dev/null 2>"$OUT/vm.err"
 	rc=$?
 	cat "$OUT"/vmlogs/*.log 2>/dev/null | tr -d '\r' >"$log"

@@ -34,7 +34,7 @@ STEP=${BCR_STEP_SECS:-60}
 RK_N=${BCR_RK_N:-2000}
 RK_CONC=${BCR_RK_CONC:-2}
 RK_MS=${BCR_RK_UPGRADE_MS:-200}
-KEEP_N=${BCR_KEEP_N:-2000}
+KEEP_N=${BCR_KEEP_N:-1000}
 PORT=12000
 
 alive() {
@@ -104,12 +104,13 @@ check_short() {
 	[ "$tf" -ge "$4" ] || why="$why tcp_first<$4"
 	[ "$rxe" = 0 ] || why="$why rxe_moved"
 	why=${why# }
+	why=${why// /,}
 	echo "verbs_conns=$v tcp_first=$tf rxe=+$rxe check=${why:+FAIL:}${why:-ok}"
 }
 
 # cr_run REP CONC SIDE: one connrate server + client; one BCR-RUN line.
 cr_run() {
-	local rep=$1 conc=$2 side=$3 out cps p50 failed acc rx chk=""
+	local rep=$1 conc=$2 side=$3 out cps p50 p99 failed acc rx chk=""
 	local ss=/tmp/cr-s.jsonl cs=/tmp/cr-c.jsonl
 	PORT=$((PORT + 1))
 	rm -f "$ss" "$cs"
@@ -120,12 +121,13 @@ cr_run() {
 	stop "$SPID" TERM 10
 	cps=$(echo "$out" | sed -n 's/.*conn_per_s=\([0-9]*\).*/\1/p')
 	p50=$(echo "$out" | sed -n 's/.*lat_p50_us=\([0-9.]*\).*/\1/p')
+	p99=$(echo "$out" | sed -n 's/.*lat_p99_us=\([0-9.]*\).*/\1/p')
 	failed=$(echo "$out" | sed -n 's/.* failed=\([0-9]*\).*/\1/p')
 	acc=$(sed -n 's/.*accepted=\([0-9]*\).*/\1/p' /tmp/srv.out)
 	if [ "$side" = lib ]; then
 		chk=$(check_short "$ss" "$cs" 1 "$(echo "$out" | sed -n 's/.* done=\([0-9]*\).*/\1/p')" "$rx")
 	fi
-	echo "BCR-RUN rep=$rep conc=$conc mode=$side conn_per_s=${cps:-0} lat_p50_us=${p50:-0}" \
+	echo "BCR-RUN rep=$rep conc=$conc mode=$side conn_per_s=${cps:-0} lat_p50_us=${p50:-0} lat_p99_us=${p99:-0}" \
 		"failed=${failed:-?} accepted=${acc:-?} $chk $(echo "$out" | grep '^error:\|stopped' | tr '\n' ' ')"
 }
 
@@ -156,17 +158,21 @@ rk_set() {
 # keep_alive: redis-benchmark keeping its connections (-c 4 -t set,get) under the library:
 # they start on TCP and must move to verbs (counted on verbs, most bytes there, rxe moved).
 keep_alive() {
-	local out rx rps ss=/tmp/ka-s.jsonl cs=/tmp/ka-c.jsonl why=""
+	local out rx rps rc ss=/tmp/ka-s.jsonl cs=/tmp/ka-c.jsonl why=""
 	PORT=$((PORT + 1))
 	rm -f "$ss" "$cs"
 	rx=$(rxe_sent_pkts)
 	start_server lib "$ss" redis-server --bind "$SRV" --port "$PORT" --save '' --appendonly no \
 		--protected-mode no || return 0
 	side_env lib "$cs"
-	out=$(timeout -k 2 "$STEP" "${SE[@]}" redis-benchmark -h "$SRV" -p "$PORT" -c 4 -n "$KEEP_N" \
-		-t set,get -q 2>&1 | tr '\r' '\n' | sed -En 's/^ *(SET|GET): ([0-9.]+) requests per second.*/\1 \2 rps/p' |
+	# (its own bound, twice a step's: a client killed by it writes no stats line)
+	timeout -k 2 $((2 * STEP)) "${SE[@]}" redis-benchmark -h "$SRV" -p "$PORT" -c 4 -n "$KEEP_N" \
+		-t set,get -q >/tmp/ka.out 2>&1
+	rc=$?
+	out=$(tr '\r' '\n' </tmp/ka.out | sed -En 's/^ *(SET|GET): ([0-9.]+) requests per second.*/\1 \2 rps/p' |
 		tr '\n' ' ')
 	stop "$SPID" TERM 20
+	[ $rc = 0 ] || why="redis-benchmark exit $rc"
 	rps=${out% }
 	[ "$(sv "$cs" connections verbs)" -ge 4 ] || why="$why client verbs conns < 4"
 	[ "$(sv "$ss" connections verbs)" -ge 4 ] || why="$why server verbs conns < 4"
@@ -176,6 +182,7 @@ keep_alive() {
 		"client verbs conns $(sv "$cs" connections verbs), sent verbs $(sv "$cs" bytes_sent verbs) B" \
 		"/ TCP first $(sv "$cs" bytes_sent kernel) B; server verbs conns $(sv "$ss" connections verbs);" \
 		"rxe sent_pkts +$(($(rxe_sent_pkts) - rx)); check=${why:+FAIL:}${why:-ok}"
+	[ -z "$why" ] || tail -n 3 /tmp/ka.out | tr '\r' '\n' | tail -n 2
 }
 
 # counts FILE: strace -c table -> "name count" lines and "TOTAL count".
