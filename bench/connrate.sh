@@ -55,6 +55,9 @@ vm_part() {
 	[ -f "$LIB" ] || { echo "no $LIB (build it first)" >&2; return 1; }
 	load0=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo "Soft-RoCE guest: booting (test/vm/run.sh), $(date -u '+%H:%M UTC'), load average $load0" >&2
+	# the host's load while the guest runs (other guests on the same cores halve its rates)
+	(while :; do cut -d' ' -f1 /proc/loadavg; sleep 10; done) >"$OUT/load.txt" 2>/dev/null &
+	local sampler=$!
 	RSK_VM_QUIET=1 RSK_VM_LOG_DIR=$OUT/vmlogs timeout -k 10 $((${BENCH_VM_TIMEOUT:-1200} + 120)) \
 		bash "$ROOT/test/vm/run.sh" --timeout "${BENCH_VM_TIMEOUT:-1200}" \
 		--bin "$BIN" --bin "$(readlink -f "$LIB")" --bin redis-server --bin redis-benchmark --bin strace \
@@ -65,10 +68,12 @@ vm_part() {
 		--env "BCR_KEEP_N=${BENCH_VM_KEEP_N:-1000}" --env "BCR_STRACE=${BENCH_VM_STRACE:-1}" \
 		"$ROOT/bench/connrate_vm_guest.sh" >/dev/null 2>"$OUT/vm.err"
 	rc=$?
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
 	cat "$OUT"/vmlogs/*.log 2>/dev/null | tr -d '\r' >"$log"
 	grep -E '^BCR-' "$log"
 	echo
-	echo "Soft-RoCE guest: run.sh exit $rc, $(date -u '+%H:%M UTC'); load average at start $load0, at end $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "Soft-RoCE guest: run.sh exit $rc, $(date -u '+%H:%M UTC'); load average at start $load0, at end $(cut -d' ' -f1-3 /proc/loadavg); 1-min load every 10 s: $(sort -n "$OUT/load.txt" | sed -n '1p;$p' | tr '\n' ' ' | sed 's/ $//; s/ / to /')"
 	[ $rc = 0 ] || tail -n 3 "$OUT/vm.err"
 	printf '| guest, verbs build, in flight | kernel conn/s | library conn/s | library / kernel (median) | per repetition | kernel p50 | library p50 | library checks |\n'
 	printf '|---|---|---|---|---|---|---|---|\n'
