@@ -34,6 +34,8 @@
 #   BENCH_VM_KEEP_N [1000]     requests of the keep-alive run (bounded by 2 x 60 s)
 #   BENCH_VM_STRACE [1]        0 skips the system call counts
 #   BENCH_VM_TIMEOUT [1200]    the whole guest run (run.sh --timeout)
+#   BENCH_VM_CLOCKSOURCE []    switch the guest's clocksource first (e.g. tsc: clock reads in
+#                              the vDSO; the default hpet makes each a system call)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/build/connrate
@@ -66,6 +68,7 @@ vm_part() {
 		--env "BCR_RK_N=${BENCH_VM_RK_N:-1500}" --env "BCR_RK_CONC=${BENCH_VM_RK_CONC:-2}" \
 		--env "BCR_RK_UPGRADE_MS=${BENCH_VM_RK_UPGRADE_MS:-200}" \
 		--env "BCR_KEEP_N=${BENCH_VM_KEEP_N:-1000}" --env "BCR_STRACE=${BENCH_VM_STRACE:-1}" \
+		--env "BCR_CLOCKSOURCE=${BENCH_VM_CLOCKSOURCE:-}" \
 		"$ROOT/bench/connrate_vm_guest.sh" >/dev/null 2>"$OUT/vm.err"
 	rc=$?
 	kill "$sampler" 2>/dev/null

@@ -18,7 +18,7 @@
 # rxe's sent_pkts must not move. Output, one line each, tags for the host to pick up:
 # "BCR-RUN", "BCR-REDIS", "BCR-KEEP", "BCR-SYS", "BCR-FAIL", "BCR-INFO".
 # Env (from the host): BCR_LIB, BCR_BIN (connrate), BCR_REPS, BCR_TOTAL, BCR_CONCS,
-# BCR_STEP_SECS, BCR_RK_N, BCR_RK_CONC, BCR_RK_UPGRADE_MS, BCR_KEEP_N, BCR_STRACE. Every step
+# BCR_STEP_SECS, BCR_RK_N, BCR_RK_CONC, BCR_RK_UPGRADE_MS, BCR_KEEP_N, BCR_STRACE, BCR_CLOCKSOURCE. Every step
 # is bounded (timeout, bounded waits); run.sh bounds the whole guest.
 set -u
 # shellcheck source=test/vm/guest-lib.sh
@@ -228,6 +228,16 @@ syscalls() {
 	done
 }
 
+# BCR_CLOCKSOURCE: switch the guest's clocksource first (hpet by default under TCG: no vDSO,
+# every clock read a system call and an emulated HPET read; tsc, where offered, reads in the vDSO)
+if [ -n "${BCR_CLOCKSOURCE:-}" ]; then
+	cs=/sys/devices/system/clocksource/clocksource0
+	echo "$BCR_CLOCKSOURCE" >$cs/current_clocksource 2>/dev/null
+	# (an unstable one is refused silently, with a line in dmesg)
+	[ "$(cat $cs/current_clocksource)" = "$BCR_CLOCKSOURCE" ] ||
+		echo "BCR-FAIL clocksource $BCR_CLOCKSOURCE not taken (available: $(cat $cs/available_clocksource);" \
+			"$(dmesg | grep -i clocksource | tail -n 2 | tr '\n' ' '))"
+fi
 echo "BCR-INFO kernel $(uname -r), $(nproc) vCPUs (qemu TCG), connrate $TOTAL connections per run at" \
 	"$CONCS in flight, $REPS reps; redis-benchmark -k 0 -c $RK_CONC -n $RK_N -t ping_inline x6" \
 	"(lib client RDMASOCK_UPGRADE_MS=$RK_MS); lib: RDMASOCK_TRANSPORT=verbs, TCP_FIRST default;" \
