@@ -13,16 +13,16 @@
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
 # Needs root (unshare -n). Prints one line per run, then the tables.
 #
-# Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG, about 10-15 min with the
-# defaults): BENCH_VM=1 runs it before the host part, BENCH_VM=only runs only it. Within one
-# guest boot (test/vm/run.sh), server on 192.0.2.2, client from 192.0.2.1 (across rxe0 ->
-# rxe1), kernel TCP vs the library with RDMASOCK_TRANSPORT=verbs and the default policy (TCP
-# first): connrate at BENCH_VM_CONCS in flight, redis-benchmark -k 0 -c BENCH_VM_RK_CONC -t
-# ping_inline six runs in a row per server, interleaved repetitions, medians; each library
-# run's RDMASOCK_STATS must show every short connection tcp_first and none on verbs (and rxe
-# idle); one keep-alive redis-benchmark must move its connections to verbs; then system calls
-# per connection at one in flight (strace -f -c; the guest has no perf). See
-# bench/connrate_vm_guest.sh.
+# Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG; with the defaults about 4
+# min on a quiet host, 12 with other guests beside it): BENCH_VM=1 runs it before the host
+# part, BENCH_VM=only runs only it. Within one guest boot (test/vm/run.sh), server on
+# 192.0.2.2, client from 192.0.2.1 (across rxe0 -> rxe1), kernel TCP vs the library with
+# RDMASOCK_TRANSPORT=verbs and the default policy (TCP first): connrate at BENCH_VM_CONCS in
+# flight, redis-benchmark -k 0 -c BENCH_VM_RK_CONC -t ping_inline six runs in a row per
+# server, interleaved repetitions, medians; each library run's RDMASOCK_STATS must show every
+# short connection tcp_first and none on verbs (and rxe idle); one keep-alive redis-benchmark
+# must move its connections to verbs; then system calls per connection at one in flight
+# (strace -f -c; the guest has no perf). See bench/connrate_vm_guest.sh.
 #   BENCH_VM [0]               1 | only
 #   BENCH_VM_REPS [3]          interleaved repetitions
 #   BENCH_VM_TOTAL [4000]      connections per connrate run
