@@ -13,7 +13,9 @@
  *   connrate seq PORT TOTAL SECONDS
  *       one blocking connection at a time; also times each call the application makes
  *       (socket, connect, write, read, close) and prints medians, in microseconds.
- * Every number is printed on one line "key=value ..." for scripts.
+ * Every number is printed on one line "key=value ..." for scripts. Env RSK_TEST_ADDR (IPv4
+ * dotted, as test/progs) replaces 127.0.0.1 on both ends: the Soft-RoCE guest's second rxe
+ * device, so that the connections cross the veth pair (bench/connrate_vm_guest.sh).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -44,8 +46,13 @@ static void on_sig(int s) { (void)s; stop = 1; }
 static struct sockaddr_in addr_of(int port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	const char *s = getenv("RSK_TEST_ADDR");
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s != NULL && *s != '\0' && inet_pton(AF_INET, s, &a.sin_addr) != 1) {
+		fprintf(stderr, "connrate: bad RSK_TEST_ADDR \"%s\" (want IPv4 dotted)\n", s);
+		exit(2);
+	}
 	return a;
 }
 

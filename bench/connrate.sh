@@ -12,6 +12,30 @@
 #   bash bench/connrate.sh [REPS] [TOTAL]      (defaults 5, 3000; every run <= 15 s)
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
 # Needs root (unshare -n). Prints one line per run, then the tables.
+#
+# Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG; with the defaults about 4
+# min on a quiet host, 12 with other guests beside it): BENCH_VM=1 runs it before the host
+# part, BENCH_VM=only runs only it. Within one guest boot (test/vm/run.sh), server on
+# 192.0.2.2, client from 192.0.2.1 (across rxe0 -> rxe1), kernel TCP vs the library with
+# RDMASOCK_TRANSPORT=verbs and the default policy (TCP first): connrate at BENCH_VM_CONCS in
+# flight, redis-benchmark -k 0 -c BENCH_VM_RK_CONC -t ping_inline six runs in a row per
+# server, interleaved repetitions, medians; each library run's RDMASOCK_STATS must show every
+# short connection tcp_first and none on verbs (and rxe idle); one keep-alive redis-benchmark
+# must move its connections to verbs; then system calls per connection at one in flight
+# (strace -f -c; the guest has no perf). See bench/connrate_vm_guest.sh.
+#   BENCH_VM [0]               1 | only
+#   BENCH_VM_REPS [3]          interleaved repetitions
+#   BENCH_VM_TOTAL [4000]      connections per connrate run
+#   BENCH_VM_CONCS ["1 10 100"] in flight
+#   BENCH_VM_RK_N [1500]       requests (= connections) per redis-benchmark -k 0 run
+#   BENCH_VM_RK_CONC [2]       its -c
+#   BENCH_VM_RK_UPGRADE_MS [200] RDMASOCK_UPGRADE_MS of the library's redis-benchmark -k 0
+#                              (5 ms on hardware is tens of ms under TCG, as in vm_verbs)
+#   BENCH_VM_KEEP_N [1000]     requests of the keep-alive run (bounded by 2 x 60 s)
+#   BENCH_VM_STRACE [1]        0 skips the system call counts
+#   BENCH_VM_TIMEOUT [1200]    the whole guest run (run.sh --timeout)
+#   BENCH_VM_CLOCKSOURCE []    switch the guest's clocksource first (e.g. tsc: clock reads in
+#                              the vDSO; the default hpet makes each a system call)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/build/connrate
@@ -19,8 +43,83 @@ LIB=$ROOT/build/librdmasock.so
 REPS=${1:-5}
 TOTAL=${2:-3000}
 CONCS=${CONCS:-1 10 100}
-[ -x "$BIN" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
+VM=${BENCH_VM:-0}
+case $VM in 0 | 1 | only) ;; *) echo "BENCH_VM must be 0, 1 or only" >&2; exit 2 ;; esac
+# rebuilt when older than its source (the guest needs RSK_TEST_ADDR)
+[ "$BIN" -nt "$ROOT/bench/connrate.c" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-connrate.XXXXXX")
+median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b ? a / b : 0}'; }
+
+# vm_part: the guest run (bench/connrate_vm_guest.sh), then its tables from the tagged lines.
+vm_part() {
+	local log=$OUT/vm.log rc vr=${BENCH_VM_REPS:-3} concs=${BENCH_VM_CONCS:-1 10 100} load0 k l c m r
+	[ -f "$LIB" ] || { echo "no $LIB (build it first)" >&2; return 1; }
+	load0=$(cut -d' ' -f1-3 /proc/loadavg)
+	echo "Soft-RoCE guest: booting (test/vm/run.sh), $(date -u '+%H:%M UTC'), load average $load0" >&2
+	# the host's load while the guest runs (other guests on the same cores halve its rates)
+	(while :; do cut -d' ' -f1 /proc/loadavg; sleep 10; done) >"$OUT/load.txt" 2>/dev/null &
+	local sampler=$!
+	RSK_VM_QUIET=1 RSK_VM_LOG_DIR=$OUT/vmlogs timeout -k 10 $((${BENCH_VM_TIMEOUT:-1200} + 120)) \
+		bash "$ROOT/test/vm/run.sh" --timeout "${BENCH_VM_TIMEOUT:-1200}" \
+		--bin "$BIN" --bin "$(readlink -f "$LIB")" --bin redis-server --bin redis-benchmark --bin strace \
+		--env "BCR_LIB=$(readlink -f "$LIB")" --env "BCR_BIN=$BIN" --env "BCR_REPS=$vr" \
+		--env "BCR_TOTAL=${BENCH_VM_TOTAL:-4000}" --env "BCR_CONCS=$concs" \
+		--env "BCR_RK_N=${BENCH_VM_RK_N:-1500}" --env "BCR_RK_CONC=${BENCH_VM_RK_CONC:-2}" \
+		--env "BCR_RK_UPGRADE_MS=${BENCH_VM_RK_UPGRADE_MS:-200}" \
+		--env "BCR_KEEP_N=${BENCH_VM_KEEP_N:-1000}" --env "BCR_STRACE=${BENCH_VM_STRACE:-1}" \
+		--env "BCR_CLOCKSOURCE=${BENCH_VM_CLOCKSOURCE:-}" \
+		"$ROOT/bench/connrate_vm_guest.sh" >/dev/null 2>"$OUT/vm.err"
+	rc=$?
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	cat "$OUT"/vmlogs/*.log 2>/dev/null | tr -d '\r' >"$log"
+	grep -E '^BCR-' "$log"
+	echo
+	echo "Soft-RoCE guest: run.sh exit $rc, $(date -u '+%H:%M UTC'); load average at start $load0, at end $(cut -d' ' -f1-3 /proc/loadavg); 1-min load every 10 s: $(sort -n "$OUT/load.txt" | sed -n '1p;$p' | tr '\n' ' ' | sed 's/ $//; s/ / to /')"
+	[ $rc = 0 ] || tail -n 3 "$OUT/vm.err"
+	printf '| guest, verbs build, in flight | kernel conn/s | library conn/s | library / kernel (median) | per repetition | kernel p50 | library p50 | library checks |\n'
+	printf '|---|---|---|---|---|---|---|---|\n'
+	for c in $concs; do
+		k=$(grep "^BCR-RUN .* conc=$c mode=kernel" "$log" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		l=$(grep "^BCR-RUN .* conc=$c mode=lib" "$log" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		m=""
+		for ((r = 1; r <= vr; r++)); do
+			m="$m $(ratio "$(grep "^BCR-RUN rep=$r conc=$c mode=lib" "$log" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2)" \
+				"$(grep "^BCR-RUN rep=$r conc=$c mode=kernel" "$log" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2)")x"
+		done
+		printf '| %s | %s | %s | %sx | %s | %s us | %s us | %s ok of %s |\n' "$c" "$k" "$l" "$(ratio "$l" "$k")" "${m# }" \
+			"$(grep "^BCR-RUN .* conc=$c mode=kernel" "$log" | grep -o 'lat_p50_us=[0-9.]*' | cut -d= -f2 | median)" \
+			"$(grep "^BCR-RUN .* conc=$c mode=lib" "$log" | grep -o 'lat_p50_us=[0-9.]*' | cut -d= -f2 | median)" \
+			"$(grep -c "^BCR-RUN .* conc=$c mode=lib .*check=ok" "$log")" "$(grep -c "^BCR-RUN .* conc=$c mode=lib" "$log")"
+	done
+	k=$(grep '^BCR-REDIS .* mode=kernel .*rps=' "$log" | grep -o 'rps=[0-9.]*' | cut -d= -f2 | median)
+	l=$(grep '^BCR-REDIS .* mode=lib .*rps=' "$log" | grep -o 'rps=[0-9.]*' | cut -d= -f2 | median)
+	m=""
+	for ((r = 1; r <= vr; r++)); do
+		m="$m $(ratio "$(grep "^BCR-REDIS rep=$r mode=lib .*rps=" "$log" | grep -o 'rps=[0-9.]*' | cut -d= -f2 | median)" \
+			"$(grep "^BCR-REDIS rep=$r mode=kernel .*rps=" "$log" | grep -o 'rps=[0-9.]*' | cut -d= -f2 | median)")x"
+	done
+	printf '| redis -k 0 (req/s, medians of six per server) | %s | %s | %sx | %s | | | %s ok of %s |\n' "$k" "$l" "$(ratio "$l" "$k")" "${m# }" \
+		"$(grep -c '^BCR-REDIS .* mode=lib .*stats .*check=ok' "$log")" "$(grep -c '^BCR-REDIS .* mode=lib .*stats' "$log")"
+	for mode in kernel lib; do
+		for ((r = 1; r <= vr; r++)); do
+			runs=$(grep "^BCR-REDIS rep=$r mode=$mode .*rps=" "$log" | grep -o 'rps=[0-9.]*' | cut -d= -f2)
+			m=$(echo "$runs" | median)
+			echo "redis -k 0, $mode, repetition $r: $(echo "$runs" | tr '\n' ' ')(median $m, largest deviation" \
+				"$(echo "$runs" | awk -v m="$m" '{d = $1 > m ? $1 - m : m - $1; if (m > 0 && d / m > x) x = d / m} END {printf "%.0f%%", 100 * x}'))"
+		done
+	done
+	grep '^BCR-KEEP' "$log"
+	grep '^BCR-SYS' "$log"
+	echo "(guest log: $log; $vr interleaved repetitions, medians)"
+	return "$rc"
+}
+if [ "$VM" != 0 ]; then
+	vm_part
+	vm_rc=$?
+	[ "$VM" = only ] && exit $vm_rc
+fi
 
 one_run() { # mode conc -> prints the client line (+ error lines)
 	local mode=$1 conc=$2 pre=""
@@ -55,7 +154,6 @@ for ((r = 1; r <= REPS; r++)); do
 	done
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 echo
 printf '| concurrent | kernel conn/s | library conn/s | library / kernel | kernel p50 latency | library p50 latency | library failed (sum) |\n'
 printf '|---|---|---|---|---|---|---|\n'
