@@ -58,11 +58,16 @@ static int rsk_upg_kcalls(struct rsk_sock *s)
 static int rsk_upg_due_s(struct rsk_sock *s)
 {
 	uint64_t bytes = __atomic_load_n(&s->upg_bytes, __ATOMIC_RELAXED);
+	uint64_t calls = __atomic_load_n(&s->upg_calls, __ATOMIC_RELAXED);
+	int64_t age = 0;
 
 	if (rsk_policy_is_kernel_only())
 		return 0; /* io_uring: its I/O on this socket would not see the move */
-	return !rsk_hist_is_short(rsk_now_ms() - s->upg_born_ms, bytes,
-				  __atomic_load_n(&s->upg_calls, __ATOMIC_RELAXED));
+	/* The age counts only from RSK_HIST_AGE_CALLS calls: no clock read per data call of a
+	 * short connection before that (a system call where the clock has no vDSO). */
+	if (calls >= RSK_HIST_AGE_CALLS)
+		age = rsk_now_ms() - s->upg_born_ms;
+	return !rsk_hist_is_short(age, bytes, calls);
 }
 
 /*

@@ -959,7 +959,7 @@ static struct rsk_offer *rsk_listen_look(struct rsk_shm_listener *l, struct rsk_
 static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_claim *cl,
 					 int wait_ms, int *held_elsewhere)
 {
-	int64_t end = rsk_now_ms() + wait_ms, left;
+	int64_t end = -1, left; /* the clock only to wait: most accepts find nothing held */
 	struct rsk_offer *e, *k;
 	uint32_t held;
 
@@ -976,8 +976,11 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 			if (e == NULL)
 				*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
 		}
-		left = end - rsk_now_ms();
-		if (e != NULL || !*held_elsewhere || left <= 0)
+		if (e != NULL || !*held_elsewhere)
+			break;
+		if (end < 0)
+			end = rsk_now_ms() + wait_ms;
+		if ((left = end - rsk_now_ms()) <= 0)
 			break;
 		/* A sibling holds entries: ours may be among them. Wait until it lets go. */
 		pthread_mutex_unlock(&l->lock);

@@ -481,7 +481,7 @@ void rsk_verbs_listener_event(struct rsk_verbs_listener *l)
 struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 					const struct sockaddr *peer, int wait_ms, int *upgrade)
 {
-	int64_t deadline = rsk_now_ms() + wait_ms;
+	int64_t deadline = -1; /* read the clock only to wait: most accepts find no offer */
 	struct rsk_verbs_offer *o;
 	struct timespec ts;
 	struct rsk_ep *ep;
@@ -491,7 +491,11 @@ struct rsk_ep *rsk_verbs_listener_claim(struct rsk_verbs_listener *l,
 		for (o = l->offers; o != NULL; o = o->next)
 			if (rsk_addr_same_v4m((struct sockaddr *)&o->tcp, peer))
 				break;
-		if (o == NULL || o->ready || rsk_now_ms() >= deadline)
+		if (o == NULL || o->ready)
+			break;
+		if (deadline < 0)
+			deadline = rsk_now_ms() + wait_ms;
+		else if (rsk_now_ms() >= deadline)
 			break;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 5 * 1000000;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -297,6 +298,49 @@ static void test_data_calls_take_no_lock(void **state)
 	assert_int_equal(ucl_sock(p.sv)->upg_kcalls, 0);
 	ucl_close(p.sv);
 	ucl_close(p.l);
+}
+
+/* CLOCK_MONOTONIC reads of the thread that counts (clock_gettime is wrapped). */
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+static __thread int clock_counting;
+static int clock_reads;
+
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (clock_counting && id == CLOCK_MONOTONIC)
+		clock_reads++;
+	return __real_clock_gettime(id, ts);
+}
+
+/*
+ * A client's first data calls read no clock: its age counts only from RSK_HIST_AGE_CALLS
+ * calls. Where the clock has no vDSO (the Soft-RoCE guest's hpet) every read was a system
+ * call, three per short connection.
+ */
+static void test_young_calls_read_no_clock(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+	int i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 1000;
+	pair_open(&p);
+	clock_reads = 0;
+	clock_counting = 1;
+	for (i = 0; i < RSK_HIST_AGE_CALLS; i++) /* each sees the calls made before it */
+		send_pat(p.cl, &tx, 10);
+	clock_counting = 0;
+	assert_int_equal(clock_reads, 0);
+	recv_until(p.sv, &rx, 10 * RSK_HIST_AGE_CALLS);
+	clock_counting = 1;
+	send_pat(p.cl, &tx, 10); /* the first that may find it old: the age is read now */
+	clock_counting = 0;
+	assert_true(clock_reads > 0);
+	recv_until(p.sv, &rx, 10 * (RSK_HIST_AGE_CALLS + 1));
+	pair_close(&p);
 }
 
 static void *recv8_thread(void *arg)
@@ -1522,6 +1566,7 @@ int main(void)
 		T(test_second_thread_keeps_server_on_tcp),
 		T(test_bytes_threshold),
 		T(test_age_threshold),
+		T(test_young_calls_read_no_clock),
 		T(test_age_zero),
 		T(test_move_byte_exact),
 		T(test_never),
