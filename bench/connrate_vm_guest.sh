@@ -37,22 +37,6 @@ RK_MS=${BCR_RK_UPGRADE_MS:-200}
 KEEP_N=${BCR_KEEP_N:-1000}
 PORT=12000
 
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-# stop PID SIG SECS: signal, wait bounded, SIGKILL if still there, reap.
-stop() {
-	local i
-	kill -"$2" "$1" 2>/dev/null
-	for ((i = 0; i < $3 * 10; i++)); do
-		alive "$1" || break
-		sleep 0.1
-	done
-	alive "$1" && kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 # side_env SIDE STATS [MORE...]: the env(1) words of a process on SIDE (kernel | lib) into SE.
 # lib: the verbs transport as vm_verbs runs it, the policy left at its default (TCP first).
 side_env() {
@@ -83,7 +67,7 @@ start_server() {
 	SPID=$!
 	wait_port_addr "$SRV" "$PORT" 20 2>/dev/null && return 0
 	echo "BCR-FAIL server on port $PORT did not listen: $(tail -n 2 /tmp/srv.out | tr '\n' ' ')"
-	stop "$SPID" KILL 2
+	proc_stop "$SPID" KILL 2
 	return 1
 }
 
@@ -118,7 +102,7 @@ cr_run() {
 	start_server "$side" "$ss" "$BIN" server "$PORT" $((STEP + 20)) || return 0
 	side_env "$side" "$cs"
 	out=$(timeout -k 2 $((STEP + 5)) "${SE[@]}" "$BIN" client "$PORT" "$conc" "$TOTAL" "$STEP" 2>&1)
-	stop "$SPID" TERM 10
+	proc_stop "$SPID" TERM 10
 	cps=$(echo "$out" | sed -n 's/.*conn_per_s=\([0-9]*\).*/\1/p')
 	p50=$(echo "$out" | sed -n 's/.*lat_p50_us=\([0-9.]*\).*/\1/p')
 	p99=$(echo "$out" | sed -n 's/.*lat_p99_us=\([0-9.]*\).*/\1/p')
@@ -149,7 +133,7 @@ rk_set() {
 		rps=$(echo "$out" | sed -n 's/.*PING_INLINE: \([0-9.]*\) requests.*/\1/p')
 		echo "BCR-REDIS rep=$rep mode=$side redis_k0 run=$i rps=${rps:-0}"
 	done
-	stop "$SPID" TERM 20
+	proc_stop "$SPID" TERM 20
 	[ "$side" = lib ] || return 0
 	# six client lines (one per redis-benchmark), one server line; a connection per request
 	echo "BCR-REDIS rep=$rep mode=$side redis_k0 stats $(check_short "$ss" "$cs" 6 $((6 * RK_N)) "$rx")"
@@ -171,7 +155,7 @@ keep_alive() {
 	rc=$?
 	out=$(tr '\r' '\n' </tmp/ka.out | sed -En 's/^ *(SET|GET): ([0-9.]+) requests per second.*/\1 \2 rps/p' |
 		tr '\n' ' ')
-	stop "$SPID" TERM 20
+	proc_stop "$SPID" TERM 20
 	[ $rc = 0 ] || why="redis-benchmark exit $rc"
 	rps=${out% }
 	[ "$(sv "$cs" connections verbs)" -ge 4 ] || why="$why client verbs conns < 4"
@@ -204,8 +188,8 @@ traced() {
 	side_env "$side" /tmp/sys-c.jsonl
 	timeout -k 2 $((STEP + 5)) strace -f -c -o /tmp/c.txt -- "${SE[@]}" "$BIN" client "$PORT" 1 "$n" "$STEP" \
 		>/tmp/sys-c.out 2>&1
-	stop "$tpid" INT 20
-	stop "$SPID" TERM 10
+	proc_stop "$tpid" INT 20
+	proc_stop "$SPID" TERM 10
 	TDONE=$(sed -n 's/.* done=\([0-9]*\).*/\1/p' /tmp/sys-c.out)
 	echo "BCR-SYSRUN mode=$side n=$n $(grep '^client:' /tmp/sys-c.out)"
 	[ "${TDONE:-0}" -gt 0 ] || { echo "BCR-FAIL traced $tag: $(head -n 2 /tmp/sys-c.out)"; return 1; }

@@ -17,6 +17,8 @@
 # Lines: "SV-RUN <lib> <rep> untraced|traced ..." with the ETECHO lines and "SV-SYS" counts.
 # Every step is bounded.
 set -u
+# shellcheck source=test/vm/guest-lib.sh
+. /rsk/guest-lib.sh
 SRV=192.0.2.2
 LIBS=${SV_LIBS:?}
 REPS=${SV_REPS:-2}
@@ -30,21 +32,6 @@ SPINS=${SV_SPINS:-default 200000} # RDMASOCK_SPIN_US of both ends (default: the 
 # connection, so the set holds only the library's fds
 PORT=12300
 
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-stop() { # PID SIG SECS
-	local i
-	kill -"$2" "$1" 2>/dev/null
-	for ((i = 0; i < $3 * 10; i++)); do
-		alive "$1" || break
-		sleep 0.1
-	done
-	alive "$1" && kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 penv() { # LIB SPIN: SPIN is [nl-][lt-]default or [nl-][lt-]MICROSECONDS (see SPINS)
 	local s=${2#nl-} t
 	PE=(env LD_PRELOAD="$1" RDMASOCK_TRANSPORT=verbs RDMASOCK_TCP_FIRST=off
@@ -90,13 +77,13 @@ one() {
 		alive "$cpid" || break
 		sleep 0.1
 	done
-	stop "$cpid" KILL 1
+	proc_stop "$cpid" KILL 1
 	for ((i = 0; i < 50; i++)); do
 		alive "$spid" || break
 		sleep 0.1
 	done
-	[ -n "$tpid" ] && stop "$tpid" INT 20
-	stop "$spid" KILL 1
+	[ -n "$tpid" ] && proc_stop "$tpid" INT 20
+	proc_stop "$spid" KILL 1
 	out="$(cat /tmp/cli.out /tmp/srv.out)"
 	echo "SV-RUN $lib spin=$spin $rep $mode: $(echo "$out" | tr '\n' ' ')"
 	if [ "$mode" = traced ] && [ -s /tmp/trace.txt ]; then

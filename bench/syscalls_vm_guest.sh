@@ -16,6 +16,8 @@
 # Env (from the host): BVM_LIB, BVM_REPS, BVM_SECS, BVM_SHORT_SECS, BVM_SPIN_US. Every step
 # is bounded.
 set -u
+# shellcheck source=test/vm/guest-lib.sh
+. /rsk/guest-lib.sh
 SRV=192.0.2.2
 LIB=${BVM_LIB:?}
 REPS=${BVM_REPS:-3}
@@ -24,22 +26,6 @@ SHORT=${BVM_SHORT_SECS:-1}
 SPIN=${BVM_SPIN_US:-200000}
 PORT=11300
 
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-# stop PID SIG SECS: signal, wait bounded, SIGKILL if still there, reap.
-stop() {
-	local i
-	kill -"$2" "$1" 2>/dev/null
-	for ((i = 0; i < $3 * 10; i++)); do
-		alive "$1" || break
-		sleep 0.1
-	done
-	alive "$1" && kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 hexaddr() {
 	local IFS=.
 	# shellcheck disable=SC2086
@@ -128,7 +114,7 @@ pp() {
 	spid=$SR_PID
 	if ! listens "$port"; then
 		echo "BVM-FAIL pp $tag: server did not listen: $(tail -n 3 /tmp/srv.out)"
-		stop "$spid" KILL 2
+		proc_stop "$spid" KILL 2
 		return 1
 	fi
 	strace -f "${opt[@]}" -o /tmp/s.txt -p "$spid" 2>/dev/null &
@@ -136,8 +122,8 @@ pp() {
 	sleep 1
 	out=$(timeout -k 2 $((secs + 60)) strace -f "${opt[@]}" -o /tmp/c.txt -- "${SE[@]}" \
 		sockperf pp --tcp -i "$SRV" -p "$port" -m 64 -t "$secs" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
-	stop "$tpid" INT 20
-	stop "$spid" INT 10
+	proc_stop "$tpid" INT 20
+	proc_stop "$spid" INT 10
 	RUN_OPS=$(echo "$out" | sed -n 's/.*\[Total Run\].*ReceivedMessages=\([0-9]*\).*/\1/p')
 	RUN_AVG=$(echo "$out" | sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p')
 	if [ -z "$RUN_OPS" ]; then
@@ -192,7 +178,7 @@ lat() {
 	spid=$SR_PID
 	out=$(timeout -k 2 $((LAT_SECS + 60)) "${SE[@]}" sockperf pp --tcp -i "$SRV" -p "$port" -m 64 \
 		-t "$LAT_SECS" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
-	stop "$spid" INT 10
+	proc_stop "$spid" INT 10
 	avg=$(echo "$out" | sed -n 's/.*Summary: Latency is \([0-9.]*\) usec.*/\1/p')
 	echo "BVM-LAT $side rep $rep (untraced, -t $LAT_SECS): one-way avg ${avg:-?} us," \
 		"$(echo "$out" | sed -n 's/.*\[Total Run\].*ReceivedMessages=\([0-9]*\).*/\1/p') round trips"

@@ -15,6 +15,25 @@ RSK_ADDR1=192.0.2.1
 RSK_ADDR2=192.0.2.2
 RSK_RESULTS_PASS=0 RSK_RESULTS_FAIL=0 RSK_RESULTS_SKIP=0
 
+# alive PID: the process exists and is not a zombie (kill -0 succeeds on zombies).
+alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# proc_stop PID SIG SECS: signal, wait bounded, SIGKILL if still there, reap.
+proc_stop() {
+	local i
+	kill -"$2" "$1" 2>/dev/null
+	for ((i = 0; i < $3 * 10; i++)); do
+		alive "$1" || break
+		sleep 0.1
+	done
+	alive "$1" && kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 # rxe_sent_pkts: packets all rxe devices have sent (RoCE only: kernel TCP does not count).
 rxe_sent_pkts() {
 	local f n sum=0

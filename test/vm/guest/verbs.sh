@@ -141,13 +141,6 @@ plain_bg() {
 	BG_PID=$!
 }
 
-# alive PID: the process exists and is not a zombie (kill -0 succeeds on zombies).
-alive() {
-	local st
-	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ]
-}
-
 # status_str RC: "status N" or "killed by SIGNAME".
 status_str() {
 	if [ "$1" -gt 128 ] && [ "$1" -lt 160 ]; then
