@@ -810,7 +810,9 @@ static void test_settle(void **state)
 	print_message("100 settle requests: %llu wakes, %d settled by the loop\n",
 		      (unsigned long long)kicks, UNIT_LOAD(&settle_taken));
 	assert_true(kicks >= 1); /* the first found the loop asleep */
-	assert_true(kicks <= 5);
+	/* Ideally 1; a loaded host that stretches a 100 us gap past a window adds one each time.
+	 * An immediate tick per request woke it 95-100 times. */
+	assert_true(kicks <= 20);
 
 	unit_sleep_ms(QUIET_MS); /* the windows end, the loop sleeps untimed again */
 	__atomic_store_n(&settle_taken, 0, __ATOMIC_SEQ_CST);
