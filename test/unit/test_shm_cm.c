@@ -38,6 +38,7 @@
 #include "transport/shm_cm.h"
 #include "transport/shm_rdv.h"
 #include "unit_cm.h"
+#include "unit_clocks.h"
 
 static const struct rsk_cm_ops *cm = &rsk_shm_cm_ops;
 
@@ -245,26 +246,13 @@ static void srv_accept(struct srv *s, int kfd)
 	s->cl.why = RDMASOCK_FB_COUNT;
 }
 
-/* CLOCK_MONOTONIC reads inside the claims (clock_gettime is wrapped for this). */
-int __real_clock_gettime(clockid_t id, struct timespec *ts);
-int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
-static __thread int clock_counting;
-static int claim_clock_reads;
-
-int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
-{
-	if (clock_counting && id == CLOCK_MONOTONIC)
-		claim_clock_reads++;
-	return __real_clock_gettime(id, ts);
-}
-
-/* claim with its duration in *ms; the clock reads it made in claim_clock_reads */
+/* claim with its duration in *ms; the clock reads it made in clock_reads */
 static int srv_claim(struct srv *s, void *lh, int64_t *ms)
 {
 	int64_t t0 = ucm_now_ms();
 	int rc;
 
-	claim_clock_reads = 0;
+	clock_reads = 0;
 	clock_counting = 1;
 	rc = cm->claim(lh, &s->cl, 1000);
 	clock_counting = 0;
@@ -576,7 +564,7 @@ static void test_claim_plain_client(void **state)
 
 	assert_true(ms < 200);
 	/* nothing to wait for, so no deadline: a clock read is a system call without a vDSO */
-	assert_int_equal(claim_clock_reads, 0);
+	assert_int_equal(clock_reads, 0);
 	/* the TCP connection is untouched: bytes still flow on it */
 	assert_int_equal(send(fd, "x", 1, MSG_NOSIGNAL), 1);
 	assert_true(readable(s.fd, 1000));

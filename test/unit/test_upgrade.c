@@ -49,6 +49,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_clocks.h"
 #include "unit_locks.h"
 
 #define KERNEL RDMASOCK_TRANSPORT_KERNEL
@@ -298,19 +299,6 @@ static void test_data_calls_take_no_lock(void **state)
 	assert_int_equal(ucl_sock(p.sv)->upg_kcalls, 0);
 	ucl_close(p.sv);
 	ucl_close(p.l);
-}
-
-/* CLOCK_MONOTONIC reads of the thread that counts (clock_gettime is wrapped). */
-int __real_clock_gettime(clockid_t id, struct timespec *ts);
-int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
-static __thread int clock_counting;
-static int clock_reads;
-
-int __wrap_clock_gettime(clockid_t id, struct timespec *ts)
-{
-	if (clock_counting && id == CLOCK_MONOTONIC)
-		clock_reads++;
-	return __real_clock_gettime(id, ts);
 }
 
 /*
