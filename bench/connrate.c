@@ -13,7 +13,16 @@
  *   connrate seq PORT TOTAL SECONDS
  *       one blocking connection at a time; also times each call the application makes
  *       (socket, connect, write, read, close) and prints medians, in microseconds.
- * Every number is printed on one line "key=value ..." for scripts. Env RSK_TEST_ADDR (IPv4
+ * Env RSK_CONNRATE_BEARER (no library; bench/bearer.sh) measures what a same-host connection
+ * carried by an AF_UNIX stream socket instead of loopback TCP would cost the kernel:
+ *   unix   both ends plain abstract unix sockets ("@connrate/PORT"): the kernel's floor;
+ *   setup  what a preload would have to do on top: the server listens on TCP and on the
+ *          unix name, both in its epoll set under the listener's key, and accepts from the
+ *          unix one first (with the peer's name, which would carry its TCP address); the
+ *          client makes its TCP socket as the application does, then a unix socket, binds it
+ *          to a name of its own (its "address"), connects it and dup3()s it onto the TCP one.
+ * Every number is printed on one line "key=value ..." for scripts;
+ * seq is TCP only. Env RSK_TEST_ADDR (IPv4
  * dotted, as test/progs) replaces 127.0.0.1 on both ends: the Soft-RoCE guest's second rxe
  * device, so that the connections cross the veth pair (bench/connrate_vm_guest.sh).
  */
@@ -21,12 +30,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +69,114 @@ static struct sockaddr_in addr_of(int port)
 	return a;
 }
 
+enum { B_TCP, B_UNIX, B_SETUP };
+static int bearer = B_TCP;
+static unsigned long *bell;
+
+static void bearer_from_env(void)
+{
+	const char *s = getenv("RSK_CONNRATE_BEARER");
+
+	if (s == NULL || *s == '\0' || !strcmp(s, "tcp"))
+		return;
+	if (!strcmp(s, "unix"))
+		bearer = B_UNIX;
+	else if (!strcmp(s, "setup"))
+		bearer = B_SETUP;
+	else {
+		fprintf(stderr, "connrate: RSK_CONNRATE_BEARER must be tcp, unix or setup\n");
+		exit(2);
+	}
+}
+
+/* an abstract name, its length as bind/connect take it */
+static socklen_t unix_name(struct sockaddr_un *u, const char *kind, int port, long n)
+{
+	int len;
+
+	memset(u, 0, sizeof(*u));
+	u->sun_family = AF_UNIX;
+	len = snprintf(u->sun_path + 1, sizeof(u->sun_path) - 1, "connrate/%s/%d/%ld", kind, port, n);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+}
+
+static int unix_listener(int port)
+{
+	struct sockaddr_un u;
+	socklen_t l = unix_name(&u, "l", port, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (fd < 0 || bind(fd, (void *)&u, l) < 0 || listen(fd, 4096) < 0) {
+		perror("connrate server: unix bind/listen");
+		exit(1);
+	}
+	return fd;
+}
+
+/* The bell: a count in shared memory that clients ring after their unix connect, so that an
+ * accept looks into the rendezvous only when something is queued there (as the library's). */
+static unsigned long *bell_map(int port)
+{
+	char name[64];
+	int fd;
+	void *p;
+
+	snprintf(name, sizeof(name), "/connrate-bell-%d", port);
+	fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+	if (fd < 0 || ftruncate(fd, 4096) < 0)
+		return NULL;
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* the client's socket() for the bearer: a unix socket where a TCP one would be */
+static int bearer_socket(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (bearer == B_UNIX) {
+		if (fd >= 0)
+			close(fd);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	}
+	return fd;
+}
+
+/* the client's connect for the bearer; -1 with errno as connect's */
+static int bearer_connect(int fd, int port)
+{
+	static long seq_no;
+	struct sockaddr_un u;
+	socklen_t l;
+	int ufd;
+
+	if (bearer == B_UNIX) {
+		l = unix_name(&u, "l", port, 0);
+		return connect(fd, (void *)&u, l);
+	}
+	ufd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ufd < 0)
+		return -1;
+	l = unix_name(&u, "c", port, (long)getpid() * 100000 + seq_no++ % 100000);
+	if (bind(ufd, (void *)&u, l) < 0)
+		goto fail;
+	l = unix_name(&u, "l", port, 0);
+	/* rung before the connect: an accept woken by it must find the bell moved, or the
+	 * listener would stay readable with nothing it looks at (a server that spins) */
+	if (bell == NULL)
+		bell = bell_map(port);
+	if (bell != NULL)
+		__atomic_add_fetch(bell, 1, __ATOMIC_RELEASE);
+	if (connect(ufd, (void *)&u, l) < 0 || dup3(ufd, fd, 0) < 0)
+		goto fail;
+	close(ufd);
+	return 0;
+fail:
+	close(ufd);
+	return -1;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -83,19 +204,31 @@ static int server(int port, int seconds)
 	struct epoll_event ev, evs[256];
 	double end = now_us() + seconds * 1e6;
 	long accepted = 0, aerr = 0, rerr = 0, werr = 0;
-	int lfd, ep, one = 1, n, i;
+	int lfd, ufd = -1, ep, one = 1, n, i;
+	unsigned long taken = 0;
 	char buf[MSG * 4];
 
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (void *)&a, sizeof(a)) < 0 || listen(lfd, 4096) < 0) {
-		perror("connrate server: bind/listen");
-		return 1;
+	if (bearer == B_UNIX) {
+		lfd = unix_listener(port);
+	} else {
+		lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(lfd, (void *)&a, sizeof(a)) < 0 || listen(lfd, 4096) < 0) {
+			perror("connrate server: bind/listen");
+			return 1;
+		}
 	}
 	ep = epoll_create1(0);
 	ev.events = EPOLLIN;
 	ev.data.ptr = NULL;
 	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+	if (bearer == B_SETUP) { /* the rendezvous, under the listener's key */
+		ufd = unix_listener(port);
+		epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev);
+		bell = bell_map(port);
+		if (bell != NULL)
+			*bell = 0;
+	}
 	printf("server: listening port=%d\n", port);
 	fflush(stdout);
 	while (!stop && now_us() < end) {
@@ -105,7 +238,17 @@ static int server(int port, int seconds)
 
 			if (c == NULL) {
 				for (;;) {
-					int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+					struct sockaddr_un peer;
+					socklen_t pl = sizeof(peer);
+					int fd = -1;
+
+					/* the preload's accept: the rendezvous first, then TCP */
+					if (ufd >= 0 && (bell == NULL || taken != __atomic_load_n(bell, __ATOMIC_ACQUIRE))) {
+						fd = accept4(ufd, (void *)&peer, &pl, SOCK_NONBLOCK);
+						taken += fd >= 0;
+					}
+					if (fd < 0)
+						fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
 
 					if (fd < 0) {
 						if (errno != EAGAIN)
@@ -139,6 +282,12 @@ static int server(int port, int seconds)
 			free(c);
 		}
 	}
+	if (ufd >= 0) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "/connrate-bell-%d", port);
+		shm_unlink(name);
+	}
 	printf("server: accepted=%ld accept_errors=%ld read_errors=%ld write_errors=%ld\n", accepted,
 	       aerr, rerr, werr);
 	return 0;
@@ -161,10 +310,12 @@ static int client_start(int ep, struct cconn *c, struct sockaddr_in *a)
 
 	c->t0 = now_us();
 	c->got = 0;
-	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	c->fd = bearer_socket();
 	if (c->fd < 0)
 		return -1;
-	if (connect(c->fd, (void *)a, sizeof(*a)) < 0 && errno != EINPROGRESS) {
+	if ((bearer == B_TCP ? connect(c->fd, (void *)a, sizeof(*a))
+			     : bearer_connect(c->fd, ntohs(a->sin_port))) < 0 &&
+	    errno != EINPROGRESS) {
 		errs[0][errno < 140 ? errno : 0]++;
 		close(c->fd);
 		return -1;
@@ -339,6 +490,7 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_sig);
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	bearer_from_env();
 	if (argc == 4 && !strcmp(argv[1], "server"))
 		return server(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 6 && !strcmp(argv[1], "client"))
