@@ -14,7 +14,7 @@
 #   RSK_VM_TRANSPORT  RDMASOCK_TRANSPORT of preloaded processes in rdmasock mode (verbs)
 #   RSK_VM_EXPECT     the transport that must carry the streams in rdmasock mode (verbs);
 #                     kernel or shm check the harness itself against a library without verbs
-#   RSK_VM_PROGS      directory of test/progs (integrity, mixed_peer, peerdeath, lastwords)
+#   RSK_VM_PROGS      directory of test/progs (integrity, mixed_peer, peerdeath, lastwords, nagle)
 #   RSK_VM_PROBE, RSK_VM_NBCONNECT   vm_probe and nbconnect
 #   RSK_VM_INTEGRITY_BYTES  each way, suffix K/M/G (default 1G); RSK_VM_INTEGRITY_SECS its
 #                     time limit (400)
@@ -69,6 +69,7 @@ SCENARIO_TIMEOUT_nbconnect=${SCENARIO_TIMEOUT_nbconnect:-40}
 SCENARIO_TIMEOUT_mixed_plain_client=${SCENARIO_TIMEOUT_mixed_plain_client:-45}
 SCENARIO_TIMEOUT_mixed_plain_server=${SCENARIO_TIMEOUT_mixed_plain_server:-45}
 SCENARIO_TIMEOUT_lastwords=${SCENARIO_TIMEOUT_lastwords:-150}
+SCENARIO_TIMEOUT_coalesce=${SCENARIO_TIMEOUT_coalesce:-60}
 SCENARIO_TIMEOUT_tcpfirst_redis=${SCENARIO_TIMEOUT_tcpfirst_redis:-90}
 SCENARIO_TIMEOUT_tcpfirst_integrity=${SCENARIO_TIMEOUT_tcpfirst_integrity:-$((INTEGRITY_SECS + 30))}
 SCENARIO_TIMEOUT_fds=${SCENARIO_TIMEOUT_fds:-120}
@@ -109,6 +110,7 @@ pre_env() {
 			"RDMASOCK_TCP_FIRST=${VM_TCP_FIRST:-off}")
 		[ -z "${VM_UPGRADE_BYTES:-}" ] || PE+=("RDMASOCK_UPGRADE_BYTES=$VM_UPGRADE_BYTES")
 		[ -z "${VM_UPGRADE_MS:-}" ] || PE+=("RDMASOCK_UPGRADE_MS=$VM_UPGRADE_MS")
+		[ -z "${VM_COALESCE:-}" ] || PE+=("RDMASOCK_COALESCE=$VM_COALESCE")
 	fi
 }
 
@@ -666,6 +668,37 @@ sc_lastwords() {
 	rxe_check pair
 }
 
+# 7c. Nagle over verbs (test/progs/nagle.c, both ends in one process): by default
+# (RDMASOCK_COALESCE=safe) a verbs stream stages nothing, since a sender killed with a stage
+# in its own memory would lose it; with RDMASOCK_COALESCE=always small writes behind an unread
+# one are merged as on shm. nagle checks every byte and its own ok line in each mode.
+sc_coalesce() {
+	local m out rc n want
+	for VM_COALESCE in safe always; do
+		STATS=/tmp/stats.coalesce_$VM_COALESCE.jsonl
+		rxe_mark
+		for m in coalesce cork waitpush; do
+			out=$(pre 20 "$PROGS/nagle" "$m" 2>&1)
+			rc=$?
+			echo "$VM_COALESCE $m: $out"
+			[ $rc = 0 ] && grep -q "^nagle: $m: ok" <<<"$out" ||
+				die_sc "nagle $m with RDMASOCK_COALESCE=$VM_COALESCE: $(first_error <(echo "$out"))"
+		done
+		assert_carried "$EXPECT" 6 nagle
+		rxe_check pair
+		[ "$MODE" = rdmasock ] || continue
+		n=$(grep -o '"writes_coalesced":[0-9]*' "$STATS" | awk -F: '{s += $2} END {print s + 0}')
+		note "$VM_COALESCE: $n writes coalesced"
+		if [ "$VM_COALESCE" = safe ]; then
+			[ "$n" = 0 ] || die_sc "RDMASOCK_COALESCE=safe staged $n writes over $EXPECT"
+		else
+			want=$((32 + 3)) # coalesce: all but the first two of 64; cork: three at least
+			[ "$n" -ge $want ] || die_sc "RDMASOCK_COALESCE=always coalesced $n writes, want >= $want"
+		fi
+	done
+	unset VM_COALESCE
+}
+
 # 8. TCP first, the default policy for verbs: a redis-benchmark making a new connection per
 # request (-k 0) stays on TCP (each counted tcp_first: an rdma_cm setup per request would
 # cost more than it earns); one keeping its connections moves them onto verbs mid-use.
@@ -857,7 +890,7 @@ run_sc() {
 echo "vm_verbs: mode $MODE, preload ${PRELOAD:-none}, transport ${RSK_VM_TRANSPORT:-verbs}," \
 	"expect $EXPECT ($CARRY), integrity $INTEGRITY_BYTES, redis -n $REDIS_N"
 [ "$MODE" = kernel ] || [ -e "$PRELOAD" ] || { echo "no preload library $PRELOAD"; exit 1; }
-for p in integrity mixed_peer peerdeath lastwords connserver connscale; do
+for p in integrity mixed_peer peerdeath lastwords connserver connscale nagle; do
 	[ -x "$PROGS/$p" ] || { echo "test program $PROGS/$p missing"; exit 1; }
 done
 LINES_OUT=()
@@ -874,6 +907,7 @@ for s in server_recv server_epoll client_recv client_send; do
 	run_sc "peerdeath_$s" peerdeath "$s"
 done
 run_sc lastwords sc_lastwords
+run_sc coalesce sc_coalesce
 run_sc tcpfirst_redis sc_tcpfirst_redis
 run_sc tcpfirst_integrity sc_tcpfirst_integrity
 run_sc fds sc_fds
