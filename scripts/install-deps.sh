@@ -8,7 +8,7 @@ set -euo pipefail
 BUILD_PKGS="build-essential cmake pkg-config libibverbs-dev librdmacm-dev uthash-dev libcmocka-dev"
 # Fuzzing (scripts/fuzz.sh): clang with libFuzzer and its sanitizer runtimes.
 FUZZ_PKGS="clang libclang-rt-14-dev"
-TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat
+TEST_PKGS="redis-server redis-tools iperf3 sockperf nginx-light curl memcached python3 socat postgresql
            libmemcached-tools valgrind procps iproute2 netcat-openbsd groff-base man-db util-linux
            gnuplot-nox"
 # bench/syscalls.sh and BENCH_PROFILE=1 of bench/shm_vs_kernel.sh count syscalls with perf
