@@ -1297,7 +1297,7 @@ static void rsk_fw_sleep_end(struct rsk_fw *m)
  * Returns a count or -errno.
  */
 static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int timeout,
-		       int64_t start, int64_t *spent_us)
+		       int64_t start, int64_t *spent_us, int *crowded)
 {
 	int64_t now = start, budget;
 	unsigned int rounds = 0;
@@ -1321,7 +1321,9 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int ti
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
-		now = rsk_spin_yield(now, start); /* the peer may be waiting for our core */
+		now = rsk_spin_yield(now, start, crowded); /* the peer may be waiting for our core */
+		if (*crowded)
+			break; /* others want this core: sleep */
 	}
 	*spent_us = now - start;
 	return 0;
@@ -1375,8 +1377,9 @@ static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 			const sigset_t *mask, int64_t start)
 {
 	int64_t spent = 0, window = (int64_t)rsk_config.spin_us;
-	int n = 0, spun = window != 0 && rsk_spin_pays(&m->spin_hist);
-	if (spun && (n = rsk_fw_spin(m, ev, max, timeout, start, &spent)) != 0) {
+	int n = 0, crowded = 0, spun = window != 0 && rsk_spin_pays(&m->spin_hist);
+
+	if (spun && (n = rsk_fw_spin(m, ev, max, timeout, start, &spent, &crowded)) != 0) {
 		if (n > 0)
 			rsk_spin_outcome(&m->spin_hist, 1);
 		return n;
@@ -1390,8 +1393,9 @@ static int rsk_fw_block(struct rsk_fw *m, struct epoll_event *ev, int max, int t
 	} else { /* spun out the timeout: its "nothing" must hold for the kernel's fds too */
 		n = rsk_fw_look_locked(m, ev, max, 0, 0);
 	}
-	if (window != 0 && n >= 0)
-		rsk_spin_outcome(&m->spin_hist, n > 0 && rsk_spin_hit(rsk_now_us() - start));
+	if (window != 0 && n >= 0) /* a crowded spin missed, whatever came after it */
+		rsk_spin_outcome(&m->spin_hist,
+				 !crowded && n > 0 && rsk_spin_hit(rsk_now_us() - start));
 	return n;
 }
 

@@ -129,6 +129,7 @@ struct rsk_io_ctx {
 	unsigned int rounds; /* spin rounds since that read (rsk_spin_pace) */
 	int spinning;        /* a wait is under way (0: the next wait starts one, and its spin) */
 	int skip;            /* its spin is skipped (rsk_spin_pays): slept at once */
+	int crowded;         /* its spin ended at a yield that found the core wanted */
 	int slept;           /* it slept */
 	int64_t wait_at;     /* when the wait began (its spin's first clock read, or the skip) */
 	int rx_hint;         /* arrivals show in user space (rsk_conn_can_lazy, set locked) */
@@ -243,7 +244,7 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 {
 	int64_t start, now, polled, last, budget = (int64_t)rsk_config.spin_us;
 	unsigned int rounds = 0;
-	int rc;
+	int rc, crowded = 0;
 
 	*spent_ms = 0;
 	rsk_conn_push_all(); /* the application waits: nothing of ours may stay staged */
@@ -269,8 +270,8 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 				return rc;
 			polled = now;
 		}
-		now = rsk_spin_yield(now, start);
-	} while (now - start < budget);
+		now = rsk_spin_yield(now, start, &crowded);
+	} while (!crowded && now - start < budget);
 	*spent_ms = (int)((now - start) / 1000);
 	return 0;
 }
@@ -287,6 +288,7 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 		x->slept = 0;
 		x->rounds = 0;
 		x->clock_at = 0;
+		x->crowded = 0;
 		x->skip = !rsk_spin_pays(&x->s->spin_hist);
 		if (x->skip)
 			x->wait_at = rsk_now_us(); /* the gap is still learned, from a sleep's end */
@@ -310,8 +312,10 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 	x->clock_at = now;
 	if (now >= x->spin_end)
 		return 0;
-	(void)rsk_spin_yield(now, x->spin_start); /* when it helps: the peer may need our core */
-	return 1;
+	(void)rsk_spin_yield(now, x->spin_start, &x->crowded); /* the peer may need our core */
+	if (x->crowded)
+		x->spin_end = now; /* others want this core: sleep (a miss, rsk_io_waited) */
+	return !x->crowded;
 }
 
 /*
@@ -326,6 +330,8 @@ static void rsk_io_waited(struct rsk_io_ctx *x, int hit)
 		return;
 	if (hit && x->slept)
 		hit = rsk_spin_hit(rsk_now_us() - x->wait_at);
+	if (x->crowded)
+		hit = 0; /* its spin took a crowded core's time, whatever came after */
 	rsk_spin_outcome(&x->s->spin_hist, hit);
 	x->spinning = 0;
 }

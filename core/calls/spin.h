@@ -11,17 +11,30 @@
 
 /*
  * Spins yield only when it helps (the peer may share our core; docs/design.md, "Waits"). A
- * spin that has run RSK_SPIN_YIELD_US yields when this thread's interval has passed since its
- * last yield; each yield is timed: one back within RSK_YIELD_QUICK_US found nobody else
- * wanting the core and doubles the interval (up to RSK_YIELD_MAX_US, so an uncontended spin
- * makes no system call but one probe yield per that long), a slower one (someone ran) puts it
- * back to RSK_SPIN_YIELD_US. Per thread. rsk_spin_yield takes the clock @now and the spin's
- * @start and returns the clock after the yield, or @now when none was due.
+ * spin yields once it has run RSK_SPIN_YIELD_US, and then again whenever this thread's
+ * interval has passed since its last yield; each yield is timed (by its own clock reads): one
+ * back within RSK_YIELD_QUICK_US found nobody else wanting the core and doubles the interval
+ * (at least RSK_SPIN_YIELD_US, at most RSK_YIELD_MAX_US, so a long uncontended spin makes one
+ * system call per that long and a wait answered within RSK_SPIN_YIELD_US none), a slower one
+ * (someone ran) makes the thread *crowded*: interval RSK_SPIN_CROWDED_US, and its spins'
+ * first yields come that early too, until a quick yield. The first yield of every spin is what
+ * tells a crowded core; with only the interval, a thread whose last yields were quick spun a
+ * whole window on a core others had come to want. Per thread. rsk_spin_yield takes the clock
+ * @now and the spin's @start and returns the clock after the yield, or @now when none was due.
  */
 #define RSK_SPIN_YIELD_US 20
+#define RSK_SPIN_CROWDED_US 2
 #define RSK_YIELD_QUICK_US 8
 #define RSK_YIELD_MAX_US 1280
-int64_t rsk_spin_yield(int64_t now, int64_t start);
+/*
+ * A yield that was not quick also ends the spin: it found other threads wanting this core,
+ * and a spin there only delays them (pgbench's TPC-B against PostgreSQL on 2 cores, 4 backends:
+ * 0.85x of kernel TCP with the 50-us spin, 1.1x without any; docs/design.md, "Waits").
+ * rsk_spin_yield sets *@crowded to 1 then (@crowded may be NULL); the wait sleeps, and counts
+ * as a miss for its object (rsk_spin_outcome), so that a crowded object's waits soon sleep at
+ * once.
+ */
+int64_t rsk_spin_yield(int64_t now, int64_t start, int *crowded);
 /* This thread's yield interval now, and what a yield that took @took_us teaches it. */
 int64_t rsk_spin_yield_every(void);
 void rsk_spin_yield_learn(int64_t took_us);

@@ -36,6 +36,7 @@
 #include "base/clock.h"
 #include "base/fdhide.h"
 #include "base/real.h"
+#include "calls/spin.h"
 #include "conn/conn.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
@@ -584,10 +585,10 @@ static void fake_clock(int on)
  * A wait that finds nothing, spins and times out, on a clock that moves a second per read:
  * with a 3-s timeout inside a 5-s window its spin is timed from the first look's read (no
  * read of its own to start), reads once a pace of rounds (1 s later, the fairness look due),
- * yields with a read after it (2 s), reads once more (3 s: out), yields and reads, and the
- * spun-out timeout's last look reads: 6 reads. Each is a system call where the clock has
- * no vDSO (the Soft-RoCE guest's hpet). Fails on the old code, which read the clock again to
- * start the spin (7 reads).
+ * yields between two reads (2 s and 3 s: out; the yield is timed by its own reads, see
+ * spin.h), and the spun-out timeout's last look reads: 5 reads. Each is a system call where
+ * the clock has no vDSO (the Soft-RoCE guest's hpet). Fails on the old code, which read the
+ * clock again to start the spin (one more).
  */
 static void test_block_starts_from_first_look(void **state)
 {
@@ -602,7 +603,7 @@ static void test_block_starts_from_first_look(void **state)
 	reads = fake_clock_reads;
 	fake_clock(0);
 	print_message("%d clock reads\n", reads);
-	assert_int_equal(reads, 6);
+	assert_int_equal(reads, 5);
 }
 
 /*
@@ -641,6 +642,61 @@ static void test_spin_learned_per_set(void **state)
 	before = __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST);
 	assert_int_equal(fw_wait(ev, 4, 1), 0); /* spins again */
 	assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), before);
+	count_real_waits(0);
+}
+
+/*
+ * rsk_spin_yield, wrapped: the spins here yield as the library's do, but a crowded core
+ * (spin.h) ends a spin only when a test says so (crowd_on), so that a loaded machine cannot
+ * turn the other tests' spins into sleeps.
+ */
+int64_t __real_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
+int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
+static int crowd_on, crowd_yields;
+
+int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded)
+{
+	if (!crowd_on || now - start < RSK_SPIN_YIELD_US)
+		return __real_rsk_spin_yield(now, start, NULL);
+	crowd_yields++;
+	*crowded = 1;
+	return now;
+}
+
+/*
+ * A spin whose yield finds the core crowded ends: the wait sleeps (with a 2-s window and a
+ * message 50 ms away it would otherwise have spun until it came), and counts as a miss, so
+ * that after RSK_SPIN_MISSES of them the set's waits sleep at once and no longer yield. Fails
+ * on the old code (the message is taken by the spin, no sleep) and on the mutation "a crowded
+ * wait counts as a hit".
+ */
+static void test_crowded_spin_sleeps(void **state)
+{
+	struct epoll_event ev[4];
+	struct pacer p;
+	int i, before, yields;
+
+	(void)state;
+	rsk_config.spin_us = 2 * 1000 * 1000;
+	ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 1);
+	count_real_waits(1);
+	crowd_on = 1;
+	for (i = 0; i < RSK_SPIN_MISSES; i++) {
+		pacer_start(&p, 1, 50000, 1);
+		before = __atomic_load_n(&sleeps, __ATOMIC_SEQ_CST);
+		assert_int_equal(fw_wait(ev, 4, 10000), 1);
+		assert_true(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST) > before); /* it slept */
+		pacer_join(&p);
+		drain();
+	}
+	assert_int_equal(crowd_yields, RSK_SPIN_MISSES); /* one yield each, then the sleep */
+	yields = crowd_yields;
+	pacer_start(&p, 1, 50000, 1);
+	assert_int_equal(fw_wait(ev, 4, 10000), 1); /* slept at once: no spin, no yield */
+	pacer_join(&p);
+	drain();
+	assert_int_equal(crowd_yields, yields);
+	crowd_on = 0;
 	count_real_waits(0);
 }
 
@@ -1602,6 +1658,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sleep_flushes_held, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_while_sleeping_is_real, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kernel_fds_take_no_lock, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_crowded_spin_sleeps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quiet_set_read_on_first_candidate, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_quiet_again_then_move, setup, teardown),

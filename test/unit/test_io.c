@@ -550,7 +550,29 @@ static int poll0_never(void *arg)
 	return 0;
 }
 
-/* rsk_io_wait_spin: no spinning for timeout 0 or spin_us 0; else bounded by spin_us. */
+/*
+ * rsk_spin_yield, wrapped (test_io links with --wrap=rsk_spin_yield): the spins here yield as
+ * the library's do, but find the core crowded (spin.h) only when a test says so (crowd_on),
+ * so that a loaded machine cannot end the other tests' spins early.
+ */
+int64_t __real_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
+int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
+static int crowd_on;
+
+int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded)
+{
+	if (!crowd_on || now - start < RSK_SPIN_CROWDED_US)
+		return __real_rsk_spin_yield(now, start, NULL);
+	*crowded = 1;
+	return now;
+}
+
+/*
+ * rsk_io_wait_spin: no spinning for timeout 0 or spin_us 0; else bounded by spin_us, and
+ * ended by the first yield that finds the core crowded: a 20-ms spin that polls every
+ * RSK_SPIN_POLL_US then polls a few times, not ~2,000 (fails on the old code, which had no
+ * way to end it).
+ */
 static void test_wait_spin(void **state)
 {
 	int spent = -1;
@@ -573,6 +595,12 @@ static void test_wait_spin(void **state)
 	assert_true(rsk_now_us() - t0 >= 20000);
 	assert_true(g_polls > 1);
 	assert_true(spent >= 19 && spent < 1000);
+	crowd_on = 1;
+	g_polls = 0;
+	assert_int_equal(rsk_io_wait_spin(poll0_never, NULL, -1, &spent), 0);
+	crowd_on = 0;
+	print_message("crowded: %d polls\n", g_polls);
+	assert_true(g_polls >= 1 && g_polls < 100);
 }
 
 /*
