@@ -16,10 +16,18 @@ done
 id postgres >/dev/null 2>&1 || skip "no postgres user (the postgresql package makes it)"
 
 # The scratch directory is root's; the cluster lives in a directory of the postgres user.
+# What the postgres user runs must be readable by it: the library is copied next to it (the
+# build tree may sit under a directory only root can enter, as test_crossuid.sh found).
 chmod 0711 "$RSK_TMP"
 PGD=$RSK_TMP/pg
 mkdir "$PGD" && chown postgres: "$PGD" || fail "cannot make $PGD"
+mkdir -m 0755 "$RSK_TMP/pub" && cp "$RSK_LIB" "$RSK_TMP/pub/librdmasock.so" &&
+	chmod 0755 "$RSK_TMP/pub/librdmasock.so" || fail "cannot copy the library"
+RSK_PRELOAD=$RSK_TMP/pub/librdmasock.so
 touch "$RSK_STATS" && chmod 0666 "$RSK_STATS"
+# the live stats segments of the postgres user's processes (rdmasock stat)
+RDMASOCK_STAT_DIR=$RSK_TMP/stat
+mkdir -m 1777 "$RDMASOCK_STAT_DIR" || fail "cannot make $RDMASOCK_STAT_DIR"
 
 # PostgreSQL's programs hang with a sanitizer's runtime preloaded, library or not (postgres
 # and psql at start, pgbench at exit; test/sanitize/README.md), so the sanitized suite would
@@ -34,7 +42,6 @@ as_pg_pre() {
 		RDMASOCK_STATS="$RSK_STATS" RDMASOCK_TCP_FIRST="$RSK_TCP_FIRST" \
 		RDMASOCK_UPGRADE_MS="$RSK_UPGRADE_MS" RDMASOCK_STAT_DIR="$RDMASOCK_STAT_DIR" "$@"
 }
-chmod 0777 "$RDMASOCK_STAT_DIR" 2>/dev/null || true
 
 # pg_stop: a fast shutdown of the postmaster (runuser's child: its pid is the first line of
 # postmaster.pid), bounded; 0 once it is gone. Also at exit, so that no failure leaves it.
