@@ -1309,8 +1309,12 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int ti
 	*spent_us = 0;
 	while (now - start < budget) {
 		rsk_cpu_relax();
-		if ((++rounds % RSK_FW_CLOCK_EVERY) == 0)
-			now = rsk_now_us();
+		if ((++rounds % RSK_FW_CLOCK_EVERY) == 0) {
+			/* the peer may be waiting for our core; a yield is timed from this read */
+			now = rsk_spin_yield(rsk_now_us(), start, crowded);
+			if (*crowded)
+				break; /* others want this core: sleep */
+		}
 		pthread_mutex_lock(&m->lock);
 		m->gen++;
 		kernel = 0;
@@ -1321,9 +1325,6 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int ti
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
-		now = rsk_spin_yield(now, start, crowded); /* the peer may be waiting for our core */
-		if (*crowded)
-			break; /* others want this core: sleep */
 	}
 	*spent_us = now - start;
 	return 0;

@@ -262,16 +262,18 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 		if (++rounds >= rsk_spin_every(&rsk_pace_wait)) {
 			now = rsk_now_us();
 			rsk_spin_learn(&rsk_pace_wait, now - last);
-			last = now;
 			rounds = 0;
+			/* only on a clock just read: rsk_spin_yield times the yield from it */
+			now = last = rsk_spin_yield(now, start, &crowded);
+			if (crowded)
+				break;
 		}
 		if (now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
 			if ((rc = poll0(arg)) != 0)
 				return rc;
 			polled = now;
 		}
-		now = rsk_spin_yield(now, start, &crowded);
-	} while (!crowded && now - start < budget);
+	} while (now - start < budget);
 	*spent_ms = (int)((now - start) / 1000);
 	return 0;
 }

@@ -33,17 +33,16 @@ void rsk_spin_yield_learn(int64_t took_us)
 
 int64_t rsk_spin_yield(int64_t now, int64_t start, int *crowded)
 {
-	int64_t before, after, every = rsk_spin_yield_every();
+	int64_t after, every = rsk_spin_yield_every();
 
 	if (now - start < (every < RSK_SPIN_YIELD_US ? every : RSK_SPIN_YIELD_US) ||
 	    (rsk_yield_at_us >= start && now - rsk_yield_at_us < every))
 		return now; /* too young, or this spin yielded within the interval */
-	before = rsk_now_us(); /* the caller's @now may be some rounds old */
 	sched_yield();
 	after = rsk_now_us();
-	rsk_spin_yield_learn(after - before);
+	rsk_spin_yield_learn(after - now);
 	rsk_yield_at_us = after;
-	if (crowded != NULL && after - before >= RSK_YIELD_QUICK_US)
+	if (crowded != NULL && after - now >= RSK_YIELD_QUICK_US)
 		*crowded = 1;
 	return after;
 }

@@ -12,7 +12,9 @@
 /*
  * Spins yield only when it helps (the peer may share our core; docs/design.md, "Waits"). A
  * spin yields once it has run RSK_SPIN_YIELD_US, and then again whenever this thread's
- * interval has passed since its last yield; each yield is timed (by its own clock reads): one
+ * interval has passed since its last yield; each yield is timed (from @now, which callers
+ * pass fresh: they yield only right after a clock read, one more read here would be a system
+ * call in a guest without a vDSO clock, and a stale one would make a yield look slow): one
  * back within RSK_YIELD_QUICK_US found nobody else wanting the core and doubles the interval
  * (at least RSK_SPIN_YIELD_US, at most RSK_YIELD_MAX_US, so a long uncontended spin makes one
  * system call per that long and a wait answered within RSK_SPIN_YIELD_US none), a slower one
