@@ -21,6 +21,9 @@ id postgres >/dev/null 2>&1 || skip "no postgres user (the postgresql package ma
 chmod 0711 "$RSK_TMP"
 PGD=$RSK_TMP/pg
 mkdir "$PGD" && chown postgres: "$PGD" || fail "cannot make $PGD"
+# ... and so must the working directory its programs start in (psql warns on stderr
+# otherwise, and ctest's may be under a directory only root can enter)
+cd "$PGD" || fail "cannot enter $PGD"
 mkdir -m 0755 "$RSK_TMP/pub" && cp "$RSK_LIB" "$RSK_TMP/pub/librdmasock.so" &&
 	chmod 0755 "$RSK_TMP/pub/librdmasock.so" || fail "cannot copy the library"
 RSK_PRELOAD=$RSK_TMP/pub/librdmasock.so
@@ -92,7 +95,8 @@ grep -q "number of transactions actually processed: 100/100" "$RSK_TMP/conn.out"
 sums=$(as_pg_pre timeout 60 "$PGBIN/psql" "${PG[@]}" -d postgres -Atc \
 	"select (select sum(abalance) from pgbench_accounts) = (select sum(delta) from pgbench_history),
 	        (select sum(tbalance) from pgbench_tellers) = (select sum(delta) from pgbench_history),
-	        (select count(*) from pgbench_history)" 2>&1) || fail "psql: $sums"
+	        (select count(*) from pgbench_history)" 2>"$RSK_TMP/sums.err") ||
+	fail "psql: $sums $(cat "$RSK_TMP/sums.err")"
 [ "$sums" = "t|t|1000" ] || fail "balances do not match the history: '$sums' (want t|t|1000)"
 
 # 4 MiB of text lines through COPY FROM STDIN and COPY TO STDOUT, compared byte for byte.
