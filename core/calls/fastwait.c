@@ -1309,12 +1309,8 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int ti
 	*spent_us = 0;
 	while (now - start < budget) {
 		rsk_cpu_relax();
-		if ((++rounds % RSK_FW_CLOCK_EVERY) == 0) {
-			/* the peer may be waiting for our core; a yield is timed from this read */
+		if ((++rounds % RSK_FW_CLOCK_EVERY) == 0) /* a yield is timed from this read */
 			now = rsk_spin_yield(rsk_now_us(), start, crowded);
-			if (*crowded)
-				break; /* others want this core: sleep */
-		}
 		pthread_mutex_lock(&m->lock);
 		m->gen++;
 		kernel = 0;
@@ -1325,6 +1321,8 @@ static int rsk_fw_spin(struct rsk_fw *m, struct epoll_event *ev, int max, int ti
 		pthread_mutex_unlock(&m->lock);
 		if (n != 0)
 			return n;
+		if (*crowded)
+			break; /* others wanted this core, and what they did brought nothing: sleep */
 	}
 	*spent_us = now - start;
 	return 0;

@@ -265,15 +265,14 @@ int rsk_io_wait_spin(int (*poll0)(void *arg), void *arg, int timeout_ms, int *sp
 			rounds = 0;
 			/* only on a clock just read: rsk_spin_yield times the yield from it */
 			now = last = rsk_spin_yield(now, start, &crowded);
-			if (crowded)
-				break;
 		}
-		if (now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
+		/* after a crowded yield one more look: what ran may have brought our event */
+		if (crowded || now - polled >= RSK_SPIN_POLL_US || rsk_conn_any_arrival()) {
 			if ((rc = poll0(arg)) != 0)
 				return rc;
 			polled = now;
 		}
-	} while (now - start < budget);
+	} while (!crowded && now - start < budget);
 	*spent_ms = (int)((now - start) / 1000);
 	return 0;
 }
@@ -316,8 +315,8 @@ static int rsk_io_spin_round(struct rsk_io_ctx *x)
 		return 0;
 	(void)rsk_spin_yield(now, x->spin_start, &x->crowded); /* the peer may need our core */
 	if (x->crowded)
-		x->spin_end = now; /* others want this core: sleep (a miss, rsk_io_waited) */
-	return !x->crowded;
+		x->spin_end = now; /* others want this core: one more try, then sleep (a miss) */
+	return 1;
 }
 
 /*
