@@ -37,6 +37,7 @@
 #include "base/fdhide.h"
 #include "base/real.h"
 #include "calls/spin.h"
+#include "unit_crowd.h"
 #include "conn/conn.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
@@ -644,24 +645,6 @@ static void test_spin_learned_per_set(void **state)
 	assert_int_equal(fw_wait(ev, 4, 1), 0); /* spins again */
 	assert_int_equal(__atomic_load_n(&sleeps, __ATOMIC_SEQ_CST), before);
 	count_real_waits(0);
-}
-
-/*
- * rsk_spin_yield, wrapped: the spins here yield as the library's do, but a crowded core
- * (spin.h) ends a spin only when a test says so (crowd_on), so that a loaded machine cannot
- * turn the other tests' spins into sleeps.
- */
-int64_t __real_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
-int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
-static int crowd_on, crowd_yields;
-
-int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded)
-{
-	if (!crowd_on || now - start < RSK_SPIN_YIELD_US)
-		return __real_rsk_spin_yield(now, start, NULL);
-	crowd_yields++;
-	*crowded = 1;
-	return now;
 }
 
 /*

@@ -37,6 +37,7 @@
 #include "unit.h"
 #include "unit_cm.h"
 #include "unit_calls.h"
+#include "unit_crowd.h"
 
 #define SHM RDMASOCK_TRANSPORT_SHM
 
@@ -548,23 +549,6 @@ static int poll0_never(void *arg)
 	(void)arg;
 	++g_polls;
 	return 0;
-}
-
-/*
- * rsk_spin_yield, wrapped (test_io links with --wrap=rsk_spin_yield): the spins here yield as
- * the library's do, but find the core crowded (spin.h) only when a test says so (crowd_on),
- * so that a loaded machine cannot end the other tests' spins early.
- */
-int64_t __real_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
-int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded);
-static int crowd_on;
-
-int64_t __wrap_rsk_spin_yield(int64_t now, int64_t start, int *crowded)
-{
-	if (!crowd_on || now - start < RSK_SPIN_CROWDED_US)
-		return __real_rsk_spin_yield(now, start, NULL);
-	*crowded = 1;
-	return now;
 }
 
 /*
