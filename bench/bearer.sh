@@ -27,7 +27,8 @@ MODES="kernel library unix setup"
 [ "$BIN" -nt "$ROOT/bench/connrate.c" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
 [ -f "$LIB" ] || { echo "no $LIB (build it first)" >&2; exit 1; }
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-bearer.XXXXXX")
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+# shellcheck source=lib.sh
+. "$ROOT/bench/lib.sh" # bench_median, bench_ratio
 
 env_of() { # mode -> env assignments for both ends
 	case $1 in
@@ -86,12 +87,12 @@ printf '|---|---|---|---|---|---|---|---|\n'
 for conc in $CONCS; do
 	declare -A m=()
 	for mode in $MODES; do
-		m[$mode]=$(grep " conc=$conc mode=$mode " "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		m[$mode]=$(bench_median $(grep " conc=$conc mode=$mode " "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2))
 	done
 	printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$conc" "${m[kernel]}" "${m[library]}" "${m[unix]}" "${m[setup]}" \
-		"$(awk -v a="${m[library]}" -v b="${m[kernel]}" 'BEGIN {printf "%.2fx", b ? a / b : 0}')" \
-		"$(awk -v a="${m[unix]}" -v b="${m[kernel]}" 'BEGIN {printf "%.2fx", b ? a / b : 0}')" \
-		"$(awk -v a="${m[setup]}" -v b="${m[kernel]}" 'BEGIN {printf "%.2fx", b ? a / b : 0}')"
+		"$(bench_ratio "${m[library]}" "${m[kernel]}" %.2fx)" \
+		"$(bench_ratio "${m[unix]}" "${m[kernel]}" %.2fx)" \
+		"$(bench_ratio "${m[setup]}" "${m[kernel]}" %.2fx)"
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
 

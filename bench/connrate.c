@@ -15,12 +15,13 @@
  *       (socket, connect, write, read, close) and prints medians, in microseconds.
  * Env RSK_CONNRATE_BEARER (no library; bench/bearer.sh) measures what a same-host connection
  * carried by an AF_UNIX stream socket instead of loopback TCP would cost the kernel:
- *   unix   both ends plain abstract unix sockets ("@connrate/PORT"): the kernel's floor;
+ *   unix   both ends plain abstract unix sockets ("@connrate/l/PORT/0"): the kernel's floor;
  *   setup  what a preload would have to do on top: the server listens on TCP and on the
  *          unix name, both in its epoll set under the listener's key, and accepts from the
- *          unix one first (with the peer's name, which would carry its TCP address); the
- *          client makes its TCP socket as the application does, then a unix socket, binds it
- *          to a name of its own (its "address"), connects it and dup3()s it onto the TCP one.
+ *          unix one (with the peer's name, which would carry its TCP address) while a bell in
+ *          shared memory says something is queued there, from TCP otherwise; the client makes
+ *          its TCP socket as the application does, then a unix socket, binds it to a name of
+ *          its own (its "address"), rings the bell, connects it and dup3()s it onto the TCP one.
  * Every number is printed on one line "key=value ..." for scripts;
  * seq is TCP only. Env RSK_TEST_ADDR (IPv4
  * dotted, as test/progs) replaces 127.0.0.1 on both ends: the Soft-RoCE guest's second rxe
@@ -113,15 +114,20 @@ static int unix_listener(int port)
 	return fd;
 }
 
-/* The bell: a count in shared memory that clients ring after their unix connect, so that an
+/* The bell: a count in shared memory that clients ring before their unix connect, so that an
  * accept looks into the rendezvous only when something is queued there (as the library's). */
+static void bell_name(char *name, size_t len, int port)
+{
+	snprintf(name, len, "/connrate-bell-%d", port);
+}
+
 static unsigned long *bell_map(int port)
 {
 	char name[64];
 	int fd;
 	void *p;
 
-	snprintf(name, sizeof(name), "/connrate-bell-%d", port);
+	bell_name(name, sizeof(name), port);
 	fd = shm_open(name, O_RDWR | O_CREAT, 0600);
 	if (fd < 0 || ftruncate(fd, 4096) < 0)
 		return NULL;
@@ -285,7 +291,7 @@ static int server(int port, int seconds)
 	if (ufd >= 0) {
 		char name[64];
 
-		snprintf(name, sizeof(name), "/connrate-bell-%d", port);
+		bell_name(name, sizeof(name), port);
 		shm_unlink(name);
 	}
 	printf("server: accepted=%ld accept_errors=%ld read_errors=%ld write_errors=%ld\n", accepted,

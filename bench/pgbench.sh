@@ -21,7 +21,8 @@ for d in /usr/lib/postgresql/*/bin; do [ -x "$d/pgbench" ] && [ -x "$d/postgres"
 id postgres >/dev/null 2>&1 || { echo "no postgres user" >&2; exit 1; }
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-pgbench.XXXXXX")
 chmod 0711 "$OUT"
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+# shellcheck source=lib.sh
+. "$ROOT/bench/lib.sh" # bench_median, bench_ratio
 as_pg() { runuser -u postgres -- "$@"; }
 
 # pgb ARGS...: pgbench against this side's server, with its environment
@@ -71,10 +72,10 @@ printf '|---|---|---|---|%s\n' "${BENCH_PG_EXTRA:+---|---|}"
 for k in tpcb_c4 select_c4 select_c1; do
 	declare -A m=()
 	for side in $sides; do
-		m[$side]=$(grep " side=$side " "$OUT/runs.txt" | grep -o "$k=[0-9]*" | cut -d= -f2 | median)
+		m[$side]=$(bench_median $(grep " side=$side " "$OUT/runs.txt" | grep -o "$k=[0-9]*" | cut -d= -f2))
 	done
-	row="| $k | ${m[kernel]} | ${m[library]} | $(awk -v a="${m[library]}" -v b="${m[kernel]}" 'BEGIN {printf "%.2fx", b ? a / b : 0}') |"
-	[ -z "${BENCH_PG_EXTRA:-}" ] || row="$row ${m[extra]} | $(awk -v a="${m[extra]}" -v b="${m[kernel]}" 'BEGIN {printf "%.2fx", b ? a / b : 0}') |"
+	row="| $k | ${m[kernel]} | ${m[library]} | $(bench_ratio "${m[library]}" "${m[kernel]}" %.2fx) |"
+	[ -z "${BENCH_PG_EXTRA:-}" ] || row="$row ${m[extra]} | $(bench_ratio "${m[extra]}" "${m[kernel]}" %.2fx) |"
 	echo "$row"
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of ${SECS} s per run, medians)"

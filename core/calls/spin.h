@@ -32,9 +32,9 @@
  * A yield that was not quick also ends the spin: it found other threads wanting this core,
  * and a spin there only delays them (pgbench's TPC-B against PostgreSQL on 2 cores, 4 backends:
  * 0.85x of kernel TCP with the 50-us spin, 1.1x without any; docs/design.md, "Waits").
- * rsk_spin_yield sets *@crowded to 1 then (@crowded may be NULL); the wait sleeps, and counts
- * as a miss for its object (rsk_spin_outcome), so that a crowded object's waits soon sleep at
- * once.
+ * rsk_spin_yield sets *@crowded to 1 then (@crowded may be NULL); the spin looks once more
+ * (what ran may have brought the event), the wait then sleeps and counts as a miss for its
+ * object (rsk_spin_outcome), so that a crowded object's waits soon sleep at once.
  */
 int64_t rsk_spin_yield(int64_t now, int64_t start, int *crowded);
 /* This thread's yield interval now, and what a yield that took @took_us teaches it. */
