@@ -50,7 +50,20 @@ stats_summary
 # Each redis-benchmark run connects its clients once per test (SET, then GET) plus one
 # connection for CONFIG GET: 2 x 200 + 2 x 1000 at least.
 min=$((2 * 200 + 2 * 1000))
-assert_conns redis-benchmark "$RSK_EXPECT" "$min"
-assert_conns redis-server "$RSK_EXPECT" "$min"
+if [ "$RSK_TEST_TRANSPORT" = auto ]; then
+	# The defaults hold at most 8 setups that the application has not seen finish; a connect
+	# of a burst beyond them starts on TCP (setup_limit) and moves once it has made 4 calls
+	# over 5 ms. A client that redis-benchmark frees at the end of a test before that never
+	# had to move: it ends on TCP, as it should, and the server cannot tell it from a plain
+	# client (no_peer). At most 4 may. (15 of a CI run's 401 ended so because their offers
+	# were never announced to the server: a burst of more than 32 offers left the rest
+	# waiting for the next client, test_shm_cm's offer_burst_announced.)
+	few=4
+	assert_conns redis-benchmark "$RSK_EXPECT" $((min - few)) setup_limit
+	assert_conns redis-server "$RSK_EXPECT" $((min - few)) no_peer
+else
+	assert_conns redis-benchmark "$RSK_EXPECT" "$min"
+	assert_conns redis-server "$RSK_EXPECT" "$min"
+fi
 assert_carried "$RSK_EXPECT" "$min" redis-benchmark
 echo "redis-benchmark -c 200 and -c 1000 over $RSK_EXPECT: ok"
