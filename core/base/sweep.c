@@ -85,6 +85,19 @@ static int rsk_sweep_ours(int dfd, const char *name)
 	       (st.st_uid == geteuid() || geteuid() == 0);
 }
 
+/* Opened by name, unclaimed: does it look stale (w->judge_first)? */
+static int rsk_sweep_looks_stale(int dfd, const char *name, const struct rsk_sweep *w,
+				 void *arg)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), stale;
+
+	if (fd < 0)
+		return 0;
+	stale = w->stale(fd, name, arg);
+	(void)rsk_sys_close(fd);
+	return stale;
+}
+
 /* One directory entry: a plain candidate, or a claim whose sweeper died. Returns 1 if it
  * removed a file. */
 static int rsk_sweep_entry(int dfd, const char *name, const struct rsk_sweep *w, void *arg)
@@ -96,7 +109,9 @@ static int rsk_sweep_entry(int dfd, const char *name, const struct rsk_sweep *w,
 	if (at == NULL) {
 		if (w->candidate != NULL && !w->candidate(name, arg))
 			return 0;
-		return rsk_sweep_ours(dfd, name) && rsk_sweep_claimed(dfd, name, name, w, arg);
+		return rsk_sweep_ours(dfd, name) &&
+		       (!w->judge_first || rsk_sweep_looks_stale(dfd, name, w, arg)) &&
+		       rsk_sweep_claimed(dfd, name, name, w, arg);
 	}
 	q = rsk_sweep_parse_pid(at + strlen(RSK_SWEEP_CLAIM), &end);
 	if (q == 0 || *end != '\0' || !rsk_sweep_pid_gone(q) || (size_t)(at - name) >= sizeof(orig))

@@ -6,7 +6,7 @@
  * only this sweeper uses), judged there by its owner's callback, and then unlinked, or put
  * back under NAME without replacing anything (a file made there meanwhile is the live one, so
  * the claimed one is unlinked). A claim whose sweeper died before finishing is taken over by
- * the next sweep.
+ * the next sweep. (A look by name, judge_first, only decides whether to claim.)
  */
 #ifndef RSK_BASE_SWEEP_H
 #define RSK_BASE_SWEEP_H
@@ -26,6 +26,10 @@ struct rsk_sweep {
 	/* On the claimed file's fd: 1 if it is a dead owner's (removed), 0 if not (put back).
 	 * @name is its unclaimed name. */
 	int (*stale)(int fd, const char *name, void *arg);
+	/* Judge the file opened by name first, and claim only one that looks stale: for files
+	 * that others open by name while they live (a client ringing a listener's bell), which
+	 * a claim would hide for a moment. The claimed file is judged again. */
+	int judge_first;
 };
 
 /* Sweep directory @dir by @w. Only regular files of our euid (root: anyone's) are judged.
