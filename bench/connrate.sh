@@ -48,8 +48,9 @@ case $VM in 0 | 1 | only) ;; *) echo "BENCH_VM must be 0, 1 or only" >&2; exit 2
 # rebuilt when older than its source (the guest needs RSK_TEST_ADDR)
 [ "$BIN" -nt "$ROOT/bench/connrate.c" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-connrate.XXXXXX")
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", b ? a / b : 0}'; }
+. "$ROOT/bench/lib.sh"
+median() { bench_median_in; }
+ratio() { bench_ratio "$1" "$2" %.2f; }
 
 # vm_part: the guest run (bench/connrate_vm_guest.sh), then its tables from the tagged lines.
 vm_part() {

@@ -49,7 +49,8 @@ for ((r = 1; r <= REPS; r++)); do
 	done
 done
 
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+. "$ROOT/bench/lib.sh"
+median() { bench_median_in; }
 col() { grep "conc=$1 lib=$2 " "$OUT/runs.txt" | grep -o "$3=[0-9.]*" | cut -d= -f2 | median; }
 echo
 echo "| in flight | old conn/s | new conn/s | new / old | old p50 us | new p50 us |"
@@ -57,5 +58,5 @@ echo "|---|---|---|---|---|---|"
 for conc in $CONCS; do
 	o=$(col "$conc" old conn_per_s)
 	n=$(col "$conc" new conn_per_s)
-	echo "| $conc | $o | $n | $(awk -v a="$n" -v b="$o" 'BEGIN {printf "%.2fx", (b > 0 ? a / b : 0)}') | $(col "$conc" old lat_p50_us) | $(col "$conc" new lat_p50_us) |"
+	echo "| $conc | $o | $n | $(bench_ratio "$n" "$o" %.2f)x | $(col "$conc" old lat_p50_us) | $(col "$conc" new lat_p50_us) |"
 done

@@ -180,6 +180,13 @@ bench_median() {
 		      else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# bench_median_in: bench_median of the numbers on stdin, one per line (for pipelines).
+bench_median_in() {
+	local v
+	mapfile -t v
+	bench_median "${v[@]}"
+}
+
 # bench_spread N...: (max - min) / median, as a percentage: how noisy one side was.
 bench_spread() {
 	[ $# -lt 2 ] && {
