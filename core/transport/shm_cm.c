@@ -24,6 +24,7 @@
 #include "base/addr.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/evloop.h"
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/proc.h"
@@ -292,6 +293,7 @@ struct rsk_offer {
 	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
 	int client_known;
 	int announced;            /* an upgrade offer we told the process about */
+	int late;                 /* conn is in the listener's late_ep: not waited for */
 	struct sockaddr_storage to; /* an upgrade's: its TCP socket's peer, before we let it go */
 	int to_known;
 };
@@ -312,6 +314,15 @@ struct rsk_shm_listener {
 	 * that rendezvous empty (rsk_listen_quiet) */
 	struct rsk_rdv_bell *bell[2];
 	uint64_t bell_seen[2];
+	/* Connections taken off the rendezvous whose offer had not come within the loop's wait:
+	 * each sits here (one-shot) until it has something to read, and the event loop watches
+	 * it (late_w) for the process late_pid. Made at the first such connection (most
+	 * listeners never have one, and a listener's fds count against the application's
+	 * limit); -1: none yet, or it could not be made (such an offer then waits for the next
+	 * rendezvous event). */
+	int late_ep;
+	pid_t late_pid;
+	rsk_watch_t late_w;
 };
 
 static void rsk_lshared_init(struct rsk_shm_lshared *sh)
@@ -438,6 +449,7 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	for (i = 0; i < n; i++)
 		l->rdv[i] = rsk_fd_hide(l->rdv[i]);
 	l->nrdv = n;
+	l->late_ep = -1;
 	memcpy(&l->bound, bound, rsk_sa_len(bound));
 	l->v6only = v6only;
 	rsk_shm_owners(l);
@@ -529,12 +541,16 @@ static void rsk_shm_unlisten(void *lh)
 	struct rsk_shm_listener *l = lh;
 	int i;
 
+	if (l->late_pid == rsk_proc_pid())
+		rsk_evloop_unwatch(l->late_w); /* no late event runs for @l after this */
 	while (l->pending != NULL)
 		rsk_offer_free(rsk_offer_unlink(l, &l->pending));
 	rsk_lshared_wake(l->sh);
 	rsk_lslot_release(l);
 	for (i = 0; i < l->nrdv; i++)
 		rsk_fd_unhide_close(l->rdv[i]);
+	if (l->late_ep >= 0)
+		rsk_fd_unhide_close(l->late_ep);
 	rsk_shm_bells_close(l); /* the names went: no client rings them any more */
 	munmap(l->sh, sizeof(*l->sh));
 	pthread_mutex_destroy(&l->lock);
@@ -719,6 +735,7 @@ static int rsk_offer_unwrap(struct rsk_offer *e)
 	}
 	rsk_offer_close_fd(e, &e->conn);
 	e->conn = conn;
+	e->late = 0; /* (a new connection: not in late_ep) */
 	if (rsk_rdv_peer_uid(conn, &e->uid) < 0 || !rsk_offer_sender_ok(e->uid, e->owner, 1)) {
 		e->bad = 1;
 		return -1;
@@ -1161,6 +1178,63 @@ static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 	return n < room / 5 ? n : room / 5;
 }
 
+static void rsk_shm_late_event(void *lh, uint32_t events);
+
+/* This process's late_ep, made (and watched) at its first use. A forked child's copy of its
+ * parent's is the parent's epoll file: it makes its own, and arms its entries there. */
+static int rsk_shm_late_open(struct rsk_shm_listener *l)
+{
+	pid_t me = rsk_proc_pid();
+	struct rsk_offer *e;
+	int fd;
+
+	if (l->late_ep >= 0 && l->late_pid == me)
+		return 0;
+	if (l->late_ep >= 0)
+		rsk_fd_unhide_close(l->late_ep);
+	l->late_ep = -1;
+	for (e = l->pending; e != NULL; e = e->next)
+		e->late = 0;
+	fd = rsk_sys_epoll_create1(EPOLL_CLOEXEC);
+	if (fd >= 0 && (fd = rsk_fd_hide(fd)) >= 0 &&
+	    rsk_evloop_watch(fd, EPOLLIN | EPOLLET, rsk_shm_late_event, l, &l->late_w) < 0) {
+		rsk_fd_unhide_close(fd);
+		fd = -1;
+	}
+	l->late_ep = fd;
+	l->late_pid = me;
+	return fd >= 0 ? 0 : -1;
+}
+
+/* An entry whose offer has not come (after the wait, its fds hidden: numbers final): into
+ * late_ep, armed for one event, so the offer is read when it comes and not at the next
+ * client's knock (none may come: the offer of a move would then never be announced, and
+ * its client would stay on TCP). Armed again at each look while it stays unread. Only on the
+ * loop thread (rsk_shm_collect), which may add a watch from inside its callback. */
+static void rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT};
+	int op, rc;
+
+	if (e->have || e->conn < 0 || rsk_shm_late_open(l) < 0)
+		return;
+	op = e->late ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	rc = rsk_sys_epoll_ctl(l->late_ep, op, e->conn, &ev);
+	if (rc == -ENOENT || rc == -EEXIST) /* (our record of it was off: the kernel's wins) */
+		rc = rsk_sys_epoll_ctl(l->late_ep, rc == -ENOENT ? EPOLL_CTL_ADD : EPOLL_CTL_MOD,
+				       e->conn, &ev);
+	e->late = rc == 0;
+}
+
+/* What late_ep reported is consumed (each entry is armed again by the look that follows). */
+static void rsk_shm_late_drain(struct rsk_shm_listener *l)
+{
+	struct epoll_event ev[16];
+
+	while (l->late_ep >= 0 && rsk_sys_epoll_wait(l->late_ep, ev, 16, 0) == 16)
+		;
+}
+
 /* Take what is queued and read the offers (waiting for them until @end, in ms); collect up
  * to RSK_ANNOUNCE_MAX upgrade offers not announced yet. */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
@@ -1173,8 +1247,9 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 
 	rsk_listen_take(l, rsk_shm_collect_budget(l));
 	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
-		/* A client sends its offer right after it connects (a few syscalls later) */
-		while (!e->have && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {
+		/* A client sends its offer right after it connects (a few syscalls later); one
+		 * that was late before wakes us through late_ep instead */
+		while (!e->have && !e->late && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {
 			p = (struct pollfd){.fd = e->conn, .events = POLLIN};
 			if (rsk_sys_poll(&p, 1, (int)left) <= 0 || rsk_offer_update(e) < 0)
 				break;
@@ -1189,8 +1264,10 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 		e->announced = 1;
 		peers[n++] = e->client;
 	}
-	for (e = l->pending; e != NULL; e = e->next)
+	for (e = l->pending; e != NULL; e = e->next) {
 		rsk_offer_hide(e);
+		rsk_offer_late(l, e);
+	}
 	return n;
 }
 
@@ -1216,6 +1293,18 @@ static void rsk_shm_listen_event(void *lh, int i)
 		for (k = 0; k < n; k++)
 			(void)rsk_transport_upgrade_offer(&peers[k]);
 	} while (n == RSK_ANNOUNCE_MAX);
+}
+
+/* A late entry has something to read (its offer, or its client went): look again. */
+static void rsk_shm_late_event(void *lh, uint32_t events)
+{
+	struct rsk_shm_listener *l = lh;
+
+	(void)events;
+	pthread_mutex_lock(&l->lock);
+	rsk_shm_late_drain(l);
+	pthread_mutex_unlock(&l->lock);
+	rsk_shm_listen_event(l, 0);
 }
 
 const struct rsk_cm_ops rsk_shm_cm_ops = {

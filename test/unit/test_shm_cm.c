@@ -1145,7 +1145,7 @@ static int announced_n;
 static int count_announce(const struct sockaddr_storage *peer)
 {
 	(void)peer;
-	announced_n++;
+	__atomic_add_fetch(&announced_n, 1, __ATOMIC_SEQ_CST); /* (from the loop thread too) */
 	return 1;
 }
 
@@ -1201,6 +1201,57 @@ static void test_offer_burst_announced(void **state)
 	}
 }
 
+/*
+ * An upgrade offer that comes after the loop's look gave up waiting for it (its client was
+ * slow between its rendezvous connect and its offer) is announced when it comes, by the
+ * event loop on its own: the look had taken its connection off the rendezvous, so no
+ * rendezvous event would come for it, and the old look announced it only at the next
+ * client's knock (none may come: the client then stayed on TCP).
+ */
+static void test_late_offer_announced(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	int srv, ctl, i;
+
+	memset(&c, 0, sizeof(c));
+	c.app = -1;
+	c.dest = f->dest;
+	c.fd = socket(f->dest.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c.fd >= 0);
+	assert_int_equal(connect(c.fd, (struct sockaddr *)&c.dest,
+				 ucm_sa_len((struct sockaddr *)&c.dest)), 0);
+	srv = accept4(f->kfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(srv >= 0);
+	c.mem = calloc(1, cm->ep_size());
+	assert_non_null(c.mem);
+	c.d.fd = c.fd;
+	c.d.dest = (const struct sockaddr *)&c.dest;
+	c.d.dest_len = ucm_sa_len((struct sockaddr *)&c.dest);
+	c.d.nbuf = RSK_DEFAULT_BUF_COUNT;
+	c.d.buf_size = RSK_DEFAULT_BUF_SIZE;
+	c.d.ep_mem = c.mem;
+	c.d.why = RDMASOCK_FB_COUNT;
+	c.d.upgrade = 1;
+	assert_int_equal(cm->dial(&c.d), 0); /* connected to the rendezvous, nothing sent */
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	cm->listen_event(f->lh, 0); /* takes the connection, waits its while, gives up */
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(rsk_ready_pair(&c.app, &ctl), 0);
+	assert_int_equal(cm->offer(&c.d, ctl), 0); /* now the offer; no rendezvous event */
+	close(ctl);
+	cm->dialed(&c.d);
+	for (i = 0; i < 500 && __atomic_load_n(&announced_n, __ATOMIC_SEQ_CST) == 0; i++)
+		usleep(10000); /* (bounded: 5 s) */
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1);
+	cm->listen_event(f->lh, 0);
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1); /* once */
+	rsk_transport_set_upgrade_hook(NULL);
+	cli_close(&c);
+	close(srv);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -1228,6 +1279,7 @@ int main(void)
 		T4(test_dead_sibling_holds_nothing),
 		T4(test_collect_keeps_reserve),
 		T4(test_offer_burst_announced),
+		T4(test_late_offer_announced),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
