@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,6 +27,7 @@
 #include "transport/shm.h"
 #include "transport/shm_rdv.h"
 #include "unit_cm.h"
+#include "unit_files.h"
 
 #define NBUF 8
 #define BSIZE 4096
@@ -495,22 +495,6 @@ static int exists_in(const char *dir, const char *name)
  * closed one left behind go; a live listener's, one being made (pid 0), a short file, a
  * link, and files of other names stay.
  */
-/* Was a file named @name renamed in the directory @ifd watches (IN_MOVED_FROM)? */
-static int renamed(int ifd, const char *name)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	const struct inotify_event *ev;
-	ssize_t n, off;
-	int found = 0;
-
-	while ((n = read(ifd, buf, sizeof(buf))) > 0)
-		for (off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
-			ev = (const struct inotify_event *)(buf + off);
-			found |= ev->len > 0 && strcmp(ev->name, name) == 0;
-		}
-	return found;
-}
-
 static void test_bells_sweep(void **state)
 {
 	char dir[] = "/tmp/rsk-bells.XXXXXX", path[256];
@@ -538,7 +522,7 @@ static void test_bells_sweep(void **state)
 	assert_true(inotify_add_watch(ifd, dir, IN_MOVED_FROM) >= 0);
 	assert_int_equal(rsk_rdv_bells_sweep(dir), 2);
 	/* The live bell was never renamed away (a client ringing it then found none) */
-	assert_false(renamed(ifd, "rdmasock-rdv.1.127.0.0.1.3"));
+	assert_int_equal(unit_files_renamed(ifd, "rdmasock-rdv.1.127.0.0.1.3"), 0);
 	close(ifd);
 	assert_false(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.1"));
 	assert_false(exists_in(dir, "rdmasock-rdv.1.127.0.0.1.2"));

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,22 +106,6 @@ static void test_candidate(void **state)
 	assert_false(there(PFX "x"));
 }
 
-/* Renames seen in the test directory since @ifd was set up (inotify's IN_MOVED_FROM). */
-static int moves_seen(int ifd)
-{
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	const struct inotify_event *ev;
-	ssize_t n, off;
-	int moves = 0;
-
-	while ((n = read(ifd, buf, sizeof(buf))) > 0)
-		for (off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
-			ev = (const struct inotify_event *)(buf + off);
-			moves += (ev->mask & IN_MOVED_FROM) != 0;
-		}
-	return moves;
-}
-
 /* judge_first: a live file is never renamed (a reader opening it by name would miss it for
  * the claim's moment); a stale one is still claimed and removed. Without it both are
  * claimed, the live one put back: a rename each way. */
@@ -141,11 +124,11 @@ static void test_judge_first(void **state)
 	assert_int_equal(rsk_sweep_dir(dir, &w, NULL), 1);
 	assert_true(there(PFX "live"));
 	assert_false(there(PFX "dead"));
-	assert_int_equal(moves_seen(ifd), 1); /* the dead one's claim only */
+	assert_int_equal(unit_files_renamed(ifd, NULL), 1); /* the dead one's claim only */
 	w.judge_first = 0;
 	assert_int_equal(rsk_sweep_dir(dir, &w, NULL), 0);
 	assert_true(there(PFX "live"));
-	assert_int_equal(moves_seen(ifd), 2); /* claimed, and put back */
+	assert_int_equal(unit_files_renamed(ifd, NULL), 2); /* claimed, and put back */
 	close(ifd);
 }
 

@@ -1,6 +1,7 @@
 /*
  * Files in a unit test's private directory (test_statseg, test_sweep: the sweeps judge and
- * remove files there): make one with a body, ask whether a name is there, remove one. Each
+ * remove files there): make one with a body, ask whether a name is there, remove one, count
+ * the renames a sweep made there (its claims: inotify). Each
  * takes the directory, so a test keeps its own (mkdtemp at setup). Include after <cmocka.h>.
  */
 #ifndef RSK_TEST_UNIT_FILES_H
@@ -9,6 +10,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +45,24 @@ static inline void unit_file_gone(const char *dir, const char *name)
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
 	(void)unlink(p);
+}
+
+/* Renames (IN_MOVED_FROM) read from @ifd, an inotify fd (IN_NONBLOCK) watching a directory
+ * for them: of a file named @name, or of any when @name is NULL. */
+static inline int unit_files_renamed(int ifd, const char *name)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *ev;
+	ssize_t n, off;
+	int moves = 0;
+
+	while ((n = read(ifd, buf, sizeof(buf))) > 0)
+		for (off = 0; off < n; off += (ssize_t)sizeof(*ev) + ev->len) {
+			ev = (const struct inotify_event *)(buf + off);
+			moves += (ev->mask & IN_MOVED_FROM) &&
+				 (name == NULL || (ev->len > 0 && strcmp(ev->name, name) == 0));
+		}
+	return moves;
 }
 
 #endif
