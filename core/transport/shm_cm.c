@@ -1188,8 +1188,8 @@ static int rsk_shm_late_open(struct rsk_shm_listener *l)
 	struct rsk_offer *e;
 	int fd;
 
-	if (l->late_ep >= 0 && l->late_pid == me)
-		return 0;
+	if (l->late_pid == me)
+		return l->late_ep >= 0 ? 0 : -1; /* (failed here once: such offers wait, as before) */
 	if (l->late_ep >= 0)
 		rsk_fd_unhide_close(l->late_ep);
 	l->late_ep = -1;
@@ -1216,6 +1216,11 @@ static void rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT};
 	int op, rc;
 
+	if (e->late && (e->have || e->conn < 0)) { /* read meanwhile (an accept's look) */
+		if (l->late_pid == rsk_proc_pid() && l->late_ep >= 0 && e->conn >= 0)
+			(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
+		e->late = 0;
+	}
 	if (e->have || e->conn < 0 || rsk_shm_late_open(l) < 0)
 		return;
 	op = e->late ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
@@ -1238,14 +1243,15 @@ static void rsk_shm_late_drain(struct rsk_shm_listener *l)
 /* Take what is queued and read the offers (waiting for them until @end, in ms); collect up
  * to RSK_ANNOUNCE_MAX upgrade offers not announced yet. */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
-			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end)
+			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end, int take)
 {
 	int64_t left;
 	struct rsk_offer *e, **pp;
 	struct pollfd p;
 	int n = 0;
 
-	rsk_listen_take(l, rsk_shm_collect_budget(l));
+	if (take)
+		rsk_listen_take(l, rsk_shm_collect_budget(l));
 	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
 		/* A client sends its offer right after it connects (a few syscalls later); one
 		 * that was late before wakes us through late_ep instead */
@@ -1276,17 +1282,19 @@ static void rsk_shm_listen_event(void *lh, int i)
 	struct rsk_shm_listener *l = lh;
 	struct sockaddr_storage peers[RSK_ANNOUNCE_MAX];
 	int64_t end = rsk_now_ms() + RSK_ANNOUNCE_WAIT_MS;
-	int n, k;
+	int n, k, pass = 0;
 
 	(void)i;
 	/* Until a batch comes back short: the entries were taken off the rendezvous, so nothing
 	 * would wake us for offers left over (a burst of more than a batch once waited, never
 	 * announced, for the next client to knock: redis-benchmark -c 200's last clients ended
-	 * on TCP). Each pass announces entries not announced before, so it ends. */
+	 * on TCP). Only the first pass takes from the rendezvous (later clients make an edge of
+	 * their own), and each announces entries not announced before, so it ends. */
 	do {
 		pthread_mutex_lock(&l->lock);
-		n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ? 0
-								      : rsk_shm_collect(l, peers, end);
+		n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) || l->paused
+			    ? 0
+			    : rsk_shm_collect(l, peers, end, pass++ == 0);
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */
