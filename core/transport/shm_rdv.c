@@ -644,10 +644,13 @@ static struct rsk_rdv_bell *rsk_rdv_bell_create(const char *what, unsigned int p
 		goto fail;
 	}
 	b->pg = pg;
-	b->pg->pid = (int32_t)getpid();
 	b->pg->ver_min = RSK_RDV_VERSION_MIN;
 	b->pg->ver_max = RSK_RDV_VERSION;
+	/* The magic before the pid: a sweep takes a page with a pid and no magic for a closed
+	 * one (rsk_rdv_bell_stale), and one between the two stores removed a bell being made. A
+	 * page with no pid yet is kept, and rung by nobody (no client names pid 0). */
 	__atomic_store_n(&b->pg->magic, RSK_BELL_MAGIC, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->pg->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 	pthread_mutex_lock(&rsk_bells_made_lock);
 	b->next = rsk_bells_made;
 	rsk_bells_made = b;
