@@ -293,7 +293,8 @@ struct rsk_offer {
 	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
 	int client_known;
 	int announced;            /* an upgrade offer we told the process about */
-	int late;                 /* conn is in the listener's late_ep: not waited for */
+	int waited;               /* a look waited for its offer until its deadline */
+	int late;                 /* conn is in the listener's late_ep: not waited for again */
 	struct sockaddr_storage to; /* an upgrade's: its TCP socket's peer, before we let it go */
 	int to_known;
 };
@@ -1180,55 +1181,72 @@ static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 
 static void rsk_shm_late_event(void *lh, uint32_t events);
 
-/* This process's late_ep, made (and watched) at its first use. A forked child's copy of its
- * parent's is the parent's epoll file: it makes its own, and arms its entries there. */
-static int rsk_shm_late_open(struct rsk_shm_listener *l)
-{
-	pid_t me = rsk_proc_pid();
-	struct rsk_offer *e;
-	int fd;
-
-	if (l->late_pid == me)
-		return l->late_ep >= 0 ? 0 : -1; /* (failed here once: such offers wait, as before) */
-	if (l->late_ep >= 0)
-		rsk_fd_unhide_close(l->late_ep);
-	l->late_ep = -1;
-	for (e = l->pending; e != NULL; e = e->next)
-		e->late = 0;
-	fd = rsk_sys_epoll_create1(EPOLL_CLOEXEC);
-	if (fd >= 0 && (fd = rsk_fd_hide(fd)) >= 0 &&
-	    rsk_evloop_watch(fd, EPOLLIN | EPOLLET, rsk_shm_late_event, l, &l->late_w) < 0) {
-		rsk_fd_unhide_close(fd);
-		fd = -1;
-	}
-	l->late_ep = fd;
-	l->late_pid = me;
-	return fd >= 0 ? 0 : -1;
-}
-
-/* An entry whose offer has not come (after the wait, its fds hidden: numbers final): into
- * late_ep, armed for one event, so the offer is read when it comes and not at the next
- * client's knock (none may come: the offer of a move would then never be announced, and
- * its client would stay on TCP). Armed again at each look while it stays unread. Only on the
- * loop thread (rsk_shm_collect), which may add a watch from inside its callback. */
-static void rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
+/*
+ * An entry whose offer did not come while the look waited for it (e->waited; its fds hidden:
+ * numbers final): into late_ep, armed for one event, so the offer is read when it comes and
+ * not at the next client's knock (none may come: the offer of a move would then never be
+ * announced, and its client would stay on TCP). Armed again at each look while it stays
+ * unread; out again once read (an accept's look may read it). Locked. Returns 1 when it
+ * needs a late_ep this process does not have yet (rsk_shm_late_open, outside the lock).
+ */
+static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT};
-	int op, rc;
+	int ours = l->late_pid == rsk_proc_pid() && l->late_ep >= 0, rc;
 
-	if (e->late && (e->have || e->conn < 0)) { /* read meanwhile (an accept's look) */
-		if (l->late_pid == rsk_proc_pid() && l->late_ep >= 0 && e->conn >= 0)
+	if (e->late && !ours)
+		e->late = 0; /* (a parent's set, inherited: not ours to arm) */
+	if (e->late && (e->have || e->conn < 0)) {
+		if (e->conn >= 0)
 			(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
 		e->late = 0;
 	}
-	if (e->have || e->conn < 0 || rsk_shm_late_open(l) < 0)
-		return;
-	op = e->late ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	rc = rsk_sys_epoll_ctl(l->late_ep, op, e->conn, &ev);
+	if (e->have || e->conn < 0 || !e->waited)
+		return 0;
+	if (!ours)
+		return l->late_pid != rsk_proc_pid(); /* (failed here once: such offers wait) */
+	rc = rsk_sys_epoll_ctl(l->late_ep, e->late ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, e->conn, &ev);
 	if (rc == -ENOENT || rc == -EEXIST) /* (our record of it was off: the kernel's wins) */
 		rc = rsk_sys_epoll_ctl(l->late_ep, rc == -ENOENT ? EPOLL_CTL_ADD : EPOLL_CTL_MOD,
 				       e->conn, &ev);
 	e->late = rc == 0;
+	return 0;
+}
+
+/*
+ * This process's late_ep, made and watched at its first use, without the listener's lock (a
+ * watch takes the loop's lock, which a loop callback holds while it takes ours), then its
+ * entries armed. Made once per process, failed or not; a forked child's copy of its parent's
+ * is the parent's epoll file: the child makes its own.
+ */
+static void rsk_shm_late_open(struct rsk_shm_listener *l)
+{
+	rsk_watch_t w = 0;
+	struct rsk_offer *e;
+	int fd = rsk_sys_epoll_create1(EPOLL_CLOEXEC);
+
+	if (fd >= 0)
+		fd = rsk_fd_hide(fd);
+	if (fd >= 0 && rsk_evloop_watch(fd, EPOLLIN | EPOLLET, rsk_shm_late_event, l, &w) < 0) {
+		rsk_fd_unhide_close(fd);
+		fd = -1;
+	}
+	pthread_mutex_lock(&l->lock);
+	if (l->late_pid == rsk_proc_pid()) { /* (made meanwhile: keep that one) */
+		pthread_mutex_unlock(&l->lock);
+		rsk_evloop_unwatch(w);
+		if (fd >= 0)
+			rsk_fd_unhide_close(fd);
+		return;
+	}
+	if (l->late_ep >= 0)
+		rsk_fd_unhide_close(l->late_ep); /* the parent's */
+	l->late_ep = fd;
+	l->late_w = w;
+	l->late_pid = rsk_proc_pid();
+	for (e = l->pending; e != NULL; e = e->next)
+		(void)rsk_offer_late(l, e);
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* What late_ep reported is consumed (each entry is armed again by the look that follows). */
@@ -1241,9 +1259,11 @@ static void rsk_shm_late_drain(struct rsk_shm_listener *l)
 }
 
 /* Take what is queued and read the offers (waiting for them until @end, in ms); collect up
- * to RSK_ANNOUNCE_MAX upgrade offers not announced yet. */
+ * to RSK_ANNOUNCE_MAX upgrade offers not announced yet. *@late: 1 when an entry needs a
+ * late_ep this process does not have yet. */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
-			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end, int take)
+			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end, int take,
+			   int *late)
 {
 	int64_t left;
 	struct rsk_offer *e, **pp;
@@ -1260,6 +1280,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 			if (rsk_sys_poll(&p, 1, (int)left) <= 0 || rsk_offer_update(e) < 0)
 				break;
 		}
+		e->waited |= !e->have && rsk_now_ms() >= end;
 		if (rsk_offer_update(e) < 0) { /* malformed, or given up: its fds go now */
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
@@ -1272,7 +1293,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 	}
 	for (e = l->pending; e != NULL; e = e->next) {
 		rsk_offer_hide(e);
-		rsk_offer_late(l, e);
+		*late |= rsk_offer_late(l, e);
 	}
 	return n;
 }
@@ -1282,7 +1303,7 @@ static void rsk_shm_listen_event(void *lh, int i)
 	struct rsk_shm_listener *l = lh;
 	struct sockaddr_storage peers[RSK_ANNOUNCE_MAX];
 	int64_t end = rsk_now_ms() + RSK_ANNOUNCE_WAIT_MS;
-	int n, k, pass = 0;
+	int n, k, pass = 0, late = 0;
 
 	(void)i;
 	/* Until a batch comes back short: the entries were taken off the rendezvous, so nothing
@@ -1294,13 +1315,15 @@ static void rsk_shm_listen_event(void *lh, int i)
 		pthread_mutex_lock(&l->lock);
 		n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) || l->paused
 			    ? 0
-			    : rsk_shm_collect(l, peers, end, pass++ == 0);
+			    : rsk_shm_collect(l, peers, end, pass++ == 0, &late);
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */
 		for (k = 0; k < n; k++)
 			(void)rsk_transport_upgrade_offer(&peers[k]);
 	} while (n == RSK_ANNOUNCE_MAX);
+	if (late)
+		rsk_shm_late_open(l);
 }
 
 /* A late entry has something to read (its offer, or its client went): look again. */
