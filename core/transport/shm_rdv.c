@@ -586,6 +586,12 @@ static int rsk_rdv_bell_stale(int fd, const char *name, void *arg)
 	memset(&pg, 0, sizeof(pg));
 	if (pread(fd, &pg, sizeof(pg), 0) < (ssize_t)RSK_BELL_PAGE_V1 || pg.pid <= 0)
 		return 0;
+	/* One pread reads the magic before the pid: a bell being made (magic, then pid stored)
+	 * can read as no magic and a pid. The magic read again after the pid was seen is the
+	 * one stored before it. */
+	if (pg.magic == 0 && pread(fd, &pg.magic, sizeof(pg.magic),
+				   offsetof(struct rsk_bell_page, magic)) != sizeof(pg.magic))
+		return 0;
 	if (pg.magic == 0)
 		return 1;
 	return (pg.magic == RSK_BELL_MAGIC || pg.magic == RSK_BELL_MAGIC_V1) &&
