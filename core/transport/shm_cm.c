@@ -293,8 +293,9 @@ struct rsk_offer {
 	struct sockaddr_storage client; /* the offer's TCP socket's address, once connected */
 	int client_known;
 	int announced;            /* an upgrade offer we told the process about */
-	int waited;               /* a look waited for its offer until its deadline */
+	int waited;               /* a look waited for its offer and gave up */
 	int late;                 /* conn is in the listener's late_ep: not waited for again */
+	uint32_t looked;          /* the look (l->look) that last read it */
 	struct sockaddr_storage to; /* an upgrade's: its TCP socket's peer, before we let it go */
 	int to_known;
 };
@@ -324,7 +325,12 @@ struct rsk_shm_listener {
 	int late_ep;
 	pid_t late_pid;
 	rsk_watch_t late_w;
+	int64_t late_failed_ms; /* when making it failed in late_pid (tried again a while on) */
+	uint32_t look;          /* counts looks: a look's later passes skip what it read */
 };
+
+/* How long after late_ep could not be made (EMFILE, ENOMEM) it is tried again. */
+#define RSK_LATE_RETRY_MS 1000
 
 static void rsk_lshared_init(struct rsk_shm_lshared *sh)
 {
@@ -487,6 +493,10 @@ static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk
 {
 	struct rsk_offer *e = *pp;
 
+	/* (an accept's look took it: its answer, or its client's close, is no late event) */
+	if (e->late && e->conn >= 0 && l->late_pid == rsk_proc_pid() && l->late_ep >= 0)
+		(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
+	e->late = 0;
 	*pp = e->next;
 	l->nlocal--;
 	rsk_lshared_add(l, -1);
@@ -561,6 +571,8 @@ static void rsk_shm_unlisten(void *lh)
 static int rsk_listen_take(struct rsk_shm_listener *l, int max);
 static void rsk_listen_give_back(struct rsk_shm_listener *l);
 static void rsk_offer_hide(struct rsk_offer *e);
+static int rsk_shm_arm_late(struct rsk_shm_listener *l);
+static void rsk_shm_late_open(struct rsk_shm_listener *l);
 
 /*
  * Short of fds (or io_uring): new clients must find no rendezvous (they stay on TCP, decided
@@ -594,9 +606,27 @@ static int rsk_listen_drained(struct rsk_shm_listener *l)
 	return l->nrdv == 0 || rsk_listen_take(l, RSK_RESUME_TAKE) < RSK_RESUME_TAKE;
 }
 
+/*
+ * Resumed: the entries still without their offer go into late_ep. A paused listener's loop
+ * does not look (rsk_shm_listen_event), so a late event while paused used its one shot up,
+ * and the entries the resume took off the shut rendezvous were never waited for: with no
+ * client knocking, an offer among them would be announced by nobody. Locked; 1: late_ep must
+ * be made first (outside the lock).
+ */
+static int rsk_shm_resume_late(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+
+	for (e = l->pending; e != NULL; e = e->next) {
+		rsk_offer_hide(e); /* (numbers final before they go into late_ep) */
+		e->waited |= !e->have;
+	}
+	return rsk_shm_arm_late(l);
+}
+
 static int rsk_shm_resume(struct rsk_shm_listener *l)
 {
-	int n, i, changed = 0;
+	int n, i, changed = 0, late = 0;
 
 	pthread_mutex_lock(&l->lock);
 	/* Only once the queue is empty: closing the shut sockets resets what they hold. */
@@ -613,8 +643,12 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 		l->nrdv = n > 0 ? n : 0;
 		rsk_shm_owners(l);
 		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
+		if (!l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+			late = rsk_shm_resume_late(l);
 	}
 	pthread_mutex_unlock(&l->lock);
+	if (late)
+		rsk_shm_late_open(l);
 	return changed;
 }
 
@@ -1203,8 +1237,9 @@ static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 	}
 	if (e->have || e->conn < 0 || !e->waited)
 		return 0;
-	if (!ours)
-		return l->late_pid != rsk_proc_pid(); /* (failed here once: such offers wait) */
+	if (!ours) /* (failed here: such offers wait for a knock, and it is tried again later) */
+		return l->late_pid != rsk_proc_pid() ||
+		       rsk_now_ms() - l->late_failed_ms >= RSK_LATE_RETRY_MS;
 	rc = rsk_sys_epoll_ctl(l->late_ep, e->late ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, e->conn, &ev);
 	if (rc == -ENOENT || rc == -EEXIST) /* (our record of it was off: the kernel's wins) */
 		rc = rsk_sys_epoll_ctl(l->late_ep, rc == -ENOENT ? EPOLL_CTL_ADD : EPOLL_CTL_MOD,
@@ -1216,8 +1251,9 @@ static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 /*
  * This process's late_ep, made and watched at its first use, without the listener's lock (a
  * watch takes the loop's lock, which a loop callback holds while it takes ours), then its
- * entries armed. Made once per process, failed or not; a forked child's copy of its parent's
- * is the parent's epoll file: the child makes its own.
+ * entries armed. Made once per process (tried again RSK_LATE_RETRY_MS after a failure: one
+ * short moment of EMFILE must not leave late offers to knocks for good); a forked child's
+ * copy of its parent's is the parent's epoll file: the child makes its own.
  */
 static void rsk_shm_late_open(struct rsk_shm_listener *l)
 {
@@ -1232,7 +1268,7 @@ static void rsk_shm_late_open(struct rsk_shm_listener *l)
 		fd = -1;
 	}
 	pthread_mutex_lock(&l->lock);
-	if (l->late_pid == rsk_proc_pid()) { /* (made meanwhile: keep that one) */
+	if (l->late_pid == rsk_proc_pid() && l->late_ep >= 0) { /* (made meanwhile: keep it) */
 		pthread_mutex_unlock(&l->lock);
 		rsk_evloop_unwatch(w);
 		if (fd >= 0)
@@ -1241,6 +1277,8 @@ static void rsk_shm_late_open(struct rsk_shm_listener *l)
 	}
 	if (l->late_ep >= 0)
 		rsk_fd_unhide_close(l->late_ep); /* the parent's */
+	if (fd < 0)
+		l->late_failed_ms = rsk_now_ms();
 	l->late_ep = fd;
 	l->late_w = w;
 	l->late_pid = rsk_proc_pid();
@@ -1258,21 +1296,28 @@ static void rsk_shm_late_drain(struct rsk_shm_listener *l)
 		;
 }
 
-/* Take what is queued and read the offers (waiting for them until @end, in ms); collect up
- * to RSK_ANNOUNCE_MAX upgrade offers not announced yet. *@late: 1 when an entry needs a
- * late_ep this process does not have yet. */
+/* Take what is queued (@take: the look's first pass) and read the offers (waiting for them
+ * until @end, in ms); collect up to RSK_ANNOUNCE_MAX upgrade offers not announced yet.
+ * Entries this look read in an earlier pass are passed over: a burst of N offers costs N
+ * reads, not N each pass (an offer that came since is read through late_ep). */
 static int rsk_shm_collect(struct rsk_shm_listener *l,
-			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end, int take,
-			   int *late)
+			   struct sockaddr_storage peers[RSK_ANNOUNCE_MAX], int64_t end, int take)
 {
 	int64_t left;
 	struct rsk_offer *e, **pp;
 	struct pollfd p;
 	int n = 0;
 
-	if (take)
+	if (take) {
+		l->look++;
 		rsk_listen_take(l, rsk_shm_collect_budget(l));
+	}
 	for (pp = &l->pending; (e = *pp) != NULL && n < RSK_ANNOUNCE_MAX;) {
+		if (!take && e->looked == l->look) {
+			pp = &e->next;
+			continue;
+		}
+		e->looked = l->look;
 		/* A client sends its offer right after it connects (a few syscalls later); one
 		 * that was late before wakes us through late_ep instead */
 		while (!e->have && !e->late && e->conn >= 0 && (left = end - rsk_now_ms()) > 0) {
@@ -1280,7 +1325,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 			if (rsk_sys_poll(&p, 1, (int)left) <= 0 || rsk_offer_update(e) < 0)
 				break;
 		}
-		e->waited |= !e->have && rsk_now_ms() >= end;
+		e->waited |= !e->have; /* (its deadline passed, or the wait failed: EINTR) */
 		if (rsk_offer_update(e) < 0) { /* malformed, or given up: its fds go now */
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
@@ -1291,11 +1336,21 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 		e->announced = 1;
 		peers[n++] = e->client;
 	}
-	for (e = l->pending; e != NULL; e = e->next) {
+	for (e = l->pending; e != NULL; e = e->next)
 		rsk_offer_hide(e);
-		*late |= rsk_offer_late(l, e);
-	}
 	return n;
+}
+
+/* Every entry still without its offer into late_ep (armed again: the late event that woke
+ * this look used its one shot up). Locked. 1: this process needs its late_ep made first. */
+static int rsk_shm_arm_late(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+	int late = 0;
+
+	for (e = l->pending; e != NULL; e = e->next)
+		late |= rsk_offer_late(l, e);
+	return late;
 }
 
 static void rsk_shm_listen_event(void *lh, int i)
@@ -1303,7 +1358,7 @@ static void rsk_shm_listen_event(void *lh, int i)
 	struct rsk_shm_listener *l = lh;
 	struct sockaddr_storage peers[RSK_ANNOUNCE_MAX];
 	int64_t end = rsk_now_ms() + RSK_ANNOUNCE_WAIT_MS;
-	int n, k, pass = 0, late = 0;
+	int n, k, pass = 0, late = 0, looks;
 
 	(void)i;
 	/* Until a batch comes back short: the entries were taken off the rendezvous, so nothing
@@ -1313,9 +1368,10 @@ static void rsk_shm_listen_event(void *lh, int i)
 	 * their own), and each announces entries not announced before, so it ends. */
 	do {
 		pthread_mutex_lock(&l->lock);
-		n = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) || l->paused
-			    ? 0
-			    : rsk_shm_collect(l, peers, end, pass++ == 0, &late);
+		looks = !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) && !l->paused;
+		n = looks ? rsk_shm_collect(l, peers, end, pass++ == 0) : 0;
+		if (looks && n < RSK_ANNOUNCE_MAX) /* (the last pass: arm each entry once) */
+			late = rsk_shm_arm_late(l);
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */

@@ -1142,6 +1142,52 @@ static void test_collect_keeps_reserve(void **state)
 
 static int announced_n;
 
+/* A TCP-first client, long connected on TCP (*@srv: the server's end), dialed for its move:
+ * connected to the rendezvous, its offer not sent yet (upg_offer sends it). */
+static void upg_dial(struct cli *c, const struct fix *f, int *srv)
+{
+	memset(c, 0, sizeof(*c));
+	c->app = -1;
+	c->dest = f->dest;
+	c->fd = socket(f->dest.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c->fd >= 0);
+	assert_int_equal(connect(c->fd, (struct sockaddr *)&c->dest,
+				 ucm_sa_len((struct sockaddr *)&c->dest)), 0);
+	*srv = accept4(f->kfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(*srv >= 0);
+	c->mem = calloc(1, cm->ep_size());
+	assert_non_null(c->mem);
+	c->d.fd = c->fd;
+	c->d.dest = (const struct sockaddr *)&c->dest;
+	c->d.dest_len = ucm_sa_len((struct sockaddr *)&c->dest);
+	c->d.nbuf = RSK_DEFAULT_BUF_COUNT;
+	c->d.buf_size = RSK_DEFAULT_BUF_SIZE;
+	c->d.ep_mem = c->mem;
+	c->d.why = RDMASOCK_FB_COUNT;
+	c->d.upgrade = 1;
+	assert_int_equal(cm->dial(&c->d), 0);
+}
+
+static void upg_offer(struct cli *c)
+{
+	int ctl;
+
+	assert_int_equal(rsk_ready_pair(&c->app, &ctl), 0);
+	assert_int_equal(cm->offer(&c->d, ctl), 0);
+	close(ctl);
+	cm->dialed(&c->d);
+}
+
+/* Waits (bounded: 5 s) until @n moves were announced; returns how many were. */
+static int announced_wait(int n)
+{
+	int i;
+
+	for (i = 0; i < 500 && __atomic_load_n(&announced_n, __ATOMIC_SEQ_CST) < n; i++)
+		usleep(10000);
+	return __atomic_load_n(&announced_n, __ATOMIC_SEQ_CST);
+}
+
 static int count_announce(const struct sockaddr_storage *peer)
 {
 	(void)peer;
@@ -1160,33 +1206,11 @@ static void test_offer_burst_announced(void **state)
 	enum { N = 40 };
 	struct fix *f = *state;
 	struct cli c[N];
-	int srv[N], i, ctl;
+	int srv[N], i;
 
 	for (i = 0; i < N; i++) {
-		memset(&c[i], 0, sizeof(c[i]));
-		c[i].app = -1;
-		c[i].dest = f->dest;
-		c[i].fd = socket(f->dest.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		assert_true(c[i].fd >= 0);
-		assert_int_equal(connect(c[i].fd, (struct sockaddr *)&c[i].dest,
-					 ucm_sa_len((struct sockaddr *)&c[i].dest)), 0);
-		srv[i] = accept4(f->kfd, NULL, NULL, SOCK_CLOEXEC); /* on TCP, long accepted */
-		assert_true(srv[i] >= 0);
-		c[i].mem = calloc(1, cm->ep_size());
-		assert_non_null(c[i].mem);
-		c[i].d.fd = c[i].fd;
-		c[i].d.dest = (const struct sockaddr *)&c[i].dest;
-		c[i].d.dest_len = ucm_sa_len((struct sockaddr *)&c[i].dest);
-		c[i].d.nbuf = RSK_DEFAULT_BUF_COUNT;
-		c[i].d.buf_size = RSK_DEFAULT_BUF_SIZE;
-		c[i].d.ep_mem = c[i].mem;
-		c[i].d.why = RDMASOCK_FB_COUNT;
-		c[i].d.upgrade = 1;
-		assert_int_equal(cm->dial(&c[i].d), 0);
-		assert_int_equal(rsk_ready_pair(&c[i].app, &ctl), 0);
-		assert_int_equal(cm->offer(&c[i].d, ctl), 0);
-		close(ctl);
-		cm->dialed(&c[i].d);
+		upg_dial(&c[i], f, &srv[i]);
+		upg_offer(&c[i]);
 	}
 	announced_n = 0;
 	rsk_transport_set_upgrade_hook(count_announce);
@@ -1212,44 +1236,52 @@ static void test_late_offer_announced(void **state)
 {
 	struct fix *f = *state;
 	struct cli c;
-	int srv, ctl, i;
+	int srv;
 
-	memset(&c, 0, sizeof(c));
-	c.app = -1;
-	c.dest = f->dest;
-	c.fd = socket(f->dest.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(c.fd >= 0);
-	assert_int_equal(connect(c.fd, (struct sockaddr *)&c.dest,
-				 ucm_sa_len((struct sockaddr *)&c.dest)), 0);
-	srv = accept4(f->kfd, NULL, NULL, SOCK_CLOEXEC);
-	assert_true(srv >= 0);
-	c.mem = calloc(1, cm->ep_size());
-	assert_non_null(c.mem);
-	c.d.fd = c.fd;
-	c.d.dest = (const struct sockaddr *)&c.dest;
-	c.d.dest_len = ucm_sa_len((struct sockaddr *)&c.dest);
-	c.d.nbuf = RSK_DEFAULT_BUF_COUNT;
-	c.d.buf_size = RSK_DEFAULT_BUF_SIZE;
-	c.d.ep_mem = c.mem;
-	c.d.why = RDMASOCK_FB_COUNT;
-	c.d.upgrade = 1;
-	assert_int_equal(cm->dial(&c.d), 0); /* connected to the rendezvous, nothing sent */
+	upg_dial(&c, f, &srv); /* connected to the rendezvous, nothing sent */
 	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
 	rsk_transport_set_upgrade_hook(count_announce);
 	cm->listen_event(f->lh, 0); /* takes the connection, waits its while, gives up */
 	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 0);
-	assert_int_equal(rsk_ready_pair(&c.app, &ctl), 0);
-	assert_int_equal(cm->offer(&c.d, ctl), 0); /* now the offer; no rendezvous event */
-	close(ctl);
-	cm->dialed(&c.d);
-	for (i = 0; i < 500 && __atomic_load_n(&announced_n, __ATOMIC_SEQ_CST) == 0; i++)
-		usleep(10000); /* (bounded: 5 s) */
-	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1);
+	upg_offer(&c); /* now the offer; no rendezvous event */
+	assert_int_equal(announced_wait(1), 1);
 	cm->listen_event(f->lh, 0);
 	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1); /* once */
 	rsk_transport_set_upgrade_hook(NULL);
 	cli_close(&c);
 	close(srv);
+}
+
+/*
+ * A listener paused (short of fds) does not look, so a late offer's event while paused
+ * used its one shot up; and a client queued in the rendezvous before the pause is taken
+ * off it at the resume, never waited for. After the resume both offers are announced, with
+ * no client knocking. Before, neither was (the late entry's one shot was gone, the other
+ * was in no late set): both clients stayed on TCP.
+ */
+static void test_resume_announces(void **state)
+{
+	struct fix *f = *state;
+	struct cli late, queued;
+	int srv[2];
+
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	upg_dial(&late, f, &srv[0]);
+	cm->listen_event(f->lh, 0); /* takes it, waits its while, gives up: a late entry */
+	upg_dial(&queued, f, &srv[1]);
+	upg_offer(&queued); /* queued in the rendezvous: no look took it */
+	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_PAUSE), 1);
+	upg_offer(&late); /* its late event comes while paused: no look */
+	usleep(100000);
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 0);
+	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_RESUME), 1);
+	assert_int_equal(announced_wait(2), 2);
+	rsk_transport_set_upgrade_hook(NULL);
+	cli_close(&late);
+	cli_close(&queued);
+	close(srv[0]);
+	close(srv[1]);
 }
 
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
@@ -1280,6 +1312,7 @@ int main(void)
 		T4(test_collect_keeps_reserve),
 		T4(test_offer_burst_announced),
 		T4(test_late_offer_announced),
+		T4(test_resume_announces),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
