@@ -572,6 +572,7 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max);
 static void rsk_listen_give_back(struct rsk_shm_listener *l);
 static void rsk_offer_hide(struct rsk_offer *e);
 static int rsk_shm_arm_late(struct rsk_shm_listener *l);
+static int rsk_shm_arm_due(struct rsk_shm_listener *l);
 static void rsk_shm_late_open(struct rsk_shm_listener *l);
 
 /*
@@ -1014,6 +1015,7 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	int64_t end = -1, left; /* the clock only to wait: most accepts find nothing held */
 	struct rsk_offer *e, *k;
 	uint32_t held;
+	int late;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -1041,7 +1043,10 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	}
 	for (k = l->pending; k != NULL; k = k->next)
 		rsk_offer_hide(k); /* what we keep must not take the application's numbers */
+	late = rsk_shm_arm_due(l);
 	pthread_mutex_unlock(&l->lock);
+	if (late)
+		rsk_shm_late_open(l);
 	return e;
 }
 
@@ -1215,27 +1220,37 @@ static int rsk_shm_collect_budget(struct rsk_shm_listener *l)
 
 static void rsk_shm_late_event(void *lh, uint32_t events);
 
+/* An upgrade offer read and not announced yet (an accept's look read it): the loop's look
+ * must come to announce it, and no rendezvous event may be left to bring it. */
+static int rsk_offer_due(const struct rsk_offer *e)
+{
+	return e->have && e->client_known && e->o.upgrade && !e->announced;
+}
+
 /*
  * An entry whose offer did not come while the look waited for it (e->waited; its fds hidden:
  * numbers final): into late_ep, armed for one event, so the offer is read when it comes and
  * not at the next client's knock (none may come: the offer of a move would then never be
  * announced, and its client would stay on TCP). Armed again at each look while it stays
- * unread; out again once read (an accept's look may read it). Locked. Returns 1 when it
- * needs a late_ep this process does not have yet (rsk_shm_late_open, outside the lock).
+ * unread; out again once read (an accept's look may read it). An offer read and not
+ * announced is armed for writing: it fires at once, and the loop looks. Locked. Returns 1
+ * when it needs a late_ep this process does not have yet (rsk_shm_late_open, outside the
+ * lock).
  */
 static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT};
+	int due = rsk_offer_due(e);
+	struct epoll_event ev = {.events = (due ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) | EPOLLONESHOT};
 	int ours = l->late_pid == rsk_proc_pid() && l->late_ep >= 0, rc;
 
 	if (e->late && !ours)
 		e->late = 0; /* (a parent's set, inherited: not ours to arm) */
-	if (e->late && (e->have || e->conn < 0)) {
+	if (e->late && ((e->have && !due) || e->conn < 0)) {
 		if (e->conn >= 0)
 			(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
 		e->late = 0;
 	}
-	if (e->have || e->conn < 0 || !e->waited)
+	if (e->conn < 0 || (!due && (e->have || !e->waited)))
 		return 0;
 	if (!ours) /* (failed here: such offers wait for a knock, and it is tried again later) */
 		return l->late_pid != rsk_proc_pid() ||
@@ -1246,6 +1261,21 @@ static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 				       e->conn, &ev);
 	e->late = rc == 0;
 	return 0;
+}
+
+/* After an accept's look: the upgrade offers it read for other connections are the loop's
+ * to announce (armed to fire at once). Locked; 1: late_ep must be made first. */
+static int rsk_shm_arm_due(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+	int late = 0;
+
+	if (l->paused || __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+		return 0; /* (no look would announce them: a resume arms what is left) */
+	for (e = l->pending; e != NULL; e = e->next)
+		if (rsk_offer_due(e))
+			late |= rsk_offer_late(l, e);
+	return late;
 }
 
 /*

@@ -1284,6 +1284,34 @@ static void test_resume_announces(void **state)
 	close(srv[1]);
 }
 
+/*
+ * An accept's look reads every queued offer on its way to its own, upgrade offers of other
+ * connections too, and takes them off the rendezvous: if it emptied the rendezvous before
+ * the loop saw it readable, no rendezvous event comes for them. The loop now announces them
+ * (armed to fire at once); before, they waited for the next client to knock.
+ */
+static void test_accept_read_offer_announced(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	struct srv s;
+	int srv, fd;
+
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	upg_dial(&c, f, &srv);
+	upg_offer(&c); /* queued: the fixture's loop does not watch the rendezvous */
+	fd = plain_claimed(f, &s, NULL); /* its look reads the offer, and it is not its own */
+	assert_int_equal(announced_wait(1), 1);
+	cm->listen_event(f->lh, 0);
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1); /* once */
+	rsk_transport_set_upgrade_hook(NULL);
+	srv_close(&s);
+	close(fd);
+	cli_close(&c);
+	close(srv);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -1313,6 +1341,7 @@ int main(void)
 		T4(test_offer_burst_announced),
 		T4(test_late_offer_announced),
 		T4(test_resume_announces),
+		T4(test_accept_read_offer_announced),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
