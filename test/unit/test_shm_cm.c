@@ -138,10 +138,9 @@ struct cli {
 	int undial;  /* dial succeeded and dialed() has not taken its resources yet */
 };
 
-static int cli_dial_family(struct cli *c, const struct sockaddr_storage *dest, int family)
+/* A client's socket and dial arguments, before its dial. */
+static void cli_prep(struct cli *c, const struct sockaddr_storage *dest, int family)
 {
-	int rc;
-
 	memset(c, 0, sizeof(*c));
 	c->app = -1;
 	c->dest = *dest;
@@ -156,6 +155,13 @@ static int cli_dial_family(struct cli *c, const struct sockaddr_storage *dest, i
 	c->d.buf_size = RSK_DEFAULT_BUF_SIZE;
 	c->d.ep_mem = c->mem;
 	c->d.why = RDMASOCK_FB_COUNT; /* no reason yet */
+}
+
+static int cli_dial_family(struct cli *c, const struct sockaddr_storage *dest, int family)
+{
+	int rc;
+
+	cli_prep(c, dest, family);
 	rc = cm->dial(&c->d);
 	c->undial = rc == 0;
 	return rc;
@@ -1146,24 +1152,11 @@ static int announced_n;
  * connected to the rendezvous, its offer not sent yet (upg_offer sends it). */
 static void upg_dial(struct cli *c, const struct fix *f, int *srv)
 {
-	memset(c, 0, sizeof(*c));
-	c->app = -1;
-	c->dest = f->dest;
-	c->fd = socket(f->dest.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(c->fd >= 0);
+	cli_prep(c, &f->dest, f->dest.ss_family);
 	assert_int_equal(connect(c->fd, (struct sockaddr *)&c->dest,
 				 ucm_sa_len((struct sockaddr *)&c->dest)), 0);
 	*srv = accept4(f->kfd, NULL, NULL, SOCK_CLOEXEC);
 	assert_true(*srv >= 0);
-	c->mem = calloc(1, cm->ep_size());
-	assert_non_null(c->mem);
-	c->d.fd = c->fd;
-	c->d.dest = (const struct sockaddr *)&c->dest;
-	c->d.dest_len = ucm_sa_len((struct sockaddr *)&c->dest);
-	c->d.nbuf = RSK_DEFAULT_BUF_COUNT;
-	c->d.buf_size = RSK_DEFAULT_BUF_SIZE;
-	c->d.ep_mem = c->mem;
-	c->d.why = RDMASOCK_FB_COUNT;
 	c->d.upgrade = 1;
 	assert_int_equal(cm->dial(&c->d), 0);
 }
