@@ -633,17 +633,16 @@ static void section(const struct churn *ch, int w0, int w1,
  * per cycle, the least of the 10 windows (1% of the run each) of the last 10% against the
  * least of windows 1-9 of the first 10%. Load from elsewhere only adds to a window (cache
  * and run-queue contention, smaller epoll batches): the least is the nearest to the cost
- * itself. Minor
- * faults per cycle are printed, not judged: a shm client's depend on how many of its setups
- * find one of the 4 kept segments released by its old peer in time (core/transport/shm.c),
- * that is on timing -- 4.2 to 9.9 per cycle between windows of one run while the server's
- * stayed at 2.1-2.2 -- and the CPU they cost is counted anyway. @last_to is the mark the last
- * section ends at (CHURN_MARKS, or CHURN_MARKS_MAX after the second look). Returns 1 if aged.
- * The first section leaves out window 0: it starts from the pause after the warm-up, with
- * every slot connecting at once, and in auto it cost 60 us per cycle where the rest of the
- * run cost 70-100 (with 30 ms of run-queue wait in it; kernel TCP: within 2% of window 1).
- * Being the least, it was what the last 10% were judged against: CI's run at 4f07b5f failed
- * at 1.49 (59.9 against 89.3) with both medians at 95.
+ * itself. Minor faults per cycle are printed, not judged: a shm client's depend on how many
+ * of its setups find one of the 4 kept segments released by its old peer in time
+ * (core/transport/shm.c), that is on timing -- 4.2 to 9.9 per cycle between windows of one
+ * run while the server's stayed at 2.1-2.2 -- and the CPU they cost is counted anyway.
+ * @last_to is the mark the last section ends at (CHURN_MARKS, or CHURN_MARKS_MAX after the
+ * second look). Returns 1 if aged. The first section leaves out window 0: it starts from
+ * the pause after the warm-up, with every slot connecting at once, and in auto it cost 60 us
+ * per cycle where the rest of the run cost 70-100 (with 30 ms of run-queue wait in it;
+ * kernel TCP: within 2% of window 1). Being the least, it was what the last 10% were judged
+ * against: CI's run at 4f07b5f failed at 1.49 (59.9 against 89.3) with both medians at 95.
  */
 static int churn_aged(const struct churn *ch, int last_to, int quiet)
 {
