@@ -172,6 +172,26 @@ static inline long proc_minflt_of(pid_t pid)
 	return (long)flt;
 }
 
+/*
+ * This machine's CPU time from the "cpu" line of /proc/stat, in seconds over every CPU:
+ * @busy is what ran (user, nice, system, irq, softirq), @steal what the hypervisor gave
+ * elsewhere. Both -1 if unreadable.
+ */
+static inline void proc_machine_s(double *busy, double *steal)
+{
+	unsigned long long v[8];
+	char line[512];
+	long hz = sysconf(_SC_CLK_TCK);
+
+	*busy = *steal = -1;
+	if (proc_read("/proc/stat", line, sizeof(line)) < 0 || hz <= 0 ||
+	    sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+		return;
+	*busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+	*steal = (double)v[7] / (double)hz;
+}
+
 static inline void proc_usage_print(const char *who, const struct proc_usage *u)
 {
 	prog_msg("%s: fds=%ld rss_kb=%ld rss_shmem_kb=%ld threads=%ld shm_maps=%ld shm_kb=%ld", who,
