@@ -488,15 +488,20 @@ static void rsk_offer_free(struct rsk_offer *e)
 	free(e);
 }
 
+/* @e out of this process's late_ep, if it is there (an inherited set is the parent's). */
+static void rsk_offer_unlate(struct rsk_shm_listener *l, struct rsk_offer *e)
+{
+	if (e->late && e->conn >= 0 && l->late_pid == rsk_proc_pid() && l->late_ep >= 0)
+		(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
+	e->late = 0;
+}
+
 /* Take @e out of the pending list (@pp points at it) and out of the held count. */
 static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk_offer **pp)
 {
 	struct rsk_offer *e = *pp;
 
-	/* (an accept's look took it: its answer, or its client's close, is no late event) */
-	if (e->late && e->conn >= 0 && l->late_pid == rsk_proc_pid() && l->late_ep >= 0)
-		(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
-	e->late = 0;
+	rsk_offer_unlate(l, e); /* (an accept's look took it: its answer is no late event) */
 	*pp = e->next;
 	l->nlocal--;
 	rsk_lshared_add(l, -1);
@@ -571,8 +576,8 @@ static void rsk_shm_unlisten(void *lh)
 static int rsk_listen_take(struct rsk_shm_listener *l, int max);
 static void rsk_listen_give_back(struct rsk_shm_listener *l);
 static void rsk_offer_hide(struct rsk_offer *e);
-static int rsk_shm_arm_late(struct rsk_shm_listener *l);
-static int rsk_shm_arm_due(struct rsk_shm_listener *l);
+static void rsk_pending_hide(struct rsk_shm_listener *l);
+static int rsk_shm_arm_late(struct rsk_shm_listener *l, int only_due);
 static void rsk_shm_late_open(struct rsk_shm_listener *l);
 
 /*
@@ -622,7 +627,7 @@ static int rsk_shm_resume_late(struct rsk_shm_listener *l)
 		rsk_offer_hide(e); /* (numbers final before they go into late_ep) */
 		e->waited |= !e->have;
 	}
-	return rsk_shm_arm_late(l);
+	return rsk_shm_arm_late(l, 0);
 }
 
 static int rsk_shm_resume(struct rsk_shm_listener *l)
@@ -1013,9 +1018,9 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 					 int wait_ms, int *held_elsewhere)
 {
 	int64_t end = -1, left; /* the clock only to wait: most accepts find nothing held */
-	struct rsk_offer *e, *k;
+	struct rsk_offer *e;
 	uint32_t held;
-	int late;
+	int late = 0;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -1041,9 +1046,12 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 		rsk_lshared_wait(l->sh, held, (int)left);
 		pthread_mutex_lock(&l->lock);
 	}
-	for (k = l->pending; k != NULL; k = k->next)
-		rsk_offer_hide(k); /* what we keep must not take the application's numbers */
-	late = rsk_shm_arm_due(l);
+	rsk_pending_hide(l);
+	/* The upgrade offers this look read for other connections are the loop's to announce
+	 * (armed to fire at once). Not paused or shared: no look would announce them then (a
+	 * resume arms what is left). */
+	if (!l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+		late = rsk_shm_arm_late(l, 1);
 	pthread_mutex_unlock(&l->lock);
 	if (late)
 		rsk_shm_late_open(l);
@@ -1243,13 +1251,9 @@ static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 	struct epoll_event ev = {.events = (due ? EPOLLOUT : EPOLLIN | EPOLLRDHUP) | EPOLLONESHOT};
 	int ours = l->late_pid == rsk_proc_pid() && l->late_ep >= 0, rc;
 
-	if (e->late && !ours)
-		e->late = 0; /* (a parent's set, inherited: not ours to arm) */
-	if (e->late && ((e->have && !due) || e->conn < 0)) {
-		if (e->conn >= 0)
-			(void)rsk_sys_epoll_ctl(l->late_ep, EPOLL_CTL_DEL, e->conn, NULL);
-		e->late = 0;
-	}
+	/* (in a parent's set, inherited, it is not ours to arm) */
+	if (e->late && (!ours || (e->have && !due) || e->conn < 0))
+		rsk_offer_unlate(l, e);
 	if (e->conn < 0 || (!due && (e->have || !e->waited)))
 		return 0;
 	if (!ours) /* (failed here: such offers wait for a knock, and it is tried again later) */
@@ -1261,21 +1265,6 @@ static int rsk_offer_late(struct rsk_shm_listener *l, struct rsk_offer *e)
 				       e->conn, &ev);
 	e->late = rc == 0;
 	return 0;
-}
-
-/* After an accept's look: the upgrade offers it read for other connections are the loop's
- * to announce (armed to fire at once). Locked; 1: late_ep must be made first. */
-static int rsk_shm_arm_due(struct rsk_shm_listener *l)
-{
-	struct rsk_offer *e;
-	int late = 0;
-
-	if (l->paused || __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
-		return 0; /* (no look would announce them: a resume arms what is left) */
-	for (e = l->pending; e != NULL; e = e->next)
-		if (rsk_offer_due(e))
-			late |= rsk_offer_late(l, e);
-	return late;
 }
 
 /*
@@ -1366,20 +1355,32 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 		e->announced = 1;
 		peers[n++] = e->client;
 	}
-	for (e = l->pending; e != NULL; e = e->next)
-		rsk_offer_hide(e);
+	rsk_pending_hide(l);
 	return n;
 }
 
+/* Every pending entry's fds above the application's numbers (what we keep must not take
+ * them), final before they go into late_ep. Locked. */
+static void rsk_pending_hide(struct rsk_shm_listener *l)
+{
+	struct rsk_offer *e;
+
+	for (e = l->pending; e != NULL; e = e->next)
+		rsk_offer_hide(e);
+}
+
 /* Every entry still without its offer into late_ep (armed again: the late event that woke
- * this look used its one shot up). Locked. 1: this process needs its late_ep made first. */
-static int rsk_shm_arm_late(struct rsk_shm_listener *l)
+ * this look used its one shot up), or with @only_due only the upgrade offers read and not
+ * announced (after an accept's look). Locked. 1: this process needs its late_ep made
+ * first. */
+static int rsk_shm_arm_late(struct rsk_shm_listener *l, int only_due)
 {
 	struct rsk_offer *e;
 	int late = 0;
 
 	for (e = l->pending; e != NULL; e = e->next)
-		late |= rsk_offer_late(l, e);
+		if (!only_due || rsk_offer_due(e))
+			late |= rsk_offer_late(l, e);
 	return late;
 }
 
@@ -1401,7 +1402,7 @@ static void rsk_shm_listen_event(void *lh, int i)
 		looks = !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) && !l->paused;
 		n = looks ? rsk_shm_collect(l, peers, end, pass++ == 0) : 0;
 		if (looks && n < RSK_ANNOUNCE_MAX) /* (the last pass: arm each entry once) */
-			late = rsk_shm_arm_late(l);
+			late = rsk_shm_arm_late(l, 0);
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */
