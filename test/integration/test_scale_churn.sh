@@ -5,11 +5,12 @@
 # cycle, the whole run bounded), nothing leaked in either process between the warm-up and the
 # end (fds, threads, shared mappings from /proc; VmRSS within 4 MiB; our files in /dev/shm),
 # that the pair has not aged -- the last 10% of the cycles cost at most 1.2x the CPU time per
-# cycle of the first 10% (both processes, the third cheapest 1% window of each, counted in
-# what a system call costs at that moment; connscale.c churn_aged: the work a cycle costs,
-# which the machine's load changes little; the wall-clock rate, which it changes a lot, and
-# minor faults are printed only) -- and that the path
-# this variant claims carried the cycles, from both processes' stats: kernel TCP (kernel),
+# cycle of the first 10% (both processes, the third cheapest 1% window of each) in one of
+# microseconds, system calls or loopback round trips timed then (connscale.c churn_aged:
+# this machine changes speed under a run; the work a cycle costs, which the machine's load
+# changes little; the wall-clock rate, which it changes a lot, and minor faults are printed
+# only) -- and that the path this variant claims carried the cycles, from both processes'
+# stats: kernel TCP (kernel),
 # shm set up at connect (shm), kernel TCP left there by the TCP-first policy (auto).
 # CHURN_AGING_CHECK=0 (scripts/sanitize.sh, and the default below 100,000 cycles) prints the
 # aging numbers without judging them.

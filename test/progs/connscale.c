@@ -36,13 +36,14 @@
  *       shared mappings must not grow, RSS by at most 4 MiB, and our files in /dev/shm and
  *       RDMASOCK_STAT_DIR (shm_files) must be as many. Whether the pair ages is judged by
  *       counts of work, not by time: at every 1% of the cycles it notes the CPU time (every
- *       thread's schedstat), the minor faults of both processes and what a system call
- *       costs this machine at that moment; the CPU per cycle of the last 10%, counted in
- *       system calls, may be at most 1.2x that of the first 10% (the third cheapest 1%
- *       window of each; churn_aged says why; faults are printed). When it is not, up to
- *       three more looks of 10% more cycles each give the aged pair 10 more windows each
- *       before it fails. The wall-clock rates (first, last, per tenth), the raw CPU ratio
- *       and the host's steal time are printed, not judged.
+ *       thread's schedstat), the minor faults of both processes, and what a system call
+ *       and a loopback TCP round trip cost this machine at that moment; the CPU per cycle
+ *       of the last 10% may be at most 1.2x that of the first 10% in one of three units:
+ *       microseconds, system calls or round trips (the third cheapest 1% window of each;
+ *       churn_aged says why; faults are printed). When it is not, up to three more looks
+ *       of 10% more cycles each give the aged pair 10 more windows each before it fails.
+ *       The wall-clock rates (first, last, per tenth), the two timings and the host's steal
+ *       time are printed, not judged.
  *       Env CHURN_AGING_CHECK=0 prints without judging aging (sanitizers), and
  *       CHURN_SHM_FILES_CHECK=0 leaves /dev/shm out (no network namespace of our own:
  *       other listeners' bells come and go there).
@@ -327,8 +328,10 @@ static int mode_emfile_srv(int port, long m)
 #define CHURN_MARKS_MAX (CHURN_MARKS + CHURN_LOOKS * CHURN_MARKS / 10)
 /* A section of windows is judged by its third least (section() says why). */
 #define CHURN_LOW_RANK 2
-/* getppid() calls timed at each mark: about 2.5 ms here (1-1.4 us each) */
+/* Timed at each mark: getppid() calls, about 2.5 ms here (1-1.4 us each), and loopback TCP
+ * round trips, about 2 ms (10 us each) */
 #define CHURN_CAL_CALLS 2000
+#define CHURN_CAL_RTTS 200
 /* The last 10% may cost at most this much CPU per cycle over the first 10% (issue 9). */
 #define CHURN_AGING_MAX 1.20
 struct slot {
@@ -348,6 +351,7 @@ struct churn_mark {
 	long flt_c, flt_s;   /* minor faults */
 	double busy, steal;  /* this machine's CPU seconds: run, given elsewhere (hypervisor) */
 	double sys_us;	     /* CPU microseconds of one getppid() here, just before the mark */
+	double rtt_us;	     /* ... and of one 32-byte loopback TCP round trip */
 	double cal_s;	     /* CPU seconds that timing took (in the client's count) */
 };
 
@@ -362,6 +366,7 @@ struct churn {
 	struct churn_mark *marks; /* CHURN_MARKS_MAX + 1 */
 	struct slot *slots;
 	pid_t srv;
+	int rtt[2]; /* a loopback TCP connection of our own, made by raw system calls */
 };
 
 static long mark_at(const struct churn *ch, int k)
@@ -378,20 +383,64 @@ static double thread_cpu_s(void)
 }
 
 /*
- * What a system call costs this machine now: the CPU time of CHURN_CAL_CALLS getppid()
- * (raw, which no preload sees), per call. The cost of everything a cycle does in the
- * kernel moves with it (churn_aged).
+ * The loopback TCP connection the calibration bounces 32 bytes over: raw system calls, so
+ * that no preload sees it and it stays kernel TCP whatever the run's transport. Both ends
+ * -1 if it could not be made (then that unit is not judged).
  */
-static void churn_calibrate(struct churn_mark *m)
+static void churn_rtt_open(struct churn *ch)
 {
-	double t0 = thread_cpu_s(), t1;
+	struct sockaddr_in sa = loopback(0);
+	socklen_t sl = sizeof(sa);
+	int l = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	ch->rtt[0] = ch->rtt[1] = -1;
+	if (l < 0)
+		return;
+	if (syscall(SYS_bind, l, &sa, sizeof(sa)) == 0 && syscall(SYS_listen, l, 1) == 0 &&
+	    syscall(SYS_getsockname, l, &sa, &sl) == 0 &&
+	    (ch->rtt[0] = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+	    syscall(SYS_connect, ch->rtt[0], &sa, sizeof(sa)) == 0)
+		ch->rtt[1] = (int)syscall(SYS_accept4, l, NULL, NULL, SOCK_CLOEXEC);
+	syscall(SYS_close, l);
+	if (ch->rtt[1] < 0 && ch->rtt[0] >= 0)
+		syscall(SYS_close, ch->rtt[0]), ch->rtt[0] = -1;
+	for (l = 0; l < 2 && ch->rtt[1] >= 0; l++)
+		syscall(SYS_setsockopt, ch->rtt[l], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* One 32-byte round trip over the calibration connection; 0 or -1. */
+static int churn_rtt_once(const struct churn *ch)
+{
+	char buf[32] = {0};
+	int d;
+
+	for (d = 0; d < 2; d++)
+		if (syscall(SYS_write, ch->rtt[d], buf, sizeof(buf)) != (long)sizeof(buf) ||
+		    syscall(SYS_read, ch->rtt[!d], buf, sizeof(buf)) != (long)sizeof(buf))
+			return -1;
+	return 0;
+}
+
+/*
+ * What a system call and a loopback TCP round trip cost this machine now: the CPU time of
+ * CHURN_CAL_CALLS getppid() and of CHURN_CAL_RTTS round trips, each per call (raw system
+ * calls, which no preload sees). What a cycle does in the kernel moves with them
+ * (churn_aged). A round trip that fails leaves rtt_us at 0: that unit is not judged.
+ */
+static void churn_calibrate(const struct churn *ch, struct churn_mark *m)
+{
+	double t0 = thread_cpu_s(), t1, t2;
 	int i;
 
 	for (i = 0; i < CHURN_CAL_CALLS; i++)
 		syscall(SYS_getppid);
 	t1 = thread_cpu_s();
-	m->cal_s = t1 - t0;
-	m->sys_us = m->cal_s / CHURN_CAL_CALLS * 1e6;
+	for (i = 0; i < CHURN_CAL_RTTS && ch->rtt[1] >= 0 && churn_rtt_once(ch) == 0; i++)
+		;
+	t2 = thread_cpu_s();
+	m->cal_s = t2 - t0;
+	m->sys_us = (t1 - t0) / CHURN_CAL_CALLS * 1e6;
+	m->rtt_us = i == CHURN_CAL_RTTS ? (t2 - t1) / CHURN_CAL_RTTS * 1e6 : 0;
 }
 
 /* A mark: the calibration first, so it falls in the window this mark ends. */
@@ -400,7 +449,7 @@ static void churn_mark(struct churn *ch, int k)
 	struct churn_mark *m = &ch->marks[k];
 	double w1, w2;
 
-	churn_calibrate(m);
+	churn_calibrate(ch, m);
 	proc_sched_of(0, &m->cpu_c, &w1);
 	proc_sched_of(ch->srv, &m->cpu_s, &w2);
 	m->t = now_sec();
@@ -650,6 +699,15 @@ static double win_cpu_sys(const struct churn *ch, int w)
 	return sys_us > 0 ? win_cpu_us(ch, w) / sys_us : 0;
 }
 
+/* ... and in loopback TCP round trips (0 if one end could not time them). */
+static double win_cpu_rtt(const struct churn *ch, int w)
+{
+	const struct churn_mark *a = &ch->marks[w], *b = &ch->marks[w + 1];
+
+	return a->rtt_us > 0 && b->rtt_us > 0 ? win_cpu_us(ch, w) / ((a->rtt_us + b->rtt_us) / 2)
+					      : 0;
+}
+
 /* Minor faults per cycle of both processes over window @w. */
 static double win_faults(const struct churn *ch, int w)
 {
@@ -678,6 +736,26 @@ static void section(const struct churn *ch, int w0, int w1,
 	*median = v[n / 2];
 }
 
+/* The ratio of last to first of @per_window, both sections' third least; printed. 0 when a
+ * section has a window the unit could not measure (a 0, unless @zero_ok). */
+static double churn_ratio(const struct churn *ch, int last_to, const char *unit,
+			  double (*per_window)(const struct churn *, int), int zero_ok)
+{
+	int w_last = CHURN_MARKS - CHURN_MARKS / 10, w;
+	double f_low, f_med, l_low, l_med;
+
+	for (w = 1; w < last_to && !zero_ok; w++)
+		if (per_window(ch, w) <= 0 && (w < CHURN_MARKS / 10 || w >= w_last)) {
+			printf(" %s: not measured;", unit);
+			return 0;
+		}
+	section(ch, 1, CHURN_MARKS / 10, per_window, &f_low, &f_med);
+	section(ch, w_last, last_to, per_window, &l_low, &l_med);
+	printf(" %s %.1f/%.1f median %.1f/%.1f ratio=%.2f;", unit, f_low, l_low, f_med, l_med,
+	       f_low > 0 ? l_low / f_low : 0);
+	return f_low > 0 ? l_low / f_low : 0;
+}
+
 /*
  * Has the pair aged? Judged by the work a cycle costs, which the machine's load changes
  * little, not by its wall-clock rate, which it changes a lot (shm's aged pair once ran at
@@ -685,16 +763,22 @@ static void section(const struct churn *ch, int w0, int w1,
  * per cycle, the third least (section()) of the windows (1% of the run each) of the last
  * 10% against the third least of windows 1-9 of the first 10%.
  *
- * Counted in system calls (win_cpu_sys), not in microseconds: this machine changes speed
- * under us. Kernel TCP's cycles cost 80 us for minutes and then 112 for minutes, with the
- * same build, the same CPUs pinned and no steal, and flip in the middle of a run (one rose
- * from 85 to 115 at 4% and read as 1.25x aging; one fell from 110 to 80 at 92%). The cost
- * of a getppid() moves with it (1.0-1.1 us in the cheap state, 1.25-1.35 in the dear one),
- * and so does everything a cycle does in the kernel. A pair whose own work grows still
- * grows in these units. Load from elsewhere mostly adds to a window (cache and run-queue
- * contention, smaller epoll batches): a low one is the nearest to the cost itself. CI's
- * run at 74fb074 had shm at 470 us per cycle for 7 tenths and 650 for the rest and the
- * second look, its run-queue wait per second unchanged: more looks, and these units.
+ * Aged only if it is aged in each of three units: microseconds, getppid() calls and
+ * loopback TCP round trips, each timed at the window's two marks. This machine changes
+ * speed under us: kernel TCP's cycles cost 80 us for minutes and then 112 for minutes,
+ * with the same build, the same CPUs pinned and no steal, and flip in the middle of a run
+ * (one rose from 85 to 115 at 4% and read as 1.25x aging; one fell from 110 to 80 at 92%).
+ * The two timings move with it, each in part: over 8 kernel runs, two that flipped read
+ * 1.30 and 1.17 in microseconds, 1.15 and 1.06 in system calls, 0.92 and 0.98 in round
+ * trips. No unit is right every time: one shm run read 0.97 in microseconds, 1.27 in system
+ * calls and 1.64 in round trips (both timings fell over the run while the cycle's cost in
+ * microseconds did not), another 0.85, 0.99 and 1.20. Work of the pair's own that grows,
+ * grows in every unit: a spin growing by 60 us per cycle over the run read 1.86, 1.81 and
+ * 1.86 (it fails). Load from
+ * elsewhere mostly adds to a window (cache and run-queue contention, smaller epoll
+ * batches): a low one is the nearest to the cost itself. CI's run at 74fb074 had shm at
+ * 470 us per cycle for 7 tenths and 650 for the rest and the second look, its run-queue
+ * wait per second unchanged: more looks, and these units.
  *
  * Minor faults per cycle are printed, not judged: a shm client's depend on how many of its
  * setups find one of the 4 kept segments released by its old peer in time
@@ -706,26 +790,37 @@ static void section(const struct churn *ch, int w0, int w1,
  * connecting at once, and in auto it cost 60 us per cycle where the rest of the run cost
  * 70-100 (CI's run at 4f07b5f failed at 1.49 on it, with both medians at 95).
  */
-static int churn_aged(const struct churn *ch, int last_to, int quiet)
+static int churn_aged(const struct churn *ch, int last_to)
 {
-	double f_low, f_med, l_low, l_med, fu_low, fu_med, lu_low, lu_med, ff, ff_med, lf, lf_med;
-	int w_last = CHURN_MARKS - CHURN_MARKS / 10, aged;
+	double (*unit_fn[])(const struct churn *, int) = {win_cpu_us, win_cpu_sys, win_cpu_rtt};
+	const char *unit[] = {"cpu_us", "cpu_in_syscalls", "cpu_in_rtts"};
+	double r, least = 0;
+	int u, measured = 0;
 
-	section(ch, 1, CHURN_MARKS / 10, win_cpu_sys, &f_low, &f_med);
-	section(ch, w_last, last_to, win_cpu_sys, &l_low, &l_med);
-	section(ch, 1, CHURN_MARKS / 10, win_cpu_us, &fu_low, &fu_med);
-	section(ch, w_last, last_to, win_cpu_us, &lu_low, &lu_med);
-	section(ch, 1, CHURN_MARKS / 10, win_faults, &ff, &ff_med);
-	section(ch, w_last, last_to, win_faults, &lf, &lf_med);
-	aged = l_low > CHURN_AGING_MAX * f_low;
-	if (!quiet || aged)
-		printf("churn: first10/last%d per cycle (third least/median of their 1%% windows): "
-		       "cpu_in_syscalls %.1f/%.1f median %.1f/%.1f ratio=%.2f; cpu_us %.1f/%.1f "
-		       "median %.1f/%.1f ratio_us=%.2f; minor_faults %.2f/%.2f median %.2f/%.2f\n",
-		       last_to - w_last, f_low, l_low, f_med, l_med, f_low > 0 ? l_low / f_low : 0,
-		       fu_low, lu_low, fu_med, lu_med, fu_low > 0 ? lu_low / fu_low : 0, ff, lf,
-		       ff_med, lf_med);
-	return aged;
+	printf("churn: first10/last%d per cycle (third least/median of their 1%% windows):",
+	       last_to - (CHURN_MARKS - CHURN_MARKS / 10));
+	for (u = 0; u < 3; u++) {
+		if ((r = churn_ratio(ch, last_to, unit[u], unit_fn[u], 0)) <= 0)
+			continue;
+		least = !measured++ || r < least ? r : least;
+	}
+	(void)churn_ratio(ch, last_to, "minor_faults", win_faults, 1);
+	printf(" least ratio=%.2f\n", least);
+	return least > CHURN_AGING_MAX;
+}
+
+/* CPU microseconds per cycle of both processes from mark @m0 to mark @m1, the calibration
+ * (churn_calibrate) left out as in win_cpu_us. */
+static double tenth_cpu_us(const struct churn *ch, int m0, int m1)
+{
+	double cal = 0;
+	int m;
+
+	for (m = m0 + 1; m <= m1; m++)
+		cal += ch->marks[m].cal_s;
+	return (ch->marks[m1].cpu_c + ch->marks[m1].cpu_s - ch->marks[m0].cpu_c -
+		ch->marks[m0].cpu_s - cal) /
+	       (double)(mark_at(ch, m1) - mark_at(ch, m0)) * 1e6;
 }
 
 /* Per tenth of the run: CPU us per cycle (both processes), wall rate, run-queue wait. */
@@ -735,9 +830,7 @@ static void churn_tenths(const struct churn *ch)
 
 	printf("churn: per tenth of the run: cpu_us_per_cycle");
 	for (i = 0, k = CHURN_MARKS / 10; i < 10; i++)
-		printf(" %.0f", (ch->marks[(i + 1) * k].cpu_c + ch->marks[(i + 1) * k].cpu_s -
-				 ch->marks[i * k].cpu_c - ch->marks[i * k].cpu_s) /
-				    (double)(mark_at(ch, (i + 1) * k) - mark_at(ch, i * k)) * 1e6);
+		printf(" %.0f", tenth_cpu_us(ch, i * k, (i + 1) * k));
 	printf(" client_share");
 	for (i = 0; i < 10; i++) {
 		const struct churn_mark *a = &ch->marks[i * k], *b = &ch->marks[(i + 1) * k];
@@ -755,6 +848,9 @@ static void churn_tenths(const struct churn *ch)
 	printf(" getppid_us");
 	for (i = 0; i < 10; i++)
 		printf(" %.2f", ch->marks[(i + 1) * k].sys_us);
+	printf(" rtt_us");
+	for (i = 0; i < 10; i++)
+		printf(" %.2f", ch->marks[(i + 1) * k].rtt_us);
 	printf(" host_steal_s");
 	for (i = 0; i < 10; i++)
 		printf(" %.2f", ch->marks[(i + 1) * k].steal - ch->marks[i * k].steal);
@@ -768,9 +864,10 @@ static void churn_tenths(const struct churn *ch)
 	printf("\n");
 	if (getenv("CHURN_WINDOWS") != NULL) /* every 1% window, for a closer look */
 		for (i = 0; i < ch->next_mark - 1; i++)
-			printf("churn: window %d cpu_us=%.1f cpu_in_syscalls=%.1f machine_us=%.0f "
+			printf("churn: window %d cpu_us=%.1f cpu_in_syscalls=%.1f cpu_in_rtts=%.1f "
+			       "machine_us=%.0f "
 			       "faults=%.2f seconds=%.3f wait_s=%.3f\n",
-			       i, win_cpu_us(ch, i), win_cpu_sys(ch, i),
+			       i, win_cpu_us(ch, i), win_cpu_sys(ch, i), win_cpu_rtt(ch, i),
 			       (ch->marks[i + 1].busy - ch->marks[i].busy) * 1e6 /
 				   (double)(mark_at(ch, i + 1) - mark_at(ch, i)),
 			       win_faults(ch, i),
@@ -789,7 +886,7 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 {
 	long warm = total / 10 < 1000 ? total / 10 : 1000, i;
 	struct churn ch = {.port = port, .conc = conc, .target = total, .total = total};
-	int bad, looks = 0, last_to = CHURN_MARKS;
+	int bad, aged = 0, looks = 0, last_to = CHURN_MARKS;
 	int check_aging = !churn_check_off("CHURN_AGING_CHECK");
 	long most = total + CHURN_LOOKS * (total / 10);
 	struct proc_usage c0, s0, c1, s1;
@@ -811,6 +908,7 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 		ch.slots[i].fd = -1;
 	ch.counting_from = warm;
 	ch.srv = srv;
+	churn_rtt_open(&ch);
 	churn_run(&ch, warm, deadline);
 	settle(0, &c0);
 	settle(srv, &s0);
@@ -823,13 +921,14 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 	unfinished = warm + total - ch.started;
 	/* Further looks, 10 windows more of the aged pair each: a pair that aged costs more in
 	 * all of them, while a dear spell of the machine may end */
-	while (check_aging && looks < CHURN_LOOKS && ch.done == ch.target &&
-	       churn_aged(&ch, last_to, 0)) {
+	while (check_aging && ch.done == ch.target && (aged = churn_aged(&ch, last_to)) &&
+	       looks < CHURN_LOOKS) {
 		ch.target += total / 10;
 		churn_run(&ch, warm + ch.target, deadline);
-		if (ch.done == ch.target)
-			last_to += CHURN_MARKS / 10;
 		printf("churn: look %d, %ld cycles more\n", ++looks + 1, total / 10);
+		if (ch.done != ch.target)
+			break; /* (failed, and judged by its failures) */
+		last_to += CHURN_MARKS / 10;
 	}
 	settle(0, &c1);
 	settle(srv, &s1);
@@ -855,13 +954,17 @@ static int mode_churn(int port, long total, int conc, pid_t srv, int seconds)
 	if (ch.done >= total) {
 		churn_tenths(&ch);
 		if (!check_aging)
-			(void)churn_aged(&ch, CHURN_MARKS, 0), prog_msg("aging not checked");
-		else if (churn_aged(&ch, last_to, last_to == CHURN_MARKS))
-			prog_msg("the last 10%% cost more than %.2fx the CPU per cycle of the first",
+			(void)churn_aged(&ch, CHURN_MARKS), prog_msg("aging not checked");
+		else if (aged)
+			prog_msg("the last 10%% cost more than %.2fx the CPU per cycle of the first, "
+				 "in every unit",
 				 CHURN_AGING_MAX),
 			    bad = 1;
 	}
 	printf("churn: %s\n", bad ? "FAIL" : "ok");
+	for (i = 0; i < 2; i++)
+		if (ch.rtt[i] >= 0)
+			syscall(SYS_close, ch.rtt[i]);
 	close(ch.ep);
 	free(ch.slots);
 	free(ch.t_done);
