@@ -682,13 +682,24 @@ static int leak_check(const char *who, const struct proc_usage *a, const struct 
 	return bad;
 }
 
-/* CPU microseconds per cycle of both processes over window @w (marks w to w + 1). */
+/* CPU microseconds per cycle of both processes from mark @m0 to mark @m1, without the
+ * calibration (churn_calibrate) each mark's timing added to the client's count. */
+static double span_cpu_us(const struct churn *ch, int m0, int m1)
+{
+	double cal = 0;
+	int m;
+
+	for (m = m0 + 1; m <= m1; m++)
+		cal += ch->marks[m].cal_s;
+	return (ch->marks[m1].cpu_c + ch->marks[m1].cpu_s - ch->marks[m0].cpu_c -
+		ch->marks[m0].cpu_s - cal) /
+	       (double)(mark_at(ch, m1) - mark_at(ch, m0)) * 1e6;
+}
+
+/* ... over window @w (marks w to w + 1). */
 static double win_cpu_us(const struct churn *ch, int w)
 {
-	const struct churn_mark *a = &ch->marks[w], *b = &ch->marks[w + 1];
-
-	return (b->cpu_c - b->cal_s + b->cpu_s - a->cpu_c - a->cpu_s) /
-	       (double)(mark_at(ch, w + 1) - mark_at(ch, w)) * 1e6;
+	return span_cpu_us(ch, w, w + 1);
 }
 
 /* The CPU per cycle of window @w counted in getppid() calls of the window's two ends. */
@@ -795,32 +806,18 @@ static int churn_aged(const struct churn *ch, int last_to)
 	double (*unit_fn[])(const struct churn *, int) = {win_cpu_us, win_cpu_sys, win_cpu_rtt};
 	const char *unit[] = {"cpu_us", "cpu_in_syscalls", "cpu_in_rtts"};
 	double r, least = 0;
-	int u, measured = 0;
+	int u;
 
 	printf("churn: first10/last%d per cycle (third least/median of their 1%% windows):",
 	       last_to - (CHURN_MARKS - CHURN_MARKS / 10));
 	for (u = 0; u < 3; u++) {
-		if ((r = churn_ratio(ch, last_to, unit[u], unit_fn[u], 0)) <= 0)
-			continue;
-		least = !measured++ || r < least ? r : least;
+		r = churn_ratio(ch, last_to, unit[u], unit_fn[u], 0);
+		if (r > 0 && (least == 0 || r < least))
+			least = r; /* (0: not measured) */
 	}
 	(void)churn_ratio(ch, last_to, "minor_faults", win_faults, 1);
 	printf(" least ratio=%.2f\n", least);
 	return least > CHURN_AGING_MAX;
-}
-
-/* CPU microseconds per cycle of both processes from mark @m0 to mark @m1, the calibration
- * (churn_calibrate) left out as in win_cpu_us. */
-static double tenth_cpu_us(const struct churn *ch, int m0, int m1)
-{
-	double cal = 0;
-	int m;
-
-	for (m = m0 + 1; m <= m1; m++)
-		cal += ch->marks[m].cal_s;
-	return (ch->marks[m1].cpu_c + ch->marks[m1].cpu_s - ch->marks[m0].cpu_c -
-		ch->marks[m0].cpu_s - cal) /
-	       (double)(mark_at(ch, m1) - mark_at(ch, m0)) * 1e6;
 }
 
 /* Per tenth of the run: CPU us per cycle (both processes), wall rate, run-queue wait. */
@@ -830,7 +827,7 @@ static void churn_tenths(const struct churn *ch)
 
 	printf("churn: per tenth of the run: cpu_us_per_cycle");
 	for (i = 0, k = CHURN_MARKS / 10; i < 10; i++)
-		printf(" %.0f", tenth_cpu_us(ch, i * k, (i + 1) * k));
+		printf(" %.0f", span_cpu_us(ch, i * k, (i + 1) * k));
 	printf(" client_share");
 	for (i = 0; i < 10; i++) {
 		const struct churn_mark *a = &ch->marks[i * k], *b = &ch->marks[(i + 1) * k];
