@@ -488,6 +488,14 @@ static void rsk_offer_free(struct rsk_offer *e)
 	free(e);
 }
 
+/* Does this process's loop look at the rendezvous (announce upgrade offers, arm late ones)?
+ * Not while paused (the rendezvous is shut), nor once a fork shares it: the loops of several
+ * processes would take each other's offers. Under l->lock. */
+static int rsk_listen_looks(struct rsk_shm_listener *l)
+{
+	return !l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE);
+}
+
 /* @e out of this process's late_ep, if it is there (an inherited set is the parent's). */
 static void rsk_offer_unlate(struct rsk_shm_listener *l, struct rsk_offer *e)
 {
@@ -649,7 +657,7 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 		l->nrdv = n > 0 ? n : 0;
 		rsk_shm_owners(l);
 		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
-		if (!l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+		if (rsk_listen_looks(l))
 			late = rsk_shm_resume_late(l);
 	}
 	pthread_mutex_unlock(&l->lock);
@@ -1050,7 +1058,7 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	/* The upgrade offers this look read for other connections are the loop's to announce
 	 * (armed to fire at once). Not paused or shared: no look would announce them then (a
 	 * resume arms what is left). */
-	if (!l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
+	if (rsk_listen_looks(l))
 		late = rsk_shm_arm_late(l, 1);
 	pthread_mutex_unlock(&l->lock);
 	if (late)
@@ -1181,9 +1189,7 @@ static int rsk_shm_listen_fd(void *lh, int i)
 	if (rsk_config.tcp_first == RSK_TCP_FIRST_OFF)
 		return -1;
 	pthread_mutex_lock(&l->lock);
-	fd = i < l->nrdv && !l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE)
-		     ? l->rdv[i]
-		     : -1;
+	fd = i < l->nrdv && rsk_listen_looks(l) ? l->rdv[i] : -1;
 	pthread_mutex_unlock(&l->lock);
 	return fd;
 }
@@ -1399,7 +1405,7 @@ static void rsk_shm_listen_event(void *lh, int i)
 	 * their own), and each announces entries not announced before, so it ends. */
 	do {
 		pthread_mutex_lock(&l->lock);
-		looks = !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) && !l->paused;
+		looks = rsk_listen_looks(l);
 		n = looks ? rsk_shm_collect(l, peers, end, pass++ == 0) : 0;
 		if (looks && n < RSK_ANNOUNCE_MAX) /* (the last pass: arm each entry once) */
 			late = rsk_shm_arm_late(l, 0);
