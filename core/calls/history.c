@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "history.h"
 
@@ -71,6 +72,26 @@ int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls)
 	if (bytes >= rsk_config.upgrade_bytes || rsk_config.upgrade_ms == 0)
 		return 0; /* 0: every connection is worth it, at its first call */
 	return age_ms < (int64_t)rsk_config.upgrade_ms || calls < RSK_HIST_AGE_CALLS;
+}
+
+void rsk_hist_called(uint64_t *calls, int64_t *mark)
+{
+	int64_t none = 0;
+
+	if (__atomic_load_n(calls, __ATOMIC_RELAXED) < RSK_HIST_AGE_CALLS) {
+		__atomic_add_fetch(calls, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	if (__atomic_load_n(mark, __ATOMIC_RELAXED) == 0) /* (the first thread's moment) */
+		(void)__atomic_compare_exchange_n(mark, &none, rsk_now_ms(), 0, __ATOMIC_RELAXED,
+						  __ATOMIC_RELAXED);
+}
+
+int64_t rsk_hist_age(const int64_t *mark)
+{
+	int64_t m = __atomic_load_n(mark, __ATOMIC_RELAXED);
+
+	return m != 0 ? rsk_now_ms() - m : 0;
 }
 
 int rsk_hist_verdict(const struct sockaddr *dest)

@@ -12,13 +12,29 @@
 
 /*
  * Is a connection of @age_ms that moved @bytes in @calls data-carrying calls (sends and
- * reads, either way) short: not worth a transport's setup? Its age counts only once it has
- * made RSK_HIST_AGE_CALLS such calls: under load every connection waits in queues, and a
- * request with its answer never earns a setup back however long it waited. With
- * RDMASOCK_UPGRADE_MS=0 no connection is short.
+ * reads, either way) short: not worth a transport's setup? Its age counts only from its
+ * first data call after RSK_HIST_AGE_CALLS of them (rsk_hist_called, rsk_hist_age): under
+ * load every connection waits in queues, and a request with its answer never earns a setup
+ * back however long it waited for it. Counted from the connect, a setup that was itself slow
+ * (ten set up at once, queued in the server's accept loop) made its connection look long,
+ * so the next ones were set up at connect too, and were as slow (nginx + ab, 100 KiB
+ * without keep-alive: 1,200 req/s against kernel TCP's 10,400). With RDMASOCK_UPGRADE_MS=0
+ * no connection is short.
  */
 #define RSK_HIST_AGE_CALLS 4
 int rsk_hist_is_short(int64_t age_ms, uint64_t bytes, uint64_t calls);
+
+/*
+ * A data call of a connection moved bytes: *@calls counts them (up to RSK_HIST_AGE_CALLS;
+ * above that nothing asks), and the first one after that many sets *@mark (ms, 0 before), the
+ * moment its age counts from. No clock read before it: where the clock has no vDSO (the
+ * Soft-RoCE guest's hpet) each is a system call, and most short connections make fewer calls.
+ * Atomic: several threads may use one connection.
+ */
+void rsk_hist_called(uint64_t *calls, int64_t *mark);
+
+/* Its age for rsk_hist_is_short: ms since *@mark, 0 while it is not set. */
+int64_t rsk_hist_age(const int64_t *mark);
 
 /* Connections to @dest ended short recently (most of the last few)? 0 without history. */
 int rsk_hist_short(const struct sockaddr *dest);

@@ -23,6 +23,7 @@
 #include "base/stats.h"
 #include "base/sys.h"
 #include "conn/conn.h"
+#include "history.h"
 #include "io.h"
 #include "pollfast.h"
 #include "sock/sock.h"
@@ -490,6 +491,7 @@ static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, 
 				int rx)
 {
 	int64_t timeo = rx ? x->c->rcvtimeo_us : x->c->sndtimeo_us;
+	ssize_t n;
 
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo ? rsk_now_us() + timeo : 0;
@@ -499,7 +501,10 @@ static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, 
 			 !__atomic_load_n(&x->c->lazy_never, __ATOMIC_RELAXED) &&
 			 __atomic_load_n(&x->c->lazy_poll, __ATOMIC_RELAXED) == 0))
 		rsk_pf_adopt(x->s, x->app_fd); /* lazy from its first call, if only we wait on it */
-	return rsk_io_conn_msg(x, msg, flags, rx);
+	n = rsk_io_conn_msg(x, msg, flags, rx);
+	if (n > 0 && !(flags & MSG_PEEK)) /* (its age, for the destination's history) */
+		rsk_hist_called(&x->s->data_calls, &x->s->aged_ms);
+	return n;
 }
 
 /* A send of a moving connection: into the stream, its app end still aside. */

@@ -439,7 +439,7 @@ static void rsk_life_end_lent(struct rsk_sock *s, int fd)
 static void rsk_life_closed(struct rsk_sock *s, int fd)
 {
 	struct rsk_conn *c = s->conn;
-	uint64_t bytes, msgs;
+	uint64_t bytes;
 
 	rsk_connect_seen(s); /* closed before the application saw its connect finish */
 	rsk_life_end_lent(s, fd);
@@ -453,10 +453,10 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	 * counters are read under the connection lock, as the stream writes them. */
 	rsk_conn_lock(c);
 	bytes = c->st.bytes_sent + c->st.bytes_rcvd;
-	msgs = c->st.msgs_sent + c->st.msgs_rcvd;
 	rsk_conn_unlock(c);
 	rsk_hist_note((const struct sockaddr *)&c->peer,
-		      rsk_hist_is_short(rsk_now_ms() - c->born_ms, bytes, msgs));
+		      rsk_hist_is_short(rsk_hist_age(&s->aged_ms), bytes,
+					__atomic_load_n(&s->data_calls, __ATOMIC_RELAXED)));
 }
 
 /* ---- exec: this image's relays go on in a helper process ---- */

@@ -53,21 +53,17 @@ static int rsk_upg_kcalls(struct rsk_sock *s)
 	return __atomic_load_n(&s->upg_kcalls, __ATOMIC_SEQ_CST); /* (rsk_upg_fast) */
 }
 
-/* Moving now? The client's threshold: bytes moved, or its age at this call once it has made
- * a few calls (rsk_hist_is_short). From the socket's fields only (the lock-free route). */
+/* Moving now? The client's threshold: bytes moved, or its age at this call, counted from its
+ * first call after a few (rsk_hist_is_short). From the socket's fields only (the lock-free
+ * route). */
 static int rsk_upg_due_s(struct rsk_sock *s)
 {
 	uint64_t bytes = __atomic_load_n(&s->upg_bytes, __ATOMIC_RELAXED);
-	uint64_t calls = __atomic_load_n(&s->upg_calls, __ATOMIC_RELAXED);
-	int64_t age = 0;
+	uint64_t calls = __atomic_load_n(&s->data_calls, __ATOMIC_RELAXED);
 
 	if (rsk_policy_is_kernel_only())
 		return 0; /* io_uring: its I/O on this socket would not see the move */
-	/* The age counts only from RSK_HIST_AGE_CALLS calls: no clock read per data call of a
-	 * short connection before that (a system call where the clock has no vDSO). */
-	if (calls >= RSK_HIST_AGE_CALLS)
-		age = rsk_now_ms() - s->upg_born_ms;
-	return !rsk_hist_is_short(age, bytes, calls);
+	return !rsk_hist_is_short(rsk_hist_age(&s->aged_ms), bytes, calls);
 }
 
 /*
@@ -318,16 +314,16 @@ static struct rsk_upg *rsk_upg_new(struct rsk_sock *s, int fd, int server)
 	if (u == NULL)
 		return NULL;
 	u->server = server;
-	u->born_ms = rsk_now_ms();
-	s->upg_born_ms = u->born_ms; /* (and its bytes and calls moved over TCP: none yet) */
+	u->born_ms = 0; /* (read only once dialed, which sets it: no clock read per connection) */
 	__atomic_store_n(&s->upg_fast, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->upg_named, 0, __ATOMIC_RELAXED);
 	u->forks = rsk_proc_forks();
 	u->fd = fd;
 	u->s = s;
 	u->app = u->ctl = -1;
-	__atomic_store_n(&s->upg_bytes, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->upg_calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->upg_bytes, 0, __ATOMIC_RELAXED); /* (none moved over TCP yet) */
+	__atomic_store_n(&s->data_calls, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->aged_ms, 0, __ATOMIC_RELAXED);
 	return u;
 }
 
@@ -965,7 +961,7 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 
 	if (n > 0) { /* (counted also after a move meanwhile: nothing reads them then) */
 		__atomic_add_fetch(&s->upg_bytes, (uint64_t)n, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&s->upg_calls, 1, __ATOMIC_RELAXED);
+		rsk_hist_called(&s->data_calls, &s->aged_ms);
 		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
 	}
 	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done

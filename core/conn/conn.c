@@ -141,7 +141,6 @@ struct rsk_conn *rsk_conn_alloc(uint32_t nbuf, size_t ep_size)
 	c->holders = 1;
 	c->ctl_fd = c->tcp_fd = -1;
 	c->app_fl = c->app_fdfl = -1;
-	c->born_ms = rsk_now_ms();
 	return c;
 }
 

@@ -73,7 +73,6 @@ struct rsk_conn {
 	int known;
 	int app_fl, app_fdfl; /* O_NONBLOCK and FD_CLOEXEC of the application's fd */
 	int pair_nonblock;    /* the readiness pair was made non-blocking (rsk_conn_prepare) */
-	int64_t born_ms; /* set up at (the destination history asks how long it lived) */
 	struct rsk_conn_opt opts[RSK_CONN_OPTS];
 	int nopts;
 	struct rsk_stream st;

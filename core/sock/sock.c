@@ -76,7 +76,8 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->port = 0;
 	s->upg = NULL;
 	s->upg_kcalls = 0;
-	s->upg_bytes = s->upg_calls = 0;
+	s->upg_bytes = s->data_calls = 0;
+	s->aged_ms = 0;
 	s->upg_fast = 0;
 	s->upg_named = 0;
 	s->held_fork = 0; /* (forks count from 1: never one of ours) */

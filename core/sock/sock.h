@@ -87,13 +87,17 @@ struct rsk_sock {
 	 * (calls/upgrade.c), and that number + 1 kept open for them (0: none). Under lock. */
 	int upg_scalls, upg_spare;
 	/* TCP first: calls of the application inside the kernel on the TCP side (no move ends
-	 * under them), and the bytes and calls that moved data there (the client's threshold).
-	 * Here, not in upg: a call leaving the kernel counts itself out without the lock, and
-	 * the socket (unlike upg) outlives the reference the call holds. Atomic; raised under
-	 * the lock only (calls/upgrade.c). */
+	 * under them), and the bytes that moved there (the client's threshold). Here, not in
+	 * upg: a call leaving the kernel counts itself out without the lock, and the socket
+	 * (unlike upg) outlives the reference the call holds. Atomic; raised under the lock only
+	 * (calls/upgrade.c). */
 	int upg_kcalls;
-	uint64_t upg_bytes, upg_calls;
-	int64_t upg_born_ms; /* (when it became upgradable: the client's age threshold) */
+	uint64_t upg_bytes;
+	/* A client's data calls that moved bytes (on TCP first's kernel side, and on the stream)
+	 * and the moment its age counts from (calls/history.h rsk_hist_called; 0: not yet): TCP
+	 * first's move threshold, and the destination history's verdict at close. Atomic. */
+	uint64_t data_calls;
+	int64_t aged_ms;
 	/* TCP first: a data call may go to the kernel without the lock (rsk_upg_route): 0 no,
 	 * 1 any thread's (a client), 2 only upg_tid's (a server). Atomic; set under the lock. */
 	int upg_fast;

@@ -7,7 +7,8 @@
  * bytes then flow); a refused connect (ECONNREFUSED, nothing counted); and the kernel
  * connect's bookkeeping (connect_done, SO_ERROR settling a pending non-blocking connect);
  * the limit on setups in progress (a burst of non-blocking connects: the ones past it start
- * on TCP, and every way a setup ends gives its place back).
+ * on TCP, and every way a setup ends gives its place back); what a direct connection tells
+ * the destination history at its close (its age counts from its calls, not its connect).
  * The dial_sync path (verbs) needs a device and is left to the Soft-RoCE guest.
  */
 #include <errno.h>
@@ -597,6 +598,62 @@ static void test_setup_limit_ends(void **state)
 	ucl_close(l);
 }
 
+/* A connection set up at connect that makes RSK_HIST_AGE_CALLS + 2 small sends, @wait_ms
+ * between its first and the rest (@before 1) or before its last (@before 0), then ends: the
+ * history notes it. */
+static void direct_lived(const struct sockaddr_in *a, int l, int wait_ms, int before)
+{
+	int fd = ucl_socket(0), sv, accel = 0, i, n = RSK_HIST_AGE_CALLS + 2, one = 1;
+	char b = 'h';
+
+	/* (each send a message: the stream's count of them was the old rule's calls) */
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(ucl_connect(fd, a, &accel), 0);
+	assert_int_equal(accel, 1); /* direct */
+	sv = ucl_accept(l, 0);
+	assert_true(sv >= 0);
+	for (i = 0; i < n; i++) {
+		if (i == (before ? 1 : n - 1))
+			unit_sleep_ms(wait_ms);
+		assert_int_equal(ucl_send(fd, &b, 1, 0), 1);
+	}
+	ucl_close(fd);
+	ucl_close(sv);
+}
+
+/*
+ * A direct connection's age for the history counts from its first data call after
+ * RSK_HIST_AGE_CALLS of them, as TCP first's threshold does: one that waited before its
+ * calls (behind other setups in a server's accept loop) and then ended at once was short.
+ * Counted from its connect, it was long, so the next ones went direct too, as slowly: nginx +
+ * ab, 100 KiB without keep-alive, stuck at 1,200 req/s against kernel TCP's 10,400. One that
+ * goes on making calls for RDMASOCK_UPGRADE_MS is long.
+ */
+static void test_direct_age_counts_from_calls(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), i, fd, accel = 1, rc;
+
+	(void)state;
+	config_learn();
+	rsk_config.upgrade_ms = 200;
+	rsk_config.upgrade_bytes = 1u << 30;
+	for (i = 0; i < RSK_HIST_DEPTH_VERDICT; i++)
+		direct_lived(&a, l, 250, 1);
+	assert_int_equal(rsk_hist_verdict((const struct sockaddr *)&a), 1); /* all short */
+	fd = ucl_socket(SOCK_NONBLOCK);
+	rc = ucl_connect(fd, &a, &accel);
+	assert_true(rc == 0 || rc == -EINPROGRESS);
+	assert_int_equal(accel, 0);
+	assert_int_equal(ucl_sock(fd)->fb_reason, RDMASOCK_FB_TCP_FIRST);
+	ucl_close(fd);
+	rsk_hist_clear();
+	for (i = 0; i < RSK_HIST_DEPTH_VERDICT; i++)
+		direct_lived(&a, l, 250, 0);
+	assert_int_equal(rsk_hist_verdict((const struct sockaddr *)&a), 0); /* all lived */
+	ucl_close(l);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -617,6 +674,7 @@ int main(void)
 		T(test_setup_limit),
 		T(test_setup_limit_lived),
 		T(test_setup_limit_ends),
+		T(test_direct_age_counts_from_calls),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

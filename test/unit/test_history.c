@@ -2,7 +2,8 @@
  * Unit tests for core/calls/history.c, the destination history: what counts as short, the
  * verdict once enough connections to a destination ended (most of the last few short: start
  * on TCP), per destination; the count of setups in progress and its limit; that the two
- * spellings of an IPv4 destination share a history, and that a look and a note take no lock.
+ * spellings of an IPv4 destination share a history, that a look and a note take no lock,
+ * and where a connection's age counts from.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -154,6 +155,35 @@ static void test_no_lock(void **state)
 	assert_int_equal(locks, 0);
 }
 
+/*
+ * A connection's age counts from its first data call after RSK_HIST_AGE_CALLS of them: the
+ * calls before are counted without a clock read, that one sets the mark, later ones leave it,
+ * and the count stops at RSK_HIST_AGE_CALLS (nothing asks for more).
+ */
+static void test_age_marks_after_calls(void **state)
+{
+	uint64_t calls = 0;
+	int64_t mark = 0, m;
+	int i;
+
+	(void)state;
+	for (i = 0; i < RSK_HIST_AGE_CALLS; i++) {
+		rsk_hist_called(&calls, &mark);
+		assert_int_equal(mark, 0);
+		assert_int_equal(rsk_hist_age(&mark), 0);
+	}
+	assert_int_equal(calls, RSK_HIST_AGE_CALLS);
+	rsk_hist_called(&calls, &mark);
+	assert_true(mark > 0);
+	m = mark;
+	mark -= 40; /* as if it had been set 40 ms ago */
+	m -= 40;
+	assert_true(rsk_hist_age(&mark) >= 40);
+	rsk_hist_called(&calls, &mark);
+	assert_int_equal(mark, m); /* the first one's moment stays */
+	assert_int_equal(calls, RSK_HIST_AGE_CALLS);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -165,6 +195,7 @@ int main(void)
 		T(test_setups),
 		T(test_v4_mapped_folds),
 		T(test_no_lock),
+		T(test_age_marks_after_calls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

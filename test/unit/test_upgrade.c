@@ -136,6 +136,17 @@ static void recv_until(int fd, uint64_t *off, uint64_t want)
 	assert_int_equal(*off, want);
 }
 
+/* recv_until bounded by tries, not by the clock (for tests that count clock reads). */
+static void recv_counted(int fd, uint64_t *off, uint64_t want)
+{
+	int i;
+
+	for (i = 0; i < 2000 && *off < want; i++)
+		if (recv_pat(fd, off) == -EAGAIN)
+			unit_sleep_ms(1);
+	assert_int_equal(*off, want);
+}
+
 /*
  * A TCP-first socket's bytes are counted by its own calls, exactly, so its close asks the
  * kernel for no TCP_INFO; a second fd (dup) may pass us by, and its account asks the kernel
@@ -331,6 +342,33 @@ static void test_young_calls_read_no_clock(void **state)
 	pair_close(&p);
 }
 
+/*
+ * A short TCP-first connection reads no clock on either side: connect, accept, a request, its
+ * answer, close. Its TCP-first state took a birth time it never used (one system call per side
+ * and connection in the Soft-RoCE guest, whose clock has no vDSO).
+ */
+static void test_short_connection_reads_no_clock(void **state)
+{
+	struct pair p;
+	uint64_t tx = 0, rx = 0;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 1000;
+	clock_reads = 0;
+	clock_counting = 1;
+	pair_open(&p);
+	send_pat(p.cl, &tx, 64);
+	recv_counted(p.sv, &rx, 64);
+	send_pat(p.sv, &tx, 64);
+	recv_counted(p.cl, &rx, 128);
+	ucl_close(p.cl);
+	ucl_close(p.sv);
+	clock_counting = 0;
+	assert_int_equal(clock_reads, 0);
+	ucl_close(p.l);
+}
+
 static void *recv8_thread(void *arg)
 {
 	char b[8];
@@ -391,9 +429,11 @@ static void test_bytes_threshold(void **state)
 }
 
 /*
- * The age threshold: a client that moved few bytes dials once it is old enough and has made
- * RSK_HIST_AGE_CALLS data calls. One request that waited long (a loaded machine's queues) is
- * not worth a setup: it stays on TCP however old it is.
+ * The age threshold: a client that moved few bytes dials once it has gone on making data
+ * calls for RDMASOCK_UPGRADE_MS after its first RSK_HIST_AGE_CALLS. One request that waited
+ * long (a loaded machine's queues, or a setup that was slow) is not worth a setup: it stays
+ * on TCP however old it is. The age used to count from the connect, so the call after
+ * RSK_HIST_AGE_CALLS slow ones dialed at once.
  */
 static void test_age_threshold(void **state)
 {
@@ -403,7 +443,7 @@ static void test_age_threshold(void **state)
 
 	(void)state;
 	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 1000; /* far above a connect and a few calls, even under load */
+	rsk_config.upgrade_ms = 1000; /* far above a few calls, even under load */
 	pair_open(&p);
 	fds = ucm_fd_count();
 	send_pat(p.cl, &tx, 10);
@@ -414,9 +454,14 @@ static void test_age_threshold(void **state)
 		send_pat(p.cl, &tx, 10);
 		assert_int_equal(ucm_fd_count(), fds);
 	}
-	send_pat(p.cl, &tx, 10);
-	assert_true(ucm_fd_count() > fds); /* old enough, and busy enough: dialed */
+	send_pat(p.cl, &tx, 10); /* old since its connect, but its age starts now */
+	assert_int_equal(ucm_fd_count(), fds);
+	assert_true(ucl_sock(p.cl)->aged_ms != 0);
 	recv_until(p.sv, &rx, 10 * (RSK_HIST_AGE_CALLS + 1));
+	unit_sleep_ms(1100);
+	send_pat(p.cl, &tx, 10);
+	assert_true(ucm_fd_count() > fds); /* busy for long enough since: dialed */
+	recv_until(p.sv, &rx, 10 * (RSK_HIST_AGE_CALLS + 2));
 	pair_close(&p);
 }
 
@@ -1555,6 +1600,7 @@ int main(void)
 		T(test_bytes_threshold),
 		T(test_age_threshold),
 		T(test_young_calls_read_no_clock),
+		T(test_short_connection_reads_no_clock),
 		T(test_age_zero),
 		T(test_move_byte_exact),
 		T(test_never),
