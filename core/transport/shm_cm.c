@@ -496,6 +496,20 @@ static int rsk_listen_looks(struct rsk_shm_listener *l)
 	return !l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * A forked child's copy of its parent's late_ep goes: it is the parent's epoll file, which the
+ * child never uses (from the fork on the rendezvous is shared, and no process's loop looks,
+ * rsk_listen_looks), and it would hold a hidden fd of the child's for the listener's life.
+ * Closed at the child's first accept. Locked.
+ */
+static void rsk_late_drop_inherited(struct rsk_shm_listener *l)
+{
+	if (l->late_ep < 0 || l->late_pid == rsk_proc_pid())
+		return;
+	rsk_fd_unhide_close(l->late_ep);
+	l->late_ep = -1;
+}
+
 /* @e out of this process's late_ep, if it is there (an inherited set is the parent's). */
 static void rsk_offer_unlate(struct rsk_shm_listener *l, struct rsk_offer *e)
 {
@@ -1031,6 +1045,7 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	int late = 0;
 
 	pthread_mutex_lock(&l->lock);
+	rsk_late_drop_inherited(l);
 	for (;;) {
 		e = rsk_listen_look(l, cl);
 		*held_elsewhere = rsk_listen_held_elsewhere(l, &held) > 0;
