@@ -7,11 +7,13 @@
  * moves over the two endpoints. Also both address families and their mixes (a dual-stack
  * listener and IPv4 clients, an IPv6 socket towards a v4-mapped address), the fallbacks (no
  * listener, a plain client), hostile rendezvous peers, declines, the fd-budget pause and
- * resume, and a forked sibling claiming an offer handed back to it.
+ * resume, a forked sibling claiming an offer handed back to it, and the late set (offers
+ * that come after the look: announced by the loop, also after EINTR or a failed set).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,6 +34,8 @@
 #include "base/addr.h"
 #include "base/config.h"
 #include "base/fdhide.h"
+#include "base/proc.h"
+#include "base/real.h"
 #include "base/ready.h"
 #include "stream/stream.h"
 #include "transport/announce.h"
@@ -1277,6 +1281,180 @@ static void test_resume_announces(void **state)
 	close(srv[1]);
 }
 
+/* epoll_create1 as the library calls it (rsk_real), failing with EMFILE while create_fail
+ * is set; create_calls counts the attempts. */
+static int create_fail, create_calls;
+static int (*libc_epoll_create1)(int);
+
+static int failing_epoll_create1(int flags)
+{
+	__atomic_add_fetch(&create_calls, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&create_fail, __ATOMIC_SEQ_CST)) {
+		errno = EMFILE;
+		return -1;
+	}
+	return libc_epoll_create1(flags);
+}
+
+/*
+ * The late set could not be made (EMFILE for a moment): the look does not try again at every
+ * knock, but it does once RSK_LATE_RETRY_MS (1 s) passed, and an offer that comes after that
+ * is announced by the loop with no client knocking. Made once and never again, one moment
+ * short of fds would have left late offers to knocks for the listener's life.
+ */
+static void test_late_set_retried(void **state)
+{
+	struct fix *f = *state;
+	struct cli c[3];
+	int srv[3], i;
+
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	libc_epoll_create1 = rsk_real.epoll_create1;
+	create_calls = 0;
+	create_fail = 1;
+	__atomic_store_n(&rsk_real.epoll_create1, failing_epoll_create1, __ATOMIC_RELEASE);
+	upg_dial(&c[0], f, &srv[0]);
+	cm->listen_event(f->lh, 0); /* a late entry: the set is tried, and fails */
+	assert_int_equal(__atomic_load_n(&create_calls, __ATOMIC_SEQ_CST), 1);
+	upg_dial(&c[1], f, &srv[1]);
+	cm->listen_event(f->lh, 0); /* within the second: not tried again */
+	assert_int_equal(__atomic_load_n(&create_calls, __ATOMIC_SEQ_CST), 1);
+	__atomic_store_n(&create_fail, 0, __ATOMIC_SEQ_CST);
+	usleep(1100000);
+	upg_dial(&c[2], f, &srv[2]);
+	cm->listen_event(f->lh, 0); /* tried again, made: the three entries go into it */
+	assert_int_equal(__atomic_load_n(&create_calls, __ATOMIC_SEQ_CST), 2);
+	__atomic_store_n(&rsk_real.epoll_create1, libc_epoll_create1, __ATOMIC_RELEASE);
+	upg_offer(&c[0]); /* no knock after it: only the late set can announce it */
+	assert_int_equal(announced_wait(1), 1);
+	rsk_transport_set_upgrade_hook(NULL);
+	for (i = 0; i < 3; i++) {
+		cli_close(&c[i]);
+		close(srv[i]);
+	}
+}
+
+/* poll as the library calls it, failing with EINTR on the test's thread while poll_eintr
+ * is set (the loop thread's polls go on). */
+static int poll_eintr;
+static pthread_t eintr_thread;
+static int (*libc_poll)(struct pollfd *, nfds_t, int);
+
+static int eintr_poll(struct pollfd *p, nfds_t n, int ms)
+{
+	if (__atomic_load_n(&poll_eintr, __ATOMIC_SEQ_CST) && pthread_self() == eintr_thread) {
+		errno = EINTR;
+		return -1;
+	}
+	return libc_poll(p, n, ms);
+}
+
+/*
+ * A look whose wait for an offer is interrupted by a signal (poll: EINTR) stops waiting for
+ * that entry and leaves it to the late set, as when its deadline passes: the offer that comes
+ * later is announced by the loop, with no client knocking.
+ */
+static void test_look_eintr_leaves_entry_late(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	int srv;
+
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	upg_dial(&c, f, &srv); /* connected to the rendezvous, nothing sent */
+	libc_poll = rsk_real.poll;
+	eintr_thread = pthread_self();
+	__atomic_store_n(&poll_eintr, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rsk_real.poll, eintr_poll, __ATOMIC_RELEASE);
+	cm->listen_event(f->lh, 0); /* its wait fails at once */
+	__atomic_store_n(&rsk_real.poll, libc_poll, __ATOMIC_RELEASE);
+	__atomic_store_n(&poll_eintr, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 0);
+	upg_offer(&c);
+	assert_int_equal(announced_wait(1), 1);
+	rsk_transport_set_upgrade_hook(NULL);
+	cli_close(&c);
+	close(srv);
+}
+
+/* How many of this process's fds are epoll files. */
+static int epoll_fd_count(void)
+{
+	char path[64], link[64];
+	ssize_t n;
+	int fd, count = 0;
+
+	for (fd = 0; fd < 65536; fd++) {
+		if (fcntl(fd, F_GETFD) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			count += strcmp(link, "anon_inode:[eventpoll]") == 0;
+		}
+	}
+	return count;
+}
+
+/* The forked child's part: its first accept (a plain client's claim) drops its copy of the
+ * parent's late set. 0 when it did. */
+static int child_drops_late(struct fix *f)
+{
+	struct sockaddr_storage peer;
+	struct rsk_claim cl;
+	int before;
+
+	rsk_proc_forked_child(); /* (what the library's fork hook does first) */
+	memset(&cl, 0, sizeof(cl));
+	peer = f->dest; /* (no offer names it: a plain client) */
+	cl.peer = &peer;
+	cl.fd = -1;
+	before = epoll_fd_count();
+	if (before < 1)
+		return 20;
+	if (cm->claim(f->lh, &cl, 100) != 0)
+		return 21;
+	return epoll_fd_count() == before - 1 ? 0 : 22;
+}
+
+/*
+ * A forked child drops its copy of its parent's late set at its first accept: the parent's
+ * epoll file, which the child never uses (the rendezvous is shared from the fork on, and no
+ * loop looks), held a hidden fd of the child's for the listener's life. The parent keeps its
+ * own.
+ */
+static void test_child_drops_inherited_late_set(void **state)
+{
+	struct fix *f = *state;
+	struct cli c;
+	int srv, status = -1, before, i;
+	pid_t pid, w = 0;
+
+	upg_dial(&c, f, &srv);
+	cm->listen_event(f->lh, 0); /* a late entry: the late set is made */
+	before = epoll_fd_count();
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED); /* what the fork hook tells it */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_drops_late(f));
+	for (i = 0; i < 500 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &status, 0);
+		fail_msg("the child did not finish in 5 s");
+	}
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(epoll_fd_count(), before); /* the parent's stays */
+	cli_close(&c);
+	close(srv);
+}
+
 /*
  * An accept's look reads every queued offer on its way to its own, upgrade offers of other
  * connections too, and takes them off the rendezvous: if it emptied the rendezvous before
@@ -1334,6 +1512,9 @@ int main(void)
 		T4(test_offer_burst_announced),
 		T4(test_late_offer_announced),
 		T4(test_resume_announces),
+		T4(test_late_set_retried),
+		T4(test_look_eintr_leaves_entry_late),
+		T4(test_child_drops_inherited_late_set),
 		T4(test_accept_read_offer_announced),
 	};
 
