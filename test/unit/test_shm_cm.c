@@ -980,6 +980,23 @@ static int child_claims(const struct fix *f, int go)
 	return 0;
 }
 
+/* The forked child @pid ends within 5 s (killed otherwise) with status 0. */
+static void assert_child_ok(pid_t pid)
+{
+	int status = -1, i;
+	pid_t w = 0;
+
+	for (i = 0; i < 500 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
+		usleep(10000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &status, 0);
+		fail_msg("the child did not finish in 5 s");
+	}
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /*
  * Prefork: parent and child share the listener (the same rendezvous fds, the held count in
  * shared memory). The parent's claim takes both queued offers, keeps its own and hands the
@@ -992,8 +1009,8 @@ static void test_prefork_sibling_claims(void **state)
 	struct rsk_wc wc[2];
 	struct cli c1, c2;
 	struct srv s1;
-	int go[2], status = -1, i, before = ucm_fd_count();
-	pid_t pid, w = 0;
+	int go[2], before = ucm_fd_count();
+	pid_t pid;
 
 	cm->listen_note(f->lh, RSK_LISTEN_FORKED); /* what the fork hook tells it */
 	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
@@ -1010,16 +1027,8 @@ static void test_prefork_sibling_claims(void **state)
 	assert_int_equal(srv_claim(&s1, f->lh, NULL), 1);
 	srv_open(&s1);
 	assert_int_equal(write(go[1], "g", 1), 1);
-	for (i = 0; i < 500 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
-		usleep(10000);
-	if (w == 0) {
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, &status, 0);
-		fail_msg("the child did not finish in 5 s");
-	}
+	assert_child_ok(pid);
 	close(go[1]);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
 
 	cli_resolve(&c1);
 	assert_true(rsk_shm_has_peer_ctl(c1.d.ep));
@@ -1430,8 +1439,8 @@ static void test_child_drops_inherited_late_set(void **state)
 {
 	struct fix *f = *state;
 	struct cli c;
-	int srv, status = -1, before, i;
-	pid_t pid, w = 0;
+	int srv, before;
+	pid_t pid;
 
 	upg_dial(&c, f, &srv);
 	cm->listen_event(f->lh, 0); /* a late entry: the late set is made */
@@ -1441,15 +1450,7 @@ static void test_child_drops_inherited_late_set(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0)
 		_exit(child_drops_late(f));
-	for (i = 0; i < 500 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
-		usleep(10000);
-	if (w == 0) {
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, &status, 0);
-		fail_msg("the child did not finish in 5 s");
-	}
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_child_ok(pid);
 	assert_int_equal(epoll_fd_count(), before); /* the parent's stays */
 	cli_close(&c);
 	close(srv);
