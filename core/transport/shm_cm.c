@@ -1315,8 +1315,7 @@ static void rsk_shm_late_open(struct rsk_shm_listener *l)
 			rsk_fd_unhide_close(fd);
 		return;
 	}
-	if (l->late_ep >= 0)
-		rsk_fd_unhide_close(l->late_ep); /* the parent's */
+	rsk_late_drop_inherited(l); /* (ours was checked above: any left is the parent's) */
 	if (fd < 0)
 		l->late_failed_ms = rsk_now_ms();
 	l->late_ep = fd;
