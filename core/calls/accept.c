@@ -228,6 +228,7 @@ int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, soc
 		return fd;
 	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
 	    (s = rsk_sock_get(fd)) != NULL) {
+		s->accepted = 1;
 		if (ls->lst == NULL)
 			s->fb_reason = ls->fb_reason; /* why the listener has no companions */
 		else if (rsk_accept_peer(fd, addr, len, &peer) == 0)

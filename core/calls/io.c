@@ -502,7 +502,7 @@ static ssize_t rsk_io_accel_msg(struct rsk_io_ctx *x, const struct msghdr *msg, 
 			 __atomic_load_n(&x->c->lazy_poll, __ATOMIC_RELAXED) == 0))
 		rsk_pf_adopt(x->s, x->app_fd); /* lazy from its first call, if only we wait on it */
 	n = rsk_io_conn_msg(x, msg, flags, rx);
-	if (n > 0 && !(flags & MSG_PEEK)) /* (its age, for the destination's history) */
+	if (n > 0 && !(flags & MSG_PEEK) && !x->s->accepted) /* (its age: a client's history) */
 		rsk_hist_called(&x->s->data_calls, &x->s->aged_ms);
 	return n;
 }

@@ -961,7 +961,8 @@ int rsk_upg_after(struct rsk_sock *s, int fd, int rx, ssize_t n)
 
 	if (n > 0) { /* (counted also after a move meanwhile: nothing reads them then) */
 		__atomic_add_fetch(&s->upg_bytes, (uint64_t)n, __ATOMIC_RELAXED);
-		rsk_hist_called(&s->data_calls, &s->aged_ms);
+		if (!s->accepted) /* (a client's: its move threshold and its history) */
+			rsk_hist_called(&s->data_calls, &s->aged_ms);
 		__atomic_add_fetch(rx ? &s->own_rcvd : &s->own_sent, (uint64_t)n, __ATOMIC_RELAXED);
 	}
 	/* Data moved (or the peer's FIN came): a connect that SO_ERROR left unconfirmed is done

@@ -66,6 +66,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->detached = 0;
 	s->relayed = 0;
 	s->from_lst = 0;
+	s->accepted = 0;
 	s->tcp_lent = 0;
 	s->setup_held = 0;
 	s->lst = NULL;

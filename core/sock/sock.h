@@ -55,6 +55,9 @@ struct rsk_sock {
 	 * fork-per-connection server, see rsk_sock_release_fd) */
 	uint64_t from_lst;
 	unsigned int forks_at_accept;
+	/* made by an accept (any listener's, accelerated or not): its age is never asked, so its
+	 * data calls are not counted for it (calls/history.h rsk_hist_called) */
+	int accepted;
 	/* connected here: a withdrawn offer lent our TCP socket to a server that may not have
 	 * read it yet, as of this many forks (calls/lifecycle.c, at the last close) */
 	int tcp_lent;

@@ -369,6 +369,41 @@ static void test_short_connection_reads_no_clock(void **state)
 	ucl_close(p.l);
 }
 
+/*
+ * A server's data calls are not counted: only a client's age is ever asked (its move
+ * threshold, its destination's history). Before, every server connection read the clock at
+ * its fifth call for nothing.
+ */
+static void test_server_calls_not_aged(void **state)
+{
+	struct pair p;
+	struct rsk_sock *s;
+	uint64_t tx = 0, rx = 0;
+	int i;
+
+	(void)state;
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 1000;
+	pair_open(&p);
+	clock_reads = 0;
+	for (i = 0; i < 6; i++) { /* (the server's calls counted, the client's not) */
+		clock_counting = 1;
+		send_pat(p.sv, &tx, 16);
+		clock_counting = 0;
+		recv_counted(p.cl, &rx, 16 * (uint64_t)(i + 1));
+	}
+	assert_int_equal(clock_reads, 0);
+	assert_non_null(s = rsk_sock_get(p.sv));
+	assert_int_equal(__atomic_load_n(&s->data_calls, __ATOMIC_RELAXED), 0);
+	assert_int_equal(__atomic_load_n(&s->aged_ms, __ATOMIC_RELAXED), 0);
+	rsk_sock_put(s);
+	assert_non_null(s = rsk_sock_get(p.cl)); /* (the client's are: it may move) */
+	assert_int_equal(__atomic_load_n(&s->data_calls, __ATOMIC_RELAXED), 4);
+	assert_true(__atomic_load_n(&s->aged_ms, __ATOMIC_RELAXED) != 0);
+	rsk_sock_put(s);
+	pair_close(&p);
+}
+
 static void *recv8_thread(void *arg)
 {
 	char b[8];
@@ -1601,6 +1636,7 @@ int main(void)
 		T(test_age_threshold),
 		T(test_young_calls_read_no_clock),
 		T(test_short_connection_reads_no_clock),
+		T(test_server_calls_not_aged),
 		T(test_age_zero),
 		T(test_move_byte_exact),
 		T(test_never),
