@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 
@@ -442,6 +444,23 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
 	return 0;
 }
 
+/*
+ * In-band credits (verbs): what the relay consumed goes back once the stream is empty and
+ * the application has read everything we placed in the pipe, as for a reader whose recv
+ * found nothing (the loop's settle): the peer's only proof that nothing of its was left
+ * unread here should this process die, so it then reads EOF, not ECONNRESET. Bytes still in
+ * the pipe keep theirs owed: a death now leaves them unread, which the peer must see as a
+ * reset. The application's reads wake us (the pipe's EPOLLOUT edge), so a drained pipe is
+ * seen. (Before, a relay returned credits at half a window only.)
+ */
+static int rsk_relay_pipe_drained(const struct rsk_relay *r)
+{
+	int queued = 0;
+
+	return r->out_len == 0 && rsk_sys_ioctl(r->pipe, SIOCOUTQ, (unsigned long)&queued) == 0 &&
+	       queued == 0;
+}
+
 /* stream -> app. Returns 1 if something moved. */
 static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 {
@@ -462,6 +481,8 @@ static int rsk_relay_down(struct rsk_conn *c, struct rsk_relay *r)
 			moved = 1;
 		} else if (k != -EAGAIN) {
 			r->dead = 1;
+		} else if (rsk_stream_credits_due(&c->st) && rsk_relay_pipe_drained(r)) {
+			rsk_conn_settle_soon();
 		}
 	}
 	if (r->out_len > 0) {

@@ -260,6 +260,57 @@ static void test_bytes_both_ways(void **state)
 	assert_int_equal(UNIT_LOAD(&rsk_stats.bytes_received[SHM]), 5 + off);
 }
 
+/*
+ * In-band credits (verbs' mode, set on both shm ends here): a relay that has moved the
+ * peer's bytes on and found the stream empty gives their buffers back within the loop's
+ * settle window once the application has read them from the pipe, as a reader whose recv
+ * found nothing does, so that its death then reads as an EOF at the peer
+ * (rsk_stream_peer_unread); bytes still in the pipe keep theirs owed (a death would leave
+ * them unread: a reset). Two messages are under half the window: before, a relay returned
+ * credits at half a window only, and they stayed owed. (Credits also ride on the relay's
+ * data towards the peer, for bytes the pipe may still hold: not covered here.)
+ */
+static void test_consumed_credits_return(void **state)
+{
+	char got[16];
+	int eof, i;
+
+	(void)state;
+	F.c->ep->oob_credits = 0;
+	F.peer->oob_credits = 0;
+	assert_int_equal(peer_send("one", 3), 3);
+	assert_int_equal(peer_send("two", 3), 3);
+	assert_true(rsk_stream_peer_unread(&F.pst));
+	assert_int_equal(start_own(F.c), 0); /* its first step moves both into the pipe */
+	/* Unread by the application: a death now would leave them unread, a reset at the
+	 * peer, never an EOF. */
+	for (i = 0; i < 50; i++) {
+		struct iovec iov = {got, sizeof(got)};
+
+		assert_int_equal(rsk_stream_recv(&F.pst, &iov, 1, 0), -EAGAIN); /* takes in any */
+		assert_true(rsk_stream_peer_unread(&F.pst));
+		unit_sleep_ms(1);
+	}
+	/* Read: the application's read wakes the relay, which gives the buffers back. */
+	assert_int_equal(app_recv_all(got, 6, &eof), 6);
+	assert_memory_equal(got, "onetwo", 6);
+	for (i = 0; i < 1000 && rsk_stream_peer_unread(&F.pst); i++) {
+		struct iovec iov = {got, sizeof(got)};
+
+		assert_int_equal(rsk_stream_recv(&F.pst, &iov, 1, 0), -EAGAIN);
+		unit_sleep_ms(1);
+	}
+	assert_false(rsk_stream_peer_unread(&F.pst));
+	/* still a working pipe, both ways */
+	assert_int_equal(send(F.app, "up", 2, 0), 2);
+	assert_int_equal(peer_recv_all(got, 2, &eof), 2);
+	assert_memory_equal(got, "up", 2);
+	assert_int_equal(peer_send("down", 4), 4);
+	assert_int_equal(send(F.app, "!", 1, 0), 1); /* (wakes the relay: the peer's kicks go nowhere) */
+	assert_int_equal(app_recv_all(got, 4, &eof), 4);
+	assert_memory_equal(got, "down", 4);
+}
+
 /* The ends: the peer's FIN is the app's EOF, the app's SHUT_WR the peer's FIN; then the
  * relay is over and releases the connection by itself. */
 static void test_orderly_end(void **state)
@@ -718,6 +769,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_guards),
 		T(test_bytes_both_ways),
+		T(test_consumed_credits_return),
 		T(test_orderly_end),
 		T(test_half_close),
 		T(test_peer_reset),
