@@ -18,6 +18,11 @@
  *   shutrdwr    shutdown(SHUT_RDWR) and no close: it keeps the fd open 2 s, then exit(0). The
  *               stream must end at the shutdown (a FIN), while it lives: the result line
  *               then says ", after the peer exited" when the end came only with its exit
+ *   stdio_kill  the roles turn: it reads, through stdio (fdopen before its first byte, so an
+ *               accelerated connection is relayed), BYTES that we write, checks them, waits
+ *               300 ms and is SIGKILLed. It left nothing unread, so its kernel would FIN: we
+ *               read 0 bytes, then EOF (a verbs relay whose consumed credits had not gone
+ *               back made it a reset)
  * We read from the start, concurrently with its writes, and check each byte. Prints
  *   lastwords: MODE: BYTES bytes, then END
  * where END is EOF or the errno name of the read that ended the stream. The integration test
@@ -37,6 +42,23 @@ const char *prog_name = "lastwords";
 
 static const size_t sizes[] = {1, 700, 20000, 3, 1460, 9000, 64, 12345, 2, 5000};
 
+/* stdio_kill's peer: read @total pattern bytes through stdio, wait, die by SIGKILL. */
+static int stdio_reader(int fd, size_t total)
+{
+	char *buf = malloc(total + 1);
+	FILE *f = fdopen(fd, "r");
+
+	if (buf == NULL || f == NULL)
+		die("stdio reader: %s", strerror(errno));
+	if (fread(buf, 1, total, f) != total)
+		die("stdio reader: fread: %s", feof(f) ? "EOF" : strerror(errno));
+	if (pat_check(buf, total, SEED, 0) >= 0)
+		die("stdio reader: wrong bytes");
+	usleep(300000); /* everything read; no call of ours on the socket from here */
+	raise(SIGKILL);
+	return 1;
+}
+
 static int sender(int port, const char *mode, size_t total)
 {
 	struct linger lg = {1, 0};
@@ -47,6 +69,8 @@ static int sender(int port, const char *mode, size_t total)
 
 	if (fd < 0 || buf == NULL)
 		die("sender connect: %s", strerror(errno));
+	if (strcmp(mode, "stdio_kill") == 0)
+		return stdio_reader(fd, total);
 	/* unread: we send 20 bytes; it reads the first 10 (so it knows they came) and never
 	 * the other 10 */
 	if (strcmp(mode, "unread") == 0 && read_full(fd, buf, 10, 10) != 10)
@@ -166,6 +190,16 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "unread") == 0) {
 		if (write_all(fd, "0123456789", 10) < 0 || write_all(fd, "abcdefghij", 10) < 0)
 			die("write to the sender: %s", strerror(errno));
+	}
+	if (strcmp(mode, "stdio_kill") == 0) {
+		char *out = malloc(total);
+
+		if (out == NULL)
+			die("malloc");
+		pat_fill(out, total, SEED, 0);
+		if (write_all(fd, out, total) < 0)
+			die("write to the stdio reader: %s", strerror(errno));
+		free(out);
 	}
 	for (;;) {
 		r = read(fd, buf, sizeof(buf));

@@ -640,12 +640,15 @@ peerdeath() {
 # (writes of 1 B to 20 KB) and ends by close, exit, _exit, SIGKILL, SIGSEGV, SO_LINGER 0,
 # close over unread data or shutdown(SHUT_RDWR) with its fd kept open; the preloaded reader
 # must print the line the same program prints over kernel TCP in this guest (every byte,
-# then EOF or ECONNRESET). Both ends preloaded.
+# then EOF or ECONNRESET). Both ends preloaded. stdio_kill turns the roles: a stdio reader
+# (fdopen before its first byte: a verbs relay, in its own process) SIGKILLed 300 ms after
+# it read everything must read as a FIN (EOF): the relay gives its consumed credits back
+# once the application has read the pipe.
 # Every mode must give the kernel's line, kill and segv included: a verbs sender holds no
 # byte in user memory after send() returned for it (no Nagle stage survives a SIGKILL), and
 # the reader tells the dead sender's end from a reset by its credit ledger (docs/design.md,
 # "How a connection ends").
-LASTWORDS_MODES="close exit _exit kill segv linger0 unread shutrdwr"
+LASTWORDS_MODES="close exit _exit kill segv linger0 unread shutrdwr stdio_kill"
 sc_lastwords() {
 	local m want got bad="" seen=""
 	STATS=/tmp/stats.lastwords.jsonl
