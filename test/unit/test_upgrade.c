@@ -312,6 +312,16 @@ static void test_data_calls_take_no_lock(void **state)
 	ucl_close(p.l);
 }
 
+/* A pair whose client would move only after a second of calls or a GiB, clock reads
+ * counted from here on. */
+static void pair_open_slow(struct pair *p)
+{
+	rsk_config.upgrade_bytes = 1u << 30;
+	rsk_config.upgrade_ms = 1000; /* far above a few calls, even under load */
+	pair_open(p);
+	clock_reads = 0;
+}
+
 /*
  * A client's first data calls read no clock: its age counts only from RSK_HIST_AGE_CALLS
  * calls. Where the clock has no vDSO (the Soft-RoCE guest's hpet) every read was a system
@@ -324,10 +334,7 @@ static void test_young_calls_read_no_clock(void **state)
 	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 1000;
-	pair_open(&p);
-	clock_reads = 0;
+	pair_open_slow(&p);
 	clock_counting = 1;
 	for (i = 0; i < RSK_HIST_AGE_CALLS; i++) /* each sees the calls made before it */
 		send_pat(p.cl, &tx, 10);
@@ -382,10 +389,7 @@ static void test_server_calls_not_aged(void **state)
 	int i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 1000;
-	pair_open(&p);
-	clock_reads = 0;
+	pair_open_slow(&p);
 	for (i = 0; i < 6; i++) { /* (the server's calls counted, the client's not) */
 		clock_counting = 1;
 		send_pat(p.sv, &tx, 16);
@@ -477,9 +481,7 @@ static void test_age_threshold(void **state)
 	int fds, i;
 
 	(void)state;
-	rsk_config.upgrade_bytes = 1u << 30;
-	rsk_config.upgrade_ms = 1000; /* far above a few calls, even under load */
-	pair_open(&p);
+	pair_open_slow(&p);
 	fds = ucm_fd_count();
 	send_pat(p.cl, &tx, 10);
 	assert_int_equal(ucm_fd_count(), fds); /* young */
