@@ -447,8 +447,8 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 		rsk_upg_release(s, fd);
 		return;
 	}
-	if (c == NULL || s->from_lst != 0 || c->peer_len == 0)
-		return;
+	if (c == NULL || s->accepted || c->peer_len == 0)
+		return; /* (only a client's connections tell its destination's history) */
 	/* Another thread may still be inside a send on this connection (TSan saw one): its
 	 * counters are read under the connection lock, as the stream writes them. */
 	rsk_conn_lock(c);

@@ -731,6 +731,39 @@ static void pair_moving(struct pair *p, uint64_t *c2s, uint64_t *got_s, uint64_t
 	assert_non_null(ucl_sock(p->sv)->upg);
 }
 
+/*
+ * A server's moved connection tells no destination history at its close: only a client's
+ * connections do (the history is consulted at connect). Before, the server noted the
+ * client's address, and since accepted sockets count no data calls it would have noted it
+ * short whatever the connection did.
+ */
+static void test_moved_server_notes_no_history(void **state)
+{
+	struct pair p;
+	struct sockaddr_storage peer;
+	uint64_t c2s = 0, s2c = 0, got_s = 0, got_c = 0;
+	int i;
+
+	(void)state;
+	rsk_hist_clear();
+	pair_open(&p);
+	pair_moving(&p, &c2s, &got_s, &got_c);
+	send_pat(p.sv, &s2c, 10); /* the server's call: it finishes its move */
+	for (i = 0; i < 2000 && ucl_sock(p.sv)->conn == NULL; i++) {
+		(void)recv_pat(p.sv, &got_s);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.sv)->conn);
+	recv_until(p.cl, &got_c, s2c);
+	peer = ucl_sock(p.sv)->conn->peer; /* the client's address, as the close would note it */
+	assert_int_equal(peer.ss_family, AF_INET);
+	pair_close(&p);
+	/* three notes more: with the server's a verdict (four), without none yet */
+	for (i = 0; i < 3; i++)
+		rsk_hist_note((const struct sockaddr *)&peer, 0);
+	assert_int_equal(rsk_hist_verdict((const struct sockaddr *)&peer), -1);
+}
+
 /* ---- a fork while the server's side is moving (a fork-per-connection server) ---- */
 
 #define FORK_RSP 3000 /* the child's response: more than one stream message */
@@ -1639,6 +1672,7 @@ int main(void)
 		T(test_young_calls_read_no_clock),
 		T(test_short_connection_reads_no_clock),
 		T(test_server_calls_not_aged),
+		T(test_moved_server_notes_no_history),
 		T(test_age_zero),
 		T(test_move_byte_exact),
 		T(test_never),
