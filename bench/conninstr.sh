@@ -28,25 +28,26 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-conninstr.XXXXXX")
 one_run() {
 	local side=$1 mode=$2 n=$3 pre="" cg=$OUT/cg.$1.$2.$3
 	[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
-	# the measured side runs under callgrind (the server: started first, given 4 s to come
-	# up, then it serves for its own bounded time; the client: against a plain-speed server)
+	# the measured side runs under callgrind (the server: started first, given up to 10 s to
+	# listen, then it serves for its own bounded time; the client: against a plain-speed server)
 	timeout -k 5 120 unshare -n bash -c '
 		ip link set lo up
 		bin=$1 side=$2 pre=$3 cg=$4 n=$5 port=$((20000 + RANDOM % 20000))
+		. "$6/bench/lib.sh" # bench_wait_listen
 		vg="valgrind --tool=callgrind --callgrind-out-file=$cg"
 		if [ "$side" = server ]; then
 			env $pre $vg "$bin" server "$port" 30 >/dev/null 2>"$cg.err" &
 			sp=$!
-			for i in $(seq 100); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
+			bench_wait_listen "$port" $sp 10
 			env $pre "$bin" client "$port" 1 "$n" 25 >"$cg.client" 2>&1
 			kill -TERM $sp; wait $sp
 		else
 			env $pre "$bin" server "$port" 60 >/dev/null 2>&1 &
 			sp=$!
-			for i in $(seq 50); do ss -ltn 2>/dev/null | grep -q ":$port " && break; sleep 0.1; done
+			bench_wait_listen "$port" $sp 5
 			env $pre $vg "$bin" client "$port" 1 "$n" 50 >"$cg.client" 2>"$cg.err"
 			kill -TERM $sp; wait $sp
-		fi' _ "$BIN" "$side" "$pre" "$cg" "$n" >/dev/null 2>&1
+		fi' _ "$BIN" "$side" "$pre" "$cg" "$n" "$ROOT" >/dev/null 2>&1
 	grep -q "done=$n failed=0" "$cg.client" || { echo "FAIL $side $mode $n: $(cat "$cg.client")" >&2; return 1; }
 	sed -n 's/^summary: *//p' "$cg"
 }

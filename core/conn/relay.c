@@ -451,14 +451,14 @@ int rsk_relay_start(struct rsk_conn *c, int app_fd, int *pipe_app)
  * unread here should this process die, so it then reads EOF, not ECONNRESET. Bytes still in
  * the pipe keep theirs owed: a death now leaves them unread, which the peer must see as a
  * reset. The application's reads wake us (the pipe's EPOLLOUT edge), so a drained pipe is
- * seen. (Before, a relay returned credits at half a window only.)
+ * seen. (Before, a relay returned credits at half a window only.) Asked only with nothing
+ * of ours held back (out_len 0).
  */
 static int rsk_relay_pipe_drained(const struct rsk_relay *r)
 {
 	int queued = 0;
 
-	return r->out_len == 0 && rsk_sys_ioctl(r->pipe, SIOCOUTQ, (unsigned long)&queued) == 0 &&
-	       queued == 0;
+	return rsk_sys_ioctl(r->pipe, SIOCOUTQ, (unsigned long)&queued) == 0 && queued == 0;
 }
 
 /* stream -> app. Returns 1 if something moved. */

@@ -45,7 +45,7 @@ static const size_t sizes[] = {1, 700, 20000, 3, 1460, 9000, 64, 12345, 2, 5000}
 /* stdio_kill's peer: read @total pattern bytes through stdio, wait, die by SIGKILL. */
 static int stdio_reader(int fd, size_t total)
 {
-	char *buf = malloc(total + 1);
+	char *buf = malloc(total);
 	FILE *f = fdopen(fd, "r");
 
 	if (buf == NULL || f == NULL)
