@@ -76,9 +76,14 @@ shm)
 	assert_path connscale "$started" shm handshake:$few
 	assert_path connserver "$started" shm no_peer:$few ;;
 auto) # short connections stay on TCP by the policy; the first burst, before the destination
-	# has a verdict, sets up 8 on shm (setup_limit: 8 at once, docs/design.md "TCP first")
-	assert_path connscale "$started" kernel tcp_first setup_limit shm:$((8 + few)) handshake:$few
-	assert_path connserver "$started" kernel no_peer shm:$((8 + few)) ;;
+	# has a verdict, is set up on shm. A verdict needs 4 closed connections' notes
+	# (core/calls/history.c, RSK_HIST_DEPTH / 2), and only a closed connection lets connscale
+	# start another, so at most conc open + 3 closed ones go direct before it (setup_limit
+	# holds the open ones that are still setting up to 8, docs/design.md "TCP first"). A slow
+	# ASan run set up 11 (8 + 3): the bound is conc + 3, not 8.
+	first=$((conc + 3 + few))
+	assert_path connscale "$started" kernel tcp_first setup_limit shm:$first handshake:$few
+	assert_path connserver "$started" kernel no_peer shm:$first ;;
 *) fail "no path claimed for transport $RSK_TEST_TRANSPORT" ;;
 esac
 echo "churn of $cycles connections over $RSK_TEST_TRANSPORT: ok"
