@@ -12,6 +12,10 @@
 #           (RSK_CONNRATE_BEARER=setup in bench/connrate.c: the server's TCP listener and a
 #           unix rendezvous under one epoll key, a bell in shared memory; the client's TCP
 #           socket replaced by a bound, connected unix one through dup3)
+#   nested  setup, with the server's TCP listener and unix rendezvous inside one inner epoll
+#           fd that its epoll set holds in the listener's place: a preload could dup3() that
+#           fd onto the listener's number, so that every wait on the listener (poll, select,
+#           an epoll set the preload never sees, io_uring) wakes for either
 # then system calls per connection at one in flight (perf stat raw_syscalls, (3,000 - 1,000)
 # / 2,000). A benchmark, not a test: it asserts only that every run completed its connections.
 #   bash bench/bearer.sh [REPS] [TOTAL]        (defaults 3, 3000; every run <= 15 s)
@@ -23,7 +27,7 @@ LIB=$ROOT/build/librdmasock.so
 REPS=${1:-3}
 TOTAL=${2:-3000}
 CONCS=${CONCS:-1 10 100}
-MODES="kernel library unix setup"
+MODES=${MODES:-kernel library unix setup nested}
 [ "$BIN" -nt "$ROOT/bench/connrate.c" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
 [ -f "$LIB" ] || { echo "no $LIB (build it first)" >&2; exit 1; }
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-bearer.XXXXXX")
@@ -36,6 +40,7 @@ env_of() { # mode -> env assignments for both ends
 	library) echo "RSK_CONNRATE_BEARER=tcp LD_PRELOAD=$LIB" ;;
 	unix) echo "RSK_CONNRATE_BEARER=unix" ;;
 	setup) echo "RSK_CONNRATE_BEARER=setup" ;;
+	nested) echo "RSK_CONNRATE_BEARER=nested" ;;
 	esac
 }
 
@@ -82,17 +87,19 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 echo
-printf '| in flight | kernel TCP conn/s | library (TCP first) | unix | unix + setup | library / kernel | unix / kernel | setup / kernel |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '| in flight | kernel TCP conn/s | library (TCP first) | unix | unix + setup | nested | library / kernel | unix / kernel | setup / kernel | nested / kernel |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for conc in $CONCS; do
 	declare -A m=()
 	for mode in $MODES; do
 		m[$mode]=$(bench_median $(grep " conc=$conc mode=$mode " "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2))
 	done
-	printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$conc" "${m[kernel]}" "${m[library]}" "${m[unix]}" "${m[setup]}" \
-		"$(bench_ratio "${m[library]}" "${m[kernel]}" %.2fx)" \
-		"$(bench_ratio "${m[unix]}" "${m[kernel]}" %.2fx)" \
-		"$(bench_ratio "${m[setup]}" "${m[kernel]}" %.2fx)"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$conc" "${m[kernel]:--}" \
+		"${m[library]:--}" "${m[unix]:--}" "${m[setup]:--}" "${m[nested]:--}" \
+		"$(bench_ratio "${m[library]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
+		"$(bench_ratio "${m[unix]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
+		"$(bench_ratio "${m[setup]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
+		"$(bench_ratio "${m[nested]:-NA}" "${m[kernel]:-NA}" %.2fx)"
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
 

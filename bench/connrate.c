@@ -22,6 +22,10 @@
  *          shared memory says something is queued there, from TCP otherwise; the client makes
  *          its TCP socket as the application does, then a unix socket, binds it to a name of
  *          its own (its "address"), rings the bell, connects it and dup3()s it onto the TCP one.
+ *   nested as setup, but the server's epoll set holds one inner epoll fd that holds the TCP
+ *          listener and the unix one (what a preload could dup3() onto the listener's number,
+ *          so that every wait on it, seen or not -- poll, select, nested epoll, io_uring --
+ *          wakes for either); the accept is setup's.
  * Every number is printed on one line "key=value ..." for scripts;
  * seq is TCP only. Env RSK_TEST_ADDR (IPv4
  * dotted, as test/progs) replaces 127.0.0.1 on both ends: the Soft-RoCE guest's second rxe
@@ -70,7 +74,7 @@ static struct sockaddr_in addr_of(int port)
 	return a;
 }
 
-enum { B_TCP, B_UNIX, B_SETUP };
+enum { B_TCP, B_UNIX, B_SETUP, B_NESTED };
 static int bearer = B_TCP;
 static unsigned long *bell;
 
@@ -84,8 +88,10 @@ static void bearer_from_env(void)
 		bearer = B_UNIX;
 	else if (!strcmp(s, "setup"))
 		bearer = B_SETUP;
+	else if (!strcmp(s, "nested"))
+		bearer = B_NESTED;
 	else {
-		fprintf(stderr, "connrate: RSK_CONNRATE_BEARER must be tcp, unix or setup\n");
+		fprintf(stderr, "connrate: RSK_CONNRATE_BEARER must be tcp, unix, setup or nested\n");
 		exit(2);
 	}
 }
@@ -227,10 +233,21 @@ static int server(int port, int seconds)
 	ep = epoll_create1(0);
 	ev.events = EPOLLIN;
 	ev.data.ptr = NULL;
-	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+	if (bearer == B_NESTED) { /* one epoll fd holding both, in the listener's place */
+		int iep = epoll_create1(0);
+
+		ufd = unix_listener(port);
+		epoll_ctl(iep, EPOLL_CTL_ADD, lfd, &ev);
+		epoll_ctl(iep, EPOLL_CTL_ADD, ufd, &ev);
+		epoll_ctl(ep, EPOLL_CTL_ADD, iep, &ev);
+	} else {
+		epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+	}
 	if (bearer == B_SETUP) { /* the rendezvous, under the listener's key */
 		ufd = unix_listener(port);
 		epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev);
+	}
+	if (ufd >= 0) {
 		bell = bell_map(port);
 		if (bell != NULL)
 			*bell = 0;
