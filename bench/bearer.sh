@@ -27,7 +27,8 @@ LIB=$ROOT/build/librdmasock.so
 REPS=${1:-3}
 TOTAL=${2:-3000}
 CONCS=${CONCS:-1 10 100}
-MODES=${MODES:-kernel library unix setup nested}
+ALL_MODES="kernel library unix setup nested"
+MODES=${MODES:-$ALL_MODES}
 [ "$BIN" -nt "$ROOT/bench/connrate.c" ] || cc -O2 -Wall -o "$BIN" "$ROOT/bench/connrate.c" || exit 1
 [ -f "$LIB" ] || { echo "no $LIB (build it first)" >&2; exit 1; }
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/rsk-bearer.XXXXXX")
@@ -91,15 +92,15 @@ printf '| in flight | kernel TCP conn/s | library (TCP first) | unix | unix + se
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for conc in $CONCS; do
 	declare -A m=()
-	for mode in $MODES; do
+	for mode in $ALL_MODES; do # (a mode not run: its median is NA)
 		m[$mode]=$(bench_median $(grep " conc=$conc mode=$mode " "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2))
 	done
-	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$conc" "${m[kernel]:--}" \
-		"${m[library]:--}" "${m[unix]:--}" "${m[setup]:--}" "${m[nested]:--}" \
-		"$(bench_ratio "${m[library]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
-		"$(bench_ratio "${m[unix]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
-		"$(bench_ratio "${m[setup]:-NA}" "${m[kernel]:-NA}" %.2fx)" \
-		"$(bench_ratio "${m[nested]:-NA}" "${m[kernel]:-NA}" %.2fx)"
+	printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$conc" "${m[kernel]}" \
+		"${m[library]}" "${m[unix]}" "${m[setup]}" "${m[nested]}" \
+		"$(bench_ratio "${m[library]}" "${m[kernel]}" %.2fx)" \
+		"$(bench_ratio "${m[unix]}" "${m[kernel]}" %.2fx)" \
+		"$(bench_ratio "${m[setup]}" "${m[kernel]}" %.2fx)" \
+		"$(bench_ratio "${m[nested]}" "${m[kernel]}" %.2fx)"
 done
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
 

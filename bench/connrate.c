@@ -233,19 +233,18 @@ static int server(int port, int seconds)
 	ep = epoll_create1(0);
 	ev.events = EPOLLIN;
 	ev.data.ptr = NULL;
+	if (bearer == B_SETUP || bearer == B_NESTED)
+		ufd = unix_listener(port); /* the rendezvous, under the listener's key */
 	if (bearer == B_NESTED) { /* one epoll fd holding both, in the listener's place */
 		int iep = epoll_create1(0);
 
-		ufd = unix_listener(port);
 		epoll_ctl(iep, EPOLL_CTL_ADD, lfd, &ev);
 		epoll_ctl(iep, EPOLL_CTL_ADD, ufd, &ev);
 		epoll_ctl(ep, EPOLL_CTL_ADD, iep, &ev);
 	} else {
 		epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
-	}
-	if (bearer == B_SETUP) { /* the rendezvous, under the listener's key */
-		ufd = unix_listener(port);
-		epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev);
+		if (ufd >= 0)
+			epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ev);
 	}
 	if (ufd >= 0) {
 		bell = bell_map(port);
