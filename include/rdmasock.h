@@ -45,6 +45,10 @@ extern "C" {
  * where held bytes outlive a killed process (shm); "always" also verbs, where a SIGKILL or a
  * crash loses what is held (less than one buffer) */
 #define RDMASOCK_ENV_COALESCE "RDMASOCK_COALESCE"
+/* A same-host bearer for short connections (docs/design.md): "none" (default) or "unix".
+ * Today "unix" puts only the listener's face in place (an epoll set on the listening
+ * socket's number, the TCP listener behind it); no connection takes the bearer yet. */
+#define RDMASOCK_ENV_BEARER "RDMASOCK_BEARER"
 #define RDMASOCK_ENV_CONFIG "RDMASOCK_CONFIG"     /* rules file; default /etc/rdmasock.conf */
 #define RDMASOCK_ENV_STAT_DIR "RDMASOCK_STAT_DIR" /* live stats segments; default /dev/shm */
 
@@ -113,6 +117,9 @@ struct rdmasock_stats {
 	 * and had no answer to carry them (half a window owed, or due at its wait or the
 	 * event loop's tick). Over shared memory credits go out of band and this stays 0. */
 	uint64_t credit_messages;
+	/* Listening sockets given a face for a same-host bearer (RDMASOCK_BEARER=unix): an epoll
+	 * set on their number, the TCP listener behind it. */
+	uint64_t listener_faces;
 	/* new fields here, and only here */
 };
 

@@ -13,6 +13,7 @@
 #include "preload.h"
 #include "timeout.h"
 #include "calls/calls.h"
+#include "sock/face.h"
 #include "sock/sock.h"
 
 RSK_EXPORT int epoll_create(int size)
@@ -36,7 +37,7 @@ RSK_EXPORT int epoll_create1(int flags)
 RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	uintptr_t v = rsk_fdtab_load(fd);
-	struct epoll_event kev;
+	struct epoll_event kev, *kp = ev;
 	struct rsk_fw *quiet = NULL;
 	int rc, et = 0;
 
@@ -49,11 +50,20 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if ((et = rsk_fw_ctl_et(epfd, op, fd, ev)) != 0) {
 			kev = *ev;
 			kev.events |= EPOLLET;
+			kp = &kev;
 		}
 	} else if (rsk_unlikely(rsk_fw_on())) {
 		quiet = rsk_fw_ctl_begin(epfd);
 	}
-	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, et ? &kev : ev);
+	/* The kernel refuses EPOLLEXCLUSIVE for an epoll set, which a face is: every waiter
+	 * wakes instead of one (an accept that finds nothing says EAGAIN, as to the others). */
+	if (rsk_unlikely(op == EPOLL_CTL_ADD && ev != NULL && (ev->events & EPOLLEXCLUSIVE) &&
+			 rsk_face_is(fd))) {
+		kev = *ev;
+		kev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+		kp = &kev;
+	}
+	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, kp);
 	if (quiet != NULL) /* (at once: a mirror to follow again waits for it) */
 		rsk_fw_ctl_end(quiet, fd, rc == 0);
 

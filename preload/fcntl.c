@@ -14,15 +14,20 @@
 #include "preload.h"
 #include "calls/calls.h"
 #include "calls/fastwait.h"
+#include "sock/face.h"
 #include "sock/sock.h"
 
 static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
 {
-	int rc;
+	int kfd = rsk_face_kfd(fd), to = RSK_FACE_TO_NUMBER, rc;
 
+	if (rsk_unlikely(kfd != fd) && (to = rsk_face_fcntl_to(cmd)) == RSK_FACE_TO_LISTENER)
+		return real(kfd, cmd, arg);
 	if (rsk_unlikely(rsk_fw_on()) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		rsk_fw_fd_shared(fd); /* as dup */
 	rc = real(fd, cmd, arg);
+	if (rsk_unlikely(to == RSK_FACE_TO_BOTH) && rc >= 0)
+		(void)real(kfd, cmd, arg);
 
 	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
 		rsk_io_setfl(fd, (int)arg);
@@ -58,6 +63,20 @@ RSK_EXPORT int fcntl64(int fd, int cmd, ...)
 	return rsk_fcntl_common(RSK_REAL(fcntl64), fd, cmd, arg);
 }
 
+/* An ioctl on a listener's face: the number's, its TCP listener's, or both (face.h). */
+static int rsk_ioctl_face(int fd, unsigned long req, unsigned long arg)
+{
+	enum rsk_face_to to = rsk_face_ioctl_to(req);
+	int rc;
+
+	if (to == RSK_FACE_TO_LISTENER)
+		return RSK_REAL(ioctl)(rsk_face_kfd(fd), req, arg);
+	rc = RSK_REAL(ioctl)(fd, req, arg);
+	if (rc == 0 && to == RSK_FACE_TO_BOTH)
+		(void)RSK_REAL(ioctl)(rsk_face_kfd(fd), req, arg);
+	return rc;
+}
+
 RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	unsigned long arg;
@@ -66,6 +85,8 @@ RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
+	if (rsk_unlikely(rsk_face_live) && rsk_face_is(fd))
+		return rsk_ioctl_face(fd, req, arg);
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(ioctl)(fd, req, arg);
 	return (int)rsk_ret(rsk_opt_ioctl(fd, req, arg));

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "preload.h"
 #include "calls/calls.h"
+#include "sock/face.h"
 #include "sock/sock.h"
 
 /* A tracked socket the application (not the library) is operating on. */
@@ -43,12 +44,12 @@ RSK_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 		errno = EINVAL; /* already bound and connected, as the kernel would say */
 		return -1;
 	}
-	return RSK_REAL(bind)(fd, addr, len);
+	return RSK_REAL(bind)(rsk_face_kfd(fd), addr, len);
 }
 
 RSK_EXPORT int listen(int fd, int backlog)
 {
-	int rc = RSK_REAL(listen)(fd, backlog);
+	int rc = RSK_REAL(listen)(rsk_face_kfd(fd), backlog);
 
 	if (rc == 0 && rsk_tracked(fd)) {
 		rsk_init_ensure();
@@ -74,7 +75,8 @@ static int rsk_accept_tracked(int fd, struct sockaddr *addr, socklen_t *len, int
 		return (int)rsk_ret(nfd);
 	/* (a bad @len is one the kernel would fault on too; NULL: it fails with EFAULT) */
 	in = alen != NULL ? *alen : 0;
-	nfd = RSK_REAL(accept4)(fd, a, alen, flags);
+	/* (a listener's face: its TCP listener, which blocks as the number does) */
+	nfd = RSK_REAL(accept4)(rsk_face_kfd(fd), a, alen, flags);
 	if (nfd < 0)
 		return nfd;
 	/* truncated: core asks itself */
@@ -104,6 +106,8 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		errno = EISCONN;
 		return -1;
 	}
+	if (rsk_unlikely(rsk_face_is(fd)))
+		return RSK_REAL(connect)(rsk_face_kfd(fd), addr, len); /* a listener: its errno */
 	if (rsk_tracked(fd) && addr != NULL) {
 		rsk_init_ensure();
 		if (rsk_connect(fd, addr, len, &rc))
@@ -121,7 +125,7 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 RSK_EXPORT int shutdown(int fd, int how)
 {
 	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd))))
-		return RSK_REAL(shutdown)(fd, how);
+		return RSK_REAL(shutdown)(rsk_face_kfd(fd), how); /* (a face's: wakes its accepts) */
 	return (int)rsk_ret(rsk_io_shutdown(fd, how));
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/config.h"
 #include "calls/fastwait.h"
+#include "sock/face.h"
 #include "calls/io.h"
 #include "preload.h"
 
@@ -57,12 +58,28 @@ RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const st
 	return rsk_write_one(fd, buf, n, flags);
 }
 
+/* fds passed while listeners have faces: a face passed on gives the receiver its TCP
+ * listener (sock/face.h). */
+static __attribute__((noinline)) ssize_t rsk_sendmsg_faces(int fd, const struct msghdr *msg,
+							   int flags)
+{
+	struct msghdr m;
+	char cm[1024];
+
+	if (rsk_face_msg(msg, &m, cm, sizeof(cm)))
+		msg = &m;
+	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
+	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
+}
+
 RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	/* SCM_RIGHTS: another process may wait on what it names (also before any connection is
 	 * lazy: a poll or a recv may make it lazy later) */
 	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0) && rsk_config.fastwait)
 		rsk_fw_msg_shared(msg);
+	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0 && rsk_face_live))
+		return rsk_sendmsg_faces(fd, msg, flags);
 	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
 	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
 }

@@ -38,6 +38,12 @@ enum rsk_coalesce {
 	RSK_COALESCE_ALWAYS,   /* also where it dies with it: throughput over a killed sender's tail */
 };
 
+/* A same-host bearer for short connections (RDMASOCK_BEARER). */
+enum rsk_bearer {
+	RSK_BEARER_NONE = 0,
+	RSK_BEARER_UNIX, /* listeners get their face (sock/face.c) */
+};
+
 #define RSK_CONFIG_MAX_RULES 32
 
 struct rsk_port_range {
@@ -65,6 +71,7 @@ struct rsk_config {
 	unsigned int fastwait; /* the user-space epoll fast path (calls/fastwait.c) */
 	unsigned int orphan_ms; /* an orphaned relay's patience (conn/relay.c) */
 	enum rsk_coalesce coalesce;
+	enum rsk_bearer bearer;
 };
 
 /* Defaults: 256 KiB of receive buffers per direction, like rsocket's 128 KiB order of size. */

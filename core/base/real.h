@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -70,6 +71,8 @@
 	X(int, fcntl, (int fd, int cmd, ...))                                                      \
 	X(int, fcntl64, (int fd, int cmd, ...))                                                    \
 	X(int, ioctl, (int fd, unsigned long req, ...))                                            \
+	X(int, fstat, (int fd, struct stat *st))                                                   \
+	X(int, fstat64, (int fd, struct stat64 *st))                                               \
 	X(int, dup, (int fd))                                                                      \
 	X(int, dup2, (int fd, int fd2))                                                            \
 	X(int, dup3, (int fd, int fd2, int flags))                                                 \

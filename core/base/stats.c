@@ -193,7 +193,8 @@ int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *progra
 		rsk_buf_printf(&b, "%s\"%s\":%llu", r ? "," : "", rsk_fallback_names[r],
 			       (unsigned long long)s->fallbacks[r]);
 	rsk_buf_printf(&b, "},\"writes_coalesced\":%llu", (unsigned long long)s->writes_coalesced);
-	rsk_buf_printf(&b, ",\"credit_messages\":%llu}", (unsigned long long)s->credit_messages);
+	rsk_buf_printf(&b, ",\"credit_messages\":%llu", (unsigned long long)s->credit_messages);
+	rsk_buf_printf(&b, ",\"listener_faces\":%llu}", (unsigned long long)s->listener_faces);
 	return b.overflow ? -ENOSPC : (int)b.len;
 }
 

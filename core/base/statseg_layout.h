@@ -12,7 +12,8 @@
 #include "rdmasock.h"
 
 #define RSK_STATSEG_MAGIC 0x54534b52u /* "RKST" */
-#define RSK_STATSEG_VERSION 2u /* 2: rdmasock_stats.fallbacks[] at fixed capacity */
+/* 2: rdmasock_stats.fallbacks[] at fixed capacity; 3: listener_faces after credit_messages */
+#define RSK_STATSEG_VERSION 3u
 
 /* Segments live in this directory (RDMASOCK_STAT_DIR overrides it), one per process. */
 #define RSK_STATSEG_DIR "/dev/shm"

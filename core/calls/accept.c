@@ -19,6 +19,7 @@
 #include "base/sys.h"
 #include "calls.h"
 #include "conn/conn.h"
+#include "sock/face.h"
 #include "sock/listener.h"
 #include "sock/sock.h"
 #include "transport/registry.h"
@@ -28,16 +29,22 @@ void rsk_accept_listen_done(int fd, int backlog)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
 	enum rdmasock_fallback why = RDMASOCK_FB_RESOURCES;
+	int rc;
 
 	(void)backlog; /* the companions' queues are sized for bursts, not by the application */
 	if (s == NULL)
 		return;
 	pthread_mutex_lock(&s->lock);
 	s->state = RSK_SOCK_LISTENING;
-	s->port = rsk_addr_local_port(fd);
+	s->port = rsk_addr_local_port(rsk_face_kfd(fd)); /* (a listen again: a face already) */
 	if (s->lst == NULL && rsk_config.mode != RSK_MODE_KERNEL &&
 	    rsk_listener_open(fd, &s->lst, &why) < 0)
 		s->fb_reason = why;
+	/* Last: the companions asked the TCP listener at this number for its address. */
+	if (s->face_fd == 0 && rsk_config.mode != RSK_MODE_KERNEL && rsk_face_allowed() &&
+	    (rc = rsk_face_open(s, fd)) < 0)
+		rsk_info("fd %d: no face for the listener (%s); it stays a plain socket", fd,
+			 strerror(-rc));
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }

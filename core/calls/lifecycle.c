@@ -34,6 +34,7 @@
 #include "upgrade.h"
 #include "conn/conn.h"
 #include "conn/relay.h"
+#include "sock/face.h"
 #include "sock/listener.h"
 #include "sock/sock.h"
 #include "transport/registry.h"
@@ -270,6 +271,9 @@ static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
 void rsk_life_io_uring(void)
 {
 	rsk_fw_all_eager(); /* the ring polls fds where no preload sees it */
+	/* The ring may accept on a listener's number, which must be the socket then. */
+	if (rsk_face_restore_all(1) > 0)
+		rsk_info("io_uring set up: listeners are plain sockets again (no bearer)");
 	if (!rsk_policy_kernel_only())
 		return;
 	rsk_info("io_uring set up: new connections of this process stay on the kernel");
@@ -618,6 +622,9 @@ int rsk_life_exec_prepare(void)
 {
 	int go[2];
 
+	/* The new image gets the TCP listener on each number it inherits (no memory written:
+	 * a vfork child shares ours with its parent). */
+	(void)rsk_face_restore_all(0);
 	/* (not a vfork child's: the mirrors are its parent's, who goes on with them) */
 	if (rsk_fw_on() && rsk_proc_pid() == getpid())
 		rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */

@@ -26,6 +26,7 @@
 #include "base/sys.h"
 #include "base/tcpstate.h"
 #include "conn/conn.h"
+#include "sock/face.h"
 #include "sock/sock.h"
 #include "calls.h"
 #include "sockopt.h"
@@ -521,12 +522,13 @@ int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 {
 	struct sockaddr_storage tcp;
 	socklen_t room, n, shown;
-	int rc;
+	int kfd = rsk_face_kfd(fd), rc; /* a listener's face: its TCP listener answers */
 
 	if (addr == NULL || len == NULL) /* the kernel's EFAULT */
-		return peer ? rsk_sys_getpeername(fd, addr, len) : rsk_sys_getsockname(fd, addr, len);
+		return peer ? rsk_sys_getpeername(kfd, addr, len)
+			    : rsk_sys_getsockname(kfd, addr, len);
 	room = *len;
-	rc = peer ? rsk_sys_getpeername(fd, addr, len) : rsk_sys_getsockname(fd, addr, len);
+	rc = peer ? rsk_sys_getpeername(kfd, addr, len) : rsk_sys_getsockname(kfd, addr, len);
 	if (rc < 0 || !rsk_opt_maybe_standin(addr, room, *len))
 		return rc;
 	n = rsk_opt_standin(fd, peer, &tcp, NULL);
@@ -557,7 +559,7 @@ static int rsk_opt_standin_family(int fd, uint64_t *uniq)
 
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 {
-	int rc = rsk_sys_getsockopt(fd, level, name, val, len), fam;
+	int rc = rsk_sys_getsockopt(rsk_face_kfd(fd), level, name, val, len), fam;
 	uint64_t uniq;
 
 	if (level == SOL_SOCKET && (name == SO_DOMAIN || name == SO_PROTOCOL)) {
@@ -577,7 +579,7 @@ int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct rsk_opt_verdict v;
-	int rc = rsk_sys_setsockopt(fd, level, name, val, len), fam, on;
+	int rc = rsk_sys_setsockopt(rsk_face_kfd(fd), level, name, val, len), fam, on;
 	uint64_t uniq;
 
 	/* Kept on the socket, so that its setup need not ask (the kernel read an int). */

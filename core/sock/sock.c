@@ -70,6 +70,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->tcp_lent = 0;
 	s->setup_held = 0;
 	s->lst = NULL;
+	s->face_fd = s->face_on = 0;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;
 	s->own_sent = s->own_rcvd = 0;
@@ -335,6 +336,15 @@ static void rsk_sock_fpc_check(struct rsk_sock *s)
 		rsk_listener_note_id(s->from_lst, cm, RSK_LISTEN_REFUSE);
 }
 
+static void rsk_sock_face_gone(struct rsk_sock *s)
+{
+	int h = s->face_fd - 1;
+
+	__atomic_store_n(&s->face_on, 0, __ATOMIC_RELEASE);
+	s->face_fd = 0;
+	rsk_fd_unhide_close(h);
+}
+
 int rsk_sock_release_fd(int fd)
 {
 	uintptr_t v = rsk_fdtab_load(fd);
@@ -352,6 +362,8 @@ int rsk_sock_release_fd(int fd)
 			rsk_conn_release(s->conn);
 		if (s->lst != NULL)
 			rsk_listener_close(s->lst);
+		if (s->face_fd != 0) /* a listener's face (face.c): its TCP listener goes too */
+			rsk_sock_face_gone(s);
 		s->conn = NULL;
 		s->lst = NULL;
 	}

@@ -66,6 +66,9 @@ struct rsk_sock {
 	 * the process's setups in progress (calls/connect.c, rsk_connect_seen; atomic) */
 	int setup_held;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
+	/* listening with a face (sock/face.c): its hidden TCP listener + 1 (0: none), and the
+	 * same while its numbers name the face's epoll set (0 once put back: exec, io_uring) */
+	int face_fd, face_on;
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	int fd_paused;  /* listening: its listener was paused for fds once (calls/accept.c) */
 	/* listening: its port (every connection it accepts has it locally); connecting: the

@@ -177,6 +177,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.orphan_ms, 60000); /* the kernel's tcp_fin_timeout */
 	assert_int_equal(cfg.fastwait, 1);
 	assert_int_equal(cfg.coalesce, RSK_COALESCE_SAFE); /* no byte held where a kill takes it */
+	assert_int_equal(cfg.bearer, RSK_BEARER_NONE); /* opt-in until it is measured faster */
 	assert_string_equal(cfg.device, "");
 	/* rsk_config_defaults and a parse of an empty environment agree exactly. */
 	assert_memory_equal(&cfg, &defaults, sizeof(cfg));
@@ -234,6 +235,15 @@ static void test_coalesce_values(void **state)
 	assert_int_equal(cfg.coalesce, RSK_COALESCE_ALWAYS);
 	expect_accepted(RDMASOCK_ENV_COALESCE, "SAFE");
 	assert_int_equal(cfg.coalesce, RSK_COALESCE_SAFE);
+}
+
+static void test_bearer_values(void **state)
+{
+	(void)state;
+	expect_accepted(RDMASOCK_ENV_BEARER, "unix");
+	assert_int_equal(cfg.bearer, RSK_BEARER_UNIX);
+	expect_accepted(RDMASOCK_ENV_BEARER, "None");
+	assert_int_equal(cfg.bearer, RSK_BEARER_NONE);
 }
 
 static void test_numeric_valid(void **state)
@@ -302,6 +312,8 @@ static void test_enum_rejected(void **state)
 	expect_rejected(RDMASOCK_ENV_COALESCE, "on");
 	expect_rejected(RDMASOCK_ENV_COALESCE, "");
 	expect_rejected(RDMASOCK_ENV_COALESCE, "1");
+	expect_rejected(RDMASOCK_ENV_BEARER, "tcp");
+	expect_rejected(RDMASOCK_ENV_BEARER, "");
 }
 
 /* Bad in every numeric variable whatever its range. */
@@ -594,6 +606,7 @@ int main(void)
 		T(test_transport_values),
 		T(test_log_values),
 		T(test_coalesce_values),
+		T(test_bearer_values),
 		T(test_numeric_valid),
 		T(test_paths_valid),
 		T(test_enum_rejected),
