@@ -28,8 +28,24 @@ RSK_STATS=$RSK_TMP/stats.jsonl
 export RDMASOCK_STAT_DIR=${RDMASOCK_STAT_DIR:-$RSK_TMP}
 RSK_PIDS=()
 
+# The listener's face variant (RDMASOCK_BEARER=unix from ctest): a test that passed must
+# show that some preloaded process it ran listened through a face (stats listener_faces).
+rsk_faces_seen() {
+	python3 - "$RSK_TMP" <<'PY'
+import glob, json, os, sys
+n = 0
+for path in glob.glob(os.path.join(sys.argv[1], "stats*")):
+    for line in open(path).read().splitlines():
+        try:
+            n += json.loads(line).get("listener_faces", 0)
+        except ValueError:
+            pass
+print(n)
+PY
+}
+
 rsk_cleanup() {
-	local pid
+	local pid rc=$?
 	for pid in "${RSK_PIDS[@]}"; do
 		kill -TERM "$pid" 2>/dev/null
 	done
@@ -38,11 +54,17 @@ rsk_cleanup() {
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null
 	done
+	if [ "$rc" = 0 ] && [ "${RDMASOCK_BEARER:-none}" = unix ] &&
+		[ "$RSK_TEST_TRANSPORT" != kernel ] && [ "$(rsk_faces_seen)" -lt 1 ]; then
+		echo "FAIL: RDMASOCK_BEARER=unix, and no process listened through a face" >&2
+		rc=1
+	fi
 	if [ "${RSK_KEEP_TMP:-0}" = 1 ]; then
 		echo "kept $RSK_TMP" >&2
 	else
 		rm -rf "$RSK_TMP"
 	fi
+	exit "$rc"
 }
 trap rsk_cleanup EXIT
 
