@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""A listening socket this process keeps, accepted on by another: a program it exec'd in a
+child (the listener inherited, as in nginx's binary upgrade) or a child it was passed to with
+SCM_RIGHTS. A client connects and must get its echo, as without the library.
+Usage: passed_listener.py exec|scm   (prints "echo ok" or what went wrong; exit 0/1)"""
+import os
+import socket
+import sys
+import time
+
+
+def serve(fd):
+    l = socket.socket(fileno=fd)
+    c, _ = l.accept()
+    c.settimeout(8)
+    c.sendall(c.recv(4))
+    c.close()
+
+
+def main():
+    if sys.argv[1] == "child":
+        serve(int(sys.argv[2]))
+        return 0
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(4)
+    port = l.getsockname()[1]
+    if sys.argv[1] == "exec":
+        os.set_inheritable(l.fileno(), True)
+        pid = os.fork()
+        if pid == 0:
+            os.execv(sys.executable, [sys.executable, __file__, "child", str(l.fileno())])
+    else:
+        a, b = socket.socketpair(socket.AF_UNIX)
+        pid = os.fork()
+        if pid == 0:
+            _, fds, _, _ = socket.recv_fds(b, 1, 1)
+            serve(fds[0])
+            os._exit(0)
+        socket.send_fds(a, [b"l"], [l.fileno()])
+    time.sleep(0.3)
+    c = socket.create_connection(("127.0.0.1", port), timeout=8)
+    c.sendall(b"ping")
+    try:
+        got = c.recv(4)
+    except OSError as e:
+        got = repr(e)
+    os.waitpid(pid, 0)
+    print("echo ok" if got == b"ping" else "no echo: %s" % (got,))
+    return 0 if got == b"ping" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
