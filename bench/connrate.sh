@@ -11,6 +11,7 @@
 # server (the issue's check: each run within 20% of the six's median).
 #   bash bench/connrate.sh [REPS] [TOTAL]      (defaults 5, 3000; every run <= 15 s)
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
+#   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=unix), connrate only
 # Needs root (unshare -n). Prints one line per run, then the tables.
 #
 # Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG; with the defaults about 4
@@ -125,6 +126,7 @@ fi
 one_run() { # mode conc -> prints the client line (+ error lines)
 	local mode=$1 conc=$2 pre=""
 	[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
+	[ "$mode" = face ] && pre="LD_PRELOAD=$LIB RDMASOCK_BEARER=unix"
 	unshare -n bash -c '
 		ip link set lo up || exit 1
 		env '"$pre"' "$0" server 18500 20 >"$1/srv.txt" 2>&1 &
@@ -139,7 +141,15 @@ one_run() { # mode conc -> prints the client line (+ error lines)
 
 # Which side runs first alternates per repetition: a later run may find the machine warmer
 # or busier, and that must not always favour one side.
-order() { [ $(($1 % 2)) = 1 ] && echo "kernel lib" || echo "lib kernel"; }
+# FACE=1 adds a third side, the library with RDMASOCK_BEARER=unix (the listener's face,
+# docs/design.md: what the face alone costs), rotated with the other two.
+order() {
+	if [ "${FACE:-0}" = 1 ]; then
+		case $(($1 % 3)) in 1) echo "kernel lib face" ;; 2) echo "lib face kernel" ;; *) echo "face kernel lib" ;; esac
+	else
+		[ $(($1 % 2)) = 1 ] && echo "kernel lib" || echo "lib kernel"
+	fi
+}
 
 for ((r = 1; r <= REPS; r++)); do
 	for conc in $CONCS; do
@@ -167,6 +177,17 @@ for conc in $CONCS; do
 	printf '| %s | %s | %s | %s | %s us | %s us | %s |\n' "$conc" "$k" "$l" \
 		"$(awk -v a="$l" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$kl" "$ll" "$lf"
 done
+if [ "${FACE:-0}" = 1 ]; then
+	printf '\n| concurrent | library conn/s | with the face | face / library | face / kernel |\n|---|---|---|---|---|\n'
+	for conc in $CONCS; do
+		k=$(grep " conc=$conc mode=kernel" "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		l=$(grep " conc=$conc mode=lib" "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		f=$(grep " conc=$conc mode=face" "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
+		printf '| %s | %s | %s | %s | %s |\n' "$conc" "$l" "$f" \
+			"$(awk -v a="$f" -v b="$l" 'BEGIN {printf "%.2f", b ? a / b : 0}')" \
+			"$(awk -v a="$f" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')"
+	done
+fi
 echo "(runs: $OUT/runs.txt; $REPS interleaved repetitions of $TOTAL connections, medians)"
 
 # System calls per connection (SYSCALLS=0 skips): one more run per side and concurrency,
