@@ -57,7 +57,8 @@ pg_stop() {
 	kill -KILL "$pm" 2>/dev/null
 	return 1
 }
-trap 'pg_stop; rsk_cleanup' EXIT
+# (the script's status reaches rsk_cleanup, which judges a passed run's faces)
+trap 'rsk_st=$?; pg_stop; (exit $rsk_st); rsk_cleanup' EXIT
 
 as_pg "$PGBIN/initdb" -D "$PGD/data" -A trust -U postgres --no-sync >"$RSK_TMP/initdb.log" 2>&1 ||
 	fail "initdb: $(tail -n 5 "$RSK_TMP/initdb.log")"
