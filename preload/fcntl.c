@@ -85,7 +85,7 @@ RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (rsk_unlikely(rsk_face_live) && rsk_face_is(fd))
+	if (rsk_unlikely(rsk_face_is(fd)))
 		return rsk_ioctl_face(fd, req, arg);
 	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
 		return RSK_REAL(ioctl)(fd, req, arg);

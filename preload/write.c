@@ -76,10 +76,12 @@ RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	/* SCM_RIGHTS: another process may wait on what it names (also before any connection is
 	 * lazy: a poll or a recv may make it lazy later) */
-	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0) && rsk_config.fastwait)
-		rsk_fw_msg_shared(msg);
-	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0 && rsk_face_live))
-		return rsk_sendmsg_faces(fd, msg, flags);
+	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0)) {
+		if (rsk_config.fastwait)
+			rsk_fw_msg_shared(msg);
+		if (rsk_face_live)
+			return rsk_sendmsg_faces(fd, msg, flags);
+	}
 	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
 	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
 }

@@ -45,7 +45,6 @@ void rsk_accept_listen_done(int fd, int backlog);
  */
 int rsk_accept_begin(int fd);
 
-
 /*
  * accept() on @lfd returned kernel socket @fd (accept4 @flags) and its peer's address (@len
  * bytes at @addr, as accept() reported it; NULL if not asked for or truncated): track it

@@ -50,8 +50,10 @@ int rsk_face_open(struct rsk_sock *s, int fd)
 {
 	int h, ep, fdfl, rc;
 
-	if (s->face_fd != 0 || !rsk_face_allowed())
-		return s->face_fd != 0 ? 0 : -EPERM;
+	if (s->face_fd != 0)
+		return 0;
+	if (!rsk_face_allowed())
+		return -EPERM;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
 	if (fdfl < 0)
 		return fdfl;
@@ -80,28 +82,13 @@ struct rsk_face_walk {
 	int changed;
 };
 
-/* The application's epoll sets that held @s's face now hold its TCP listener at @fd. */
-static void rsk_face_rereg(struct rsk_sock *s, int fd)
-{
-	struct epoll_event ev;
-	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
-
-	for (i = 0; i < n && i < RSK_SOCK_EPREGS; i++) {
-		ev = s->epregs[i].ev;
-		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
-	}
-}
-
 static int rsk_face_put_back(int fd, uintptr_t v, void *arg)
 {
 	struct rsk_face_walk *w = arg;
-	struct rsk_sock *s;
+	struct rsk_sock *s = rsk_face_sock(v);
 	int h, fdfl;
 
-	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
-		return 0;
-	s = rsk_fdtab_ptr(v);
-	if ((h = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE)) == 0)
+	if (s == NULL || (h = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE)) == 0)
 		return 0;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
 	if (fdfl < 0 || (w->inherit_only && (fdfl & FD_CLOEXEC)))
@@ -109,18 +96,19 @@ static int rsk_face_put_back(int fd, uintptr_t v, void *arg)
 	if (rsk_sys_dup3(h - 1, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
 		return 0;
 	w->changed++;
-	if (!w->inherit_only)
-		rsk_face_rereg(s, fd);
+	if (!w->inherit_only) /* the application's sets held the face: now its TCP listener */
+		rsk_sock_epreg_replay(s, fd);
 	return 0;
 }
 
 static int rsk_face_off(int fd, uintptr_t v, void *arg)
 {
+	struct rsk_sock *s = rsk_face_sock(v);
+
 	(void)fd;
 	(void)arg;
-	if ((v & RSK_FDTAB_TAG_KERNEL) && !rsk_fd_slot_internal(v))
-		__atomic_store_n(&((struct rsk_sock *)rsk_fdtab_ptr(v))->face_on, 0,
-				 __ATOMIC_RELEASE);
+	if (s != NULL)
+		__atomic_store_n(&s->face_on, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -147,7 +135,7 @@ int rsk_face_msg(const struct msghdr *msg, struct msghdr *out, void *buf, size_t
 {
 	struct msghdr m = *msg;
 	struct cmsghdr *cm;
-	int *fds, n, i, k, swapped = 0;
+	int *fds, n, i, k, kfd, swapped = 0;
 
 	if (msg->msg_control == NULL || msg->msg_controllen > room)
 		return 0;
@@ -161,9 +149,8 @@ int rsk_face_msg(const struct msghdr *msg, struct msghdr *out, void *buf, size_t
 		fds = (int *)(void *)CMSG_DATA(cm);
 		for (i = 0; i < n; i++) {
 			memcpy(&k, &fds[i], sizeof(k)); /* (unaligned where the caller packed it) */
-			if (rsk_face_kfd(k) != k) {
-				k = rsk_face_kfd(k);
-				memcpy(&fds[i], &k, sizeof(k));
+			if ((kfd = rsk_face_kfd(k)) != k) {
+				memcpy(&fds[i], &kfd, sizeof(kfd));
 				swapped = 1;
 			}
 		}

@@ -27,9 +27,6 @@ extern RSK_HIDDEN int rsk_face_live;
  */
 int rsk_face_open(struct rsk_sock *s, int fd);
 
-/* The last fd naming @s is going: its hidden TCP listener closes with it. */
-void rsk_face_close(struct rsk_sock *s);
-
 /*
  * Every number naming a face names its TCP listener again, keeping its close-on-exec, and
  * the application's epoll registrations of it follow (an exec; io_uring, which may accept
@@ -61,20 +58,26 @@ enum rsk_face_to {
 enum rsk_face_to rsk_face_fcntl_to(int cmd);
 enum rsk_face_to rsk_face_ioctl_to(unsigned long req);
 
+/* The socket object of fd-table slot @v if it is a tracked kernel socket (the only kind
+ * that can have a face), else NULL: untracked, accelerated, or one of the library's own. */
+static inline struct rsk_sock *rsk_face_sock(uintptr_t v)
+{
+	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
+		return NULL;
+	return rsk_fdtab_ptr(v);
+}
+
 /* The fd the kernel call for the application's @fd must name: the hidden TCP listener when
  * @fd is a face, @fd itself otherwise. */
 static inline int rsk_face_kfd(int fd)
 {
-	uintptr_t v;
 	const struct rsk_sock *s;
 	int h;
 
 	if (rsk_likely(__atomic_load_n(&rsk_face_live, __ATOMIC_RELAXED) == 0))
 		return fd;
-	v = rsk_fdtab_load(fd);
-	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
-		return fd; /* untracked, accelerated, or one of ours */
-	s = rsk_fdtab_ptr(v);
+	if ((s = rsk_face_sock(rsk_fdtab_load(fd))) == NULL)
+		return fd;
 	h = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE);
 	return h > 0 ? h - 1 : fd;
 }

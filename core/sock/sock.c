@@ -534,17 +534,15 @@ void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_eve
 	}
 }
 
-/* Replay epoll registrations made on the TCP socket onto the new file at the same number. */
-static void rsk_become_replay_epoll(struct rsk_sock *s, int fd)
+void rsk_sock_epreg_replay(struct rsk_sock *s, int fd)
 {
 	struct epoll_event ev;
-	int i;
+	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
 
-	for (i = 0; i < s->nepregs; i++) {
+	for (i = 0; i < n; i++) {
 		ev = s->epregs[i].ev;
 		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
-	__atomic_store_n(&s->nepregs, 0, __ATOMIC_RELAXED);
 }
 
 int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int ctl, int tcp,
@@ -582,7 +580,8 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	 * connection, and would take a lazy app end's stale token for data (calls/pollfast.c) */
 	if (s->nepregs > 0)
 		__atomic_store_n(&c->lazy_poll, -1, __ATOMIC_RELAXED);
-	rsk_become_replay_epoll(s, fd);
+	rsk_sock_epreg_replay(s, fd); /* onto the new file; they are its own from now on */
+	__atomic_store_n(&s->nepregs, 0, __ATOMIC_RELAXED);
 	rsk_sock_count_become();
 	__atomic_store_n(&s->counted, 1, __ATOMIC_RELEASE);
 	rsk_stats_conn(c->transport);

@@ -174,6 +174,10 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
  * rsk_sock_become to replay (up to RSK_SOCK_EPREGS sets). The caller holds s->lock. */
 void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_event *ev);
 
+/* The registrations noted for @s (rsk_sock_epreg) made again for the file now at @fd: the
+ * new file behind the number (rsk_sock_become; a listener's face put back, face.c). */
+void rsk_sock_epreg_replay(struct rsk_sock *s, int fd);
+
 /* How many sockets became accelerated in place so far (rsk_sock_become): a waiter that judged
  * fds before (an epoll mirror) looks at them again when it changes. Counted once the fd is
  * accelerated and its registrations replayed. */

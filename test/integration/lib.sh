@@ -28,24 +28,26 @@ RSK_STATS=$RSK_TMP/stats.jsonl
 export RDMASOCK_STAT_DIR=${RDMASOCK_STAT_DIR:-$RSK_TMP}
 RSK_PIDS=()
 
-# The listener's face variant (RDMASOCK_BEARER=unix from ctest): a test that passed must
-# show that some preloaded process it ran listened through a face (stats listener_faces).
+# rsk_faces_seen [FILE...]: listener faces (stats listener_faces) the stats lines in FILEs
+# count, by default in every stats file of the test. The face variant (RDMASOCK_BEARER=unix
+# from ctest): a test that passed must show that some process it ran listened through one.
 rsk_faces_seen() {
-	python3 - "$RSK_TMP" <<'PY'
+	python3 - "$RSK_TMP" "$@" <<'PY'
 import glob, json, os, sys
 n = 0
-for path in glob.glob(os.path.join(sys.argv[1], "stats*")):
+for path in sys.argv[2:] or glob.glob(os.path.join(sys.argv[1], "stats*")):
     for line in open(path).read().splitlines():
         try:
-            n += json.loads(line).get("listener_faces", 0)
+            o = json.loads(line)
         except ValueError:
-            pass
+            continue  # a line cut short by a killed process
+        n += o["listener_faces"]
 print(n)
 PY
 }
 
 rsk_cleanup() {
-	local pid rc=$?
+	local pid st=$? faceless=0
 	for pid in "${RSK_PIDS[@]}"; do
 		kill -TERM "$pid" 2>/dev/null
 	done
@@ -54,20 +56,19 @@ rsk_cleanup() {
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null
 	done
-	# ($rc: the script's status; a trap of its own passes it on, test_postgres.sh)
-	if [ "$rc" = 0 ] && [ "${RDMASOCK_BEARER:-none}" = unix ] &&
+	# ($st: the script's status, which stands otherwise; a trap of its own passes it on,
+	# test_postgres.sh)
+	if [ "$st" = 0 ] && [ "${RDMASOCK_BEARER:-none}" = unix ] &&
 		[ "$RSK_TEST_TRANSPORT" != kernel ] && [ "$(rsk_faces_seen)" -lt 1 ]; then
 		echo "FAIL: RDMASOCK_BEARER=unix, and no process listened through a face" >&2
-		rc=1
-	else
-		rc=0 # the script's own status stands
+		faceless=1
 	fi
 	if [ "${RSK_KEEP_TMP:-0}" = 1 ]; then
 		echo "kept $RSK_TMP" >&2
 	else
 		rm -rf "$RSK_TMP"
 	fi
-	[ "$rc" = 0 ] || exit "$rc"
+	[ "$faceless" = 0 ] || exit 1
 }
 trap rsk_cleanup EXIT
 
