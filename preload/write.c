@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "base/config.h"
+#include "calls/calls.h"
 #include "calls/fastwait.h"
 #include "sock/face.h"
 #include "calls/io.h"
@@ -79,6 +80,7 @@ RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0)) {
 		if (rsk_config.fastwait)
 			rsk_fw_msg_shared(msg);
+		rsk_life_fds_passed(msg);
 		if (rsk_face_live)
 			return rsk_sendmsg_faces(fd, msg, flags);
 	}
@@ -91,9 +93,12 @@ RSK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 	unsigned int i;
 	ssize_t rc;
 
-	for (i = 0; rsk_config.fastwait && vec != NULL && i < vlen; i++)
-		if (vec[i].msg_hdr.msg_controllen != 0)
-			rsk_fw_msg_shared(&vec[i].msg_hdr);
+	for (i = 0; vec != NULL && i < vlen; i++)
+		if (rsk_unlikely(vec[i].msg_hdr.msg_controllen != 0)) {
+			if (rsk_config.fastwait)
+				rsk_fw_msg_shared(&vec[i].msg_hdr);
+			rsk_life_fds_passed(&vec[i].msg_hdr);
+		}
 	RSK_PASS_UNLESS_ACCEL(fd, sendmmsg, fd, vec, vlen, flags);
 	for (i = 0; i < vlen; i++) {
 		rc = rsk_io_sendmsg(fd, &vec[i].msg_hdr, flags);

@@ -77,6 +77,13 @@ void rsk_life_io_uring(void);
  */
 void rsk_life_stdio(int fd);
 
+/*
+ * sendmsg: @msg passes fds. A listening socket of ours among them may be accepted on by a
+ * process whose accepts no library sees (docs/design.md, "A listener another program
+ * accepts on"): its transports' listeners take no new clients from now on.
+ */
+void rsk_life_fds_passed(const struct msghdr *msg);
+
 /* A relay that another process can run (shm) goes on in a helper process of its own from
  * its start, so that it outlives this one (1, the default). 0 keeps relays in this process
  * (unit tests of the in-process paths: the exit flush, the exec hand-off). */

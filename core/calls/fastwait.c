@@ -23,6 +23,7 @@
 #include <sys/select.h>
 
 #include "base/clock.h"
+#include "base/cmsgfd.h"
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
@@ -1696,22 +1697,15 @@ void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e)
 	rsk_fw_set_shared(n, e);
 }
 
+static void rsk_fw_passed(int fd, void *arg)
+{
+	(void)arg;
+	rsk_fw_fd_shared(fd);
+}
+
 void rsk_fw_msg_shared(const struct msghdr *msg)
 {
-	struct cmsghdr *cm;
-	size_t i, k;
-
-	for (cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < k; i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-			rsk_fw_fd_shared(fd);
-		}
-	}
+	rsk_cmsg_fds_each(msg, rsk_fw_passed, NULL);
 }
 
 static void rsk_fw_taint_walk(struct rsk_sock *s, int fd)

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "base/clock.h"
+#include "base/cmsgfd.h"
 #include "base/config.h"
 #include "base/evloop.h"
 #include "base/log.h"
@@ -258,6 +259,27 @@ void rsk_life_stdio(int fd)
 			 fd);
 	}
 	rsk_sock_put(s);
+}
+
+static void rsk_life_passed_one(int fd, void *arg)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	(void)arg;
+	if (s == NULL)
+		return;
+	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
+		rsk_info("fd %d: listening socket passed to another process: new clients of its "
+			 "stay on TCP",
+			 fd);
+		rsk_listener_note(s->lst, RSK_LISTEN_LEAKED);
+	}
+	rsk_sock_put(s);
+}
+
+void rsk_life_fds_passed(const struct msghdr *msg)
+{
+	rsk_cmsg_fds_each(msg, rsk_life_passed_one, NULL);
 }
 
 static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
@@ -625,6 +647,8 @@ int rsk_life_exec_prepare(void)
 	/* The new image gets the TCP listener on each number it inherits (no memory written:
 	 * a vfork child shares ours with its parent). */
 	(void)rsk_face_restore_all(0);
+	/* ... and accepts there where no library sees it: no new clients for those listeners */
+	rsk_sock_exec_listeners();
 	/* (not a vfork child's: the mirrors are its parent's, who goes on with them) */
 	if (rsk_fw_on() && rsk_proc_pid() == getpid())
 		rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */

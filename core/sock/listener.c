@@ -268,7 +268,9 @@ void rsk_listener_note(struct rsk_listener *l, enum rsk_listen_note note)
 		changed = t->cm->listen_note != NULL && t->cm->listen_note(t->lh, note);
 		if (changed)
 			rsk_listener_unwatch(t); /* same numbers may now be other sockets */
-		if (note != RSK_LISTEN_FORGET && (changed || note != RSK_LISTEN_INTEREST || t->retry))
+		/* (a leak may be told from a vfork child: nothing of ours is touched) */
+		if (note != RSK_LISTEN_FORGET && note != RSK_LISTEN_LEAKED &&
+		    (changed || note != RSK_LISTEN_INTEREST || t->retry))
 			t->retry = rsk_listener_watch(t) < 0;
 	}
 }

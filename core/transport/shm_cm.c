@@ -278,6 +278,8 @@ struct rsk_shm_lshared {
 	uint32_t shared;   /* the listener is open in more than one process (it forked) */
 	uint32_t waiters;  /* processes asleep on held: only they need a wake-up */
 	int32_t unslotted; /* held by processes that found no free slot (never verified) */
+	uint32_t leaked;   /* a program we do not see may accept on the listener: no new
+			    * clients, for good (RSK_LISTEN_LEAKED) */
 	struct rsk_lslot slot[RSK_LSHARED_SLOTS];
 };
 
@@ -488,12 +490,18 @@ static void rsk_offer_free(struct rsk_offer *e)
 	free(e);
 }
 
+static int rsk_listen_leaked(const struct rsk_shm_listener *l)
+{
+	return __atomic_load_n(&l->sh->leaked, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* Does this process's loop look at the rendezvous (announce upgrade offers, arm late ones)?
- * Not while paused (the rendezvous is shut), nor once a fork shares it: the loops of several
- * processes would take each other's offers. Under l->lock. */
+ * Not while paused or leaked (the rendezvous is shut), nor once a fork shares it: the loops
+ * of several processes would take each other's offers. Under l->lock. */
 static int rsk_listen_looks(struct rsk_shm_listener *l)
 {
-	return !l->paused && !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE);
+	return !l->paused && !rsk_listen_leaked(l) &&
+	       !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -625,6 +633,26 @@ static int rsk_shm_pause(struct rsk_shm_listener *l)
 	return changed;
 }
 
+/*
+ * Another program may accept on the TCP listener where no library sees it: a client it
+ * accepts would offer here and wait for an answer nobody gives, while that program reads
+ * its TCP connection. So the rendezvous refuses new clients from now on (they stay on TCP,
+ * decided before they commit), in every process sharing it (the shut reading side and the
+ * flag are the listener's, not the process's); what is queued is still taken by our
+ * accepts. No lock and no write to the process's memory: this may run in a vfork child
+ * about to exec. Returns 0: the loop's edge-triggered watch has seen its last event, and
+ * rsk_listen_looks says no to it.
+ */
+static int rsk_shm_leak(struct rsk_shm_listener *l)
+{
+	int i, n = l->nrdv;
+
+	__atomic_store_n(&l->sh->leaked, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < n && i < 2; i++)
+		(void)rsk_sys_shutdown(l->rdv[i], SHUT_RD);
+	return 0;
+}
+
 /* Paused: is nothing left queued in the shut rendezvous? What is found is taken (a few at
  * most: the process has just got some room back, and dead clients' entries are dropped at
  * the next look). */
@@ -657,8 +685,9 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 	int n, i, changed = 0, late = 0;
 
 	pthread_mutex_lock(&l->lock);
-	/* Only once the queue is empty: closing the shut sockets resets what they hold. */
-	if (l->paused && rsk_listen_drained(l)) {
+	/* Only once the queue is empty: closing the shut sockets resets what they hold. A
+	 * leaked listener stays shut. */
+	if (l->paused && !rsk_listen_leaked(l) && rsk_listen_drained(l)) {
 		changed = 1;
 		for (i = 0; i < l->nrdv; i++)
 			rsk_fd_unhide_close(l->rdv[i]);
@@ -671,6 +700,9 @@ static int rsk_shm_resume(struct rsk_shm_listener *l)
 		l->nrdv = n > 0 ? n : 0;
 		rsk_shm_owners(l);
 		l->paused = n <= 0; /* the name was taken meanwhile: try again later */
+		if (rsk_listen_leaked(l)) /* meanwhile, from another thread's exec or send */
+			for (i = 0; i < l->nrdv; i++)
+				(void)rsk_sys_shutdown(l->rdv[i], SHUT_RD);
 		if (rsk_listen_looks(l))
 			late = rsk_shm_resume_late(l);
 	}
@@ -691,6 +723,8 @@ static int rsk_shm_listen_note(void *lh, enum rsk_listen_note note)
 		__atomic_store_n(&l->sh->shared, 1, __ATOMIC_RELEASE);
 		return 1;
 	}
+	if (note == RSK_LISTEN_LEAKED)
+		return rsk_shm_leak(l);
 	if (note == RSK_LISTEN_PAUSE)
 		return rsk_shm_pause(l);
 	if (note == RSK_LISTEN_RESUME)

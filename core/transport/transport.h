@@ -297,6 +297,12 @@ enum rsk_listen_note {
 	RSK_LISTEN_FORGET,       /* a forked child: the listener is the parent's, do not touch */
 	RSK_LISTEN_PAUSE,        /* this process is short of fds: take no new clients for now */
 	RSK_LISTEN_RESUME,       /* it has fds again */
+	/* Another program may accept here from now on where no library sees it (an exec with
+	 * the listener inherited, or the listener passed with SCM_RIGHTS): its accepts would
+	 * never claim an offer, so new clients must find no rendezvous, for good. May come
+	 * from a vfork child about to exec: the transport writes no memory of the process
+	 * (only what the listener's processes share) and takes no lock. */
+	RSK_LISTEN_LEAKED,
 };
 
 struct rsk_cm_ops {

@@ -138,6 +138,66 @@ static void test_epoll_note_listener_interest(void **state)
 	close(fd);
 }
 
+/* A tracked shm listener on a loopback port; its rendezvous address in @dest. */
+static int listener_open(struct sockaddr_in *dest)
+{
+	enum rdmasock_fallback why;
+	struct rsk_sock *s;
+	uint16_t port;
+	int fd = ucm_tcp_bound(1, &port);
+
+	*dest = ucm_lo4(port);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_LISTENING), 0);
+	s = sock_of(fd);
+	assert_int_equal(rsk_listener_open(fd, &s->lst, &why), 0);
+	assert_true(rsk_rdv_exists((struct sockaddr *)dest));
+	return fd;
+}
+
+static void listener_close(int fd)
+{
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+}
+
+/*
+ * A listener another program may accept on where no library sees it takes no new clients:
+ * at exec only the listeners the new image inherits (no FD_CLOEXEC), and any listener passed
+ * with SCM_RIGHTS. Other fds passed, and listeners an exec closes, keep their rendezvous.
+ */
+static void test_listeners_leaked(void **state)
+{
+	struct sockaddr_in kept, inherited, passed;
+	int k = listener_open(&kept), i = listener_open(&inherited), p = listener_open(&passed);
+	int fds[2] = {k, p}, sv[2];
+	char cbuf[CMSG_SPACE(sizeof(fds))];
+	struct msghdr m = {.msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm;
+
+	(void)state;
+	assert_int_equal(fcntl(i, F_SETFD, 0), 0); /* inherited by an exec */
+	assert_int_equal(rsk_life_exec_prepare(), 0);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&inherited));
+	assert_true(rsk_rdv_exists((struct sockaddr *)&kept));
+	assert_true(rsk_rdv_exists((struct sockaddr *)&passed));
+	/* a message passing a socketpair end and the listener p: only p is leaked */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fds[0] = sv[0];
+	cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	rsk_life_fds_passed(&m);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&passed));
+	assert_true(rsk_rdv_exists((struct sockaddr *)&kept));
+	close(sv[0]);
+	close(sv[1]);
+	listener_close(k);
+	listener_close(i);
+	listener_close(p);
+}
+
 /* ---- an accelerated connection, as rsk_sock_become leaves it (see test_sockopt) ---- */
 
 struct accel {
@@ -491,6 +551,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_epoll_notes),
 		T(test_epoll_note_listener_interest),
+		T(test_listeners_leaked),
 		T(test_fork_prepare_and_failed),
 		T(test_fork_child),
 		T(test_exit_ends_streams),

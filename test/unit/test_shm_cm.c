@@ -946,6 +946,49 @@ static void test_pause_resume(void **state)
 	assert_int_equal(ucm_fd_count(), before);
 }
 
+/*
+ * Leaked (RSK_LISTEN_LEAKED: the TCP listener went to a program whose accepts no library
+ * sees), told in a forked child, as an exec there tells it: in the parent too, new clients
+ * find no rendezvous (they stay on TCP, decided before they commit), the client that offered
+ * before is still served, and neither a resume nor a pause brings the rendezvous back.
+ */
+static void test_leaked_for_good(void **state)
+{
+	struct fix *f = *state;
+	struct cli c, late;
+	struct srv s;
+	int before = ucm_fd_count(), status = -1;
+	pid_t pid;
+
+	cli_full(&c, f);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(cm->listen_note(f->lh, RSK_LISTEN_LEAKED) == 0 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(status, 0);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	assert_int_equal(cli_dial(&late, &f->dest), -ENOENT);
+	assert_int_equal(late.d.why, RDMASOCK_FB_NO_PEER);
+	late.undial = 0;
+	late.d.ep = NULL;
+	cli_close(&late);
+	/* the offer queued before the leak */
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	srv_open(&s);
+	cli_resolve(&c);
+	assert_paired(c.d.ep, s.cl.ep, 0x78);
+	cli_close(&c);
+	srv_close(&s);
+	/* short of fds and back: still shut */
+	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_PAUSE), 1);
+	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_RESUME), 0);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	assert_int_equal(cm->listen_fd(f->lh, 0), -1); /* no loop looks at it */
+	assert_int_equal(ucm_fd_count(), before);
+}
+
 /* ---- two processes on one rendezvous (prefork) ---- */
 
 /* The forked sibling: accept the next TCP connection, claim it, answer, post a message. */
@@ -1506,6 +1549,7 @@ int main(void)
 		cmocka_unit_test(test_declined_answer),
 		T4(test_second_listen_refused),
 		T4(test_pause_resume),
+		T4(test_leaked_for_good),
 		T4(test_prefork_sibling_claims),
 		T4(test_shared_hands_back_unread),
 		T4(test_dead_sibling_holds_nothing),
