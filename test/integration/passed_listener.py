@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A listening socket this process keeps, accepted on by another: a program it exec'd in a
 child (the listener inherited, as in nginx's binary upgrade) or a child it was passed to with
-SCM_RIGHTS. A client connects and must get its echo, as without the library.
-Usage: passed_listener.py exec|scm   (prints "echo ok" or what went wrong; exit 0/1)"""
+SCM_RIGHTS. A client connects and must get its echo, as without the library. "own" is the
+control: this process accepts on the listener itself.
+Usage: passed_listener.py exec|scm|own   (prints "echo ok" or what went wrong; exit 0/1)"""
 import os
 import socket
 import sys
@@ -25,6 +26,16 @@ def main():
     l.bind(("127.0.0.1", 0))
     l.listen(4)
     port = l.getsockname()[1]
+    pid = 0
+    if sys.argv[1] == "own":
+        c = socket.create_connection(("127.0.0.1", port), timeout=8)
+        c.sendall(b"ping")
+        s, _ = l.accept()
+        s.settimeout(8)
+        s.sendall(s.recv(4))
+        got = c.recv(4)
+        print("echo ok" if got == b"ping" else "no echo: %s" % (got,))
+        return 0 if got == b"ping" else 1
     if sys.argv[1] == "exec":
         os.set_inheritable(l.fileno(), True)
         pid = os.fork()
