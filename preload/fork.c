@@ -30,5 +30,7 @@ RSK_EXPORT pid_t fork(void)
 	rsk_thread_fork_parent();
 	if (pid < 0)
 		rsk_life_fork_failed();
+	else
+		rsk_life_forked(pid);
 	return pid;
 }

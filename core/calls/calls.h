@@ -9,6 +9,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 /*
  * connect() on tracked socket @fd: try to accelerate it. Returns 1 when the connect was
@@ -60,6 +61,7 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 /* fork(): before (every process that will hold a connection is counted), and after. */
 void rsk_life_fork_prepare(void);
 void rsk_life_fork_failed(void);
+void rsk_life_forked(pid_t child); /* in the parent, once the child exists */
 void rsk_life_fork_child(void);
 
 /*

@@ -325,6 +325,11 @@ static void rsk_life_unhold_one(struct rsk_sock *s, int fd)
 		rsk_conn_prefork_undo(s->conn);
 }
 
+void rsk_life_forked(pid_t child)
+{
+	rsk_transport_forked(child);
+}
+
 void rsk_life_fork_failed(void)
 {
 	rsk_sock_walk_accel(rsk_life_unhold_one);

@@ -35,6 +35,11 @@ void rsk_transport_atfork_child(void)
 	rsk_shm_atfork_child(); /* its segment pool is the parent's */
 }
 
+void rsk_transport_forked(pid_t child)
+{
+	rsk_rdv_bells_forked(child); /* a bell can outlive us with the child */
+}
+
 void rsk_transport_quick_exit(void)
 {
 	rsk_rdv_bells_end_all(); /* listeners' doorbell files */

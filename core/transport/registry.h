@@ -7,6 +7,7 @@
 #define RSK_TRANSPORT_REGISTRY_H
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "base/config.h"
 #include "transport.h"
@@ -26,6 +27,8 @@ const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct so
 
 /* A forked child: each transport drops what only its parent may hand out. */
 void rsk_transport_atfork_child(void);
+/* fork() made @child (in the parent): the child holds our listeners too. */
+void rsk_transport_forked(pid_t child);
 
 /* _exit: each transport removes what its destructors would have (names in /dev/shm). Safe
  * in a signal handler. */

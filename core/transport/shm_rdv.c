@@ -509,6 +509,7 @@ int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t
  */
 #define RSK_BELL_MAGIC_V1 0x4c4c4542u /* "BELL" */
 #define RSK_BELL_MAGIC 0x324c4542u    /* "BEL2" */
+#define RSK_BELL_KIN 16 /* forked holders recorded (more go unrecorded: no heir among them) */
 
 /* The shared file's contents. FROZEN layout, whatever the version: a listener of any
  * version writes it so, a client of any version reads it so (append only, never reorder). */
@@ -518,6 +519,13 @@ struct rsk_bell_page {
 	uint64_t rings;   /* connections rung for */
 	uint32_t ver_min; /* offers of versions ver_min..ver_max its listener reads */
 	uint32_t ver_max;
+	/* A listener its maker forked away (a daemon's listen() before its fork, nginx's
+	 * default) outlives the maker: the bell stays with a process still holding it. heir:
+	 * the one that keeps it since the maker (or the heir before) left, 0 none; kin: the
+	 * processes forked with it open (0: a free place). pid stays the maker's: clients
+	 * match it with the rendezvous' SO_PEERCRED. */
+	int32_t heir;
+	int32_t kin[RSK_BELL_KIN];
 };
 #define RSK_BELL_PAGE_V1 16u /* a RSK_BELL_MAGIC_V1 page's size: magic, pid, rings */
 
@@ -532,13 +540,89 @@ struct rsk_rdv_bell { /* the listener's handle */
 static struct rsk_rdv_bell *rsk_bells_made;
 static pthread_mutex_t rsk_bells_made_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Dead, then unlinked: only by the process that made it (a forked child's are the parent's). */
+/* The process that keeps bell @pg alive: its maker, or the heir it left it to. */
+static int32_t rsk_bell_keeper(const struct rsk_bell_page *pg)
+{
+	int32_t heir = __atomic_load_n(&pg->heir, __ATOMIC_ACQUIRE);
+
+	return heir > 0 ? heir : pg->pid;
+}
+
+/* @pid gone from @pg's kin (it leaves, or it is found dead). */
+static void rsk_bell_kin_drop(struct rsk_bell_page *pg, int32_t pid)
+{
+	int i;
+	int32_t k;
+
+	for (i = 0; i < RSK_BELL_KIN; i++) {
+		k = pid;
+		(void)__atomic_compare_exchange_n(&pg->kin[i], &k, 0, 0, __ATOMIC_SEQ_CST,
+						  __ATOMIC_SEQ_CST);
+	}
+}
+
+/* A live process of @pg's kin other than @me (dead ones found on the way are dropped), or 0. */
+static int32_t rsk_bell_heir_find(struct rsk_bell_page *pg, int32_t me)
+{
+	int i;
+	int32_t k;
+
+	for (i = 0; i < RSK_BELL_KIN; i++) {
+		k = __atomic_load_n(&pg->kin[i], __ATOMIC_ACQUIRE);
+		if (k <= 0 || k == me)
+			continue;
+		if (!rsk_sweep_pid_gone(k))
+			return k;
+		rsk_bell_kin_drop(pg, k);
+	}
+	return 0;
+}
+
+/*
+ * This process leaves bell @b (its listener closed here, or its exit). Its keeper hands it to
+ * a live process forked with the listener open, which holds the rendezvous too (a daemon's
+ * parent exits right after the fork); with none left the bell is dead, then unlinked. Any
+ * other process only leaves the kin.
+ */
 static void rsk_rdv_bell_end(struct rsk_rdv_bell *b)
 {
-	if (b->pg->pid != (int32_t)getpid())
+	int32_t me = (int32_t)getpid(), next;
+
+	rsk_bell_kin_drop(b->pg, me);
+	if (rsk_bell_keeper(b->pg) != me)
 		return;
+	if ((next = rsk_bell_heir_find(b->pg, me)) > 0) {
+		__atomic_store_n(&b->pg->heir, next, __ATOMIC_RELEASE);
+		return;
+	}
 	__atomic_store_n(&b->pg->magic, 0, __ATOMIC_SEQ_CST);
 	(void)unlink(b->path);
+}
+
+/* Record @child in @pg's kin: a free place, else one of a dead process. */
+static void rsk_bell_kin_add(struct rsk_bell_page *pg, int32_t child)
+{
+	int i, pass;
+	int32_t k;
+
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < RSK_BELL_KIN; i++) {
+			k = __atomic_load_n(&pg->kin[i], __ATOMIC_ACQUIRE);
+			if ((k == 0 || (pass == 1 && rsk_sweep_pid_gone(k))) &&
+			    __atomic_compare_exchange_n(&pg->kin[i], &k, child, 0, __ATOMIC_SEQ_CST,
+							__ATOMIC_SEQ_CST))
+				return;
+		}
+}
+
+void rsk_rdv_bells_forked(pid_t child)
+{
+	struct rsk_rdv_bell *b;
+
+	pthread_mutex_lock(&rsk_bells_made_lock);
+	for (b = rsk_bells_made; b != NULL; b = b->next)
+		rsk_bell_kin_add(b->pg, (int32_t)child);
+	pthread_mutex_unlock(&rsk_bells_made_lock);
 }
 
 void rsk_rdv_bells_end_all(void)
@@ -594,8 +678,9 @@ static int rsk_rdv_bell_stale(int fd, const char *name, void *arg)
 		return 0;
 	if (pg.magic == 0)
 		return 1;
+	/* (a V1 page, or one of a build before heirs, reads heir 0) */
 	return (pg.magic == RSK_BELL_MAGIC || pg.magic == RSK_BELL_MAGIC_V1) &&
-	       rsk_sweep_pid_gone(pg.pid);
+	       rsk_sweep_pid_gone(pg.pid) && (pg.heir <= 0 || rsk_sweep_pid_gone(pg.heir));
 }
 
 static const struct rsk_sweep rsk_rdv_bell_sweep = {

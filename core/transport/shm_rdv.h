@@ -168,6 +168,10 @@ int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
 int rsk_rdv_bells_sweep(const char *dir);
 void rsk_rdv_bells_end_all(void);
 
+/* fork() returned @child in the parent: the child holds every listener whose bell this
+ * process keeps or shares, and may be the one to keep the bell once we leave it. */
+void rsk_rdv_bells_forked(pid_t child);
+
 /*
  * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
  * without connecting to it: the abstract names a client of @dest tries, in order (the

@@ -439,6 +439,57 @@ static void test_bell_gone_at_exit(void **state)
 	close_all(l, 1);
 }
 
+/*
+ * A listener forked away (a daemon's parent listens, forks and exits; nginx's default): the
+ * bell stays with the child, which holds the rendezvous, so clients still ring it, and the
+ * sweep keeps it while the child lives; the child's exit takes it. Before, the maker's exit
+ * took it and every client of such a server started on TCP.
+ */
+static void test_bell_heir(void **state)
+{
+	struct fix *f = *state;
+	struct rsk_rdv_bell *b[2];
+	int l[2], st, rung = 0, fd, go[2], i;
+	char path[160], c = 1;
+	struct stat ns;
+	pid_t maker, kid;
+
+	assert_int_equal(stat("/proc/self/ns/net", &ns), 0);
+	snprintf(path, sizeof(path), "/dev/shm/rdmasock-rdv.%lu.127.0.0.1.%u",
+		 (unsigned long)ns.st_ino, (unsigned int)f->p);
+	assert_int_equal(pipe(go), 0);
+	maker = fork();
+	assert_true(maker >= 0);
+	if (maker == 0) {
+		if (rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b) != 1)
+			_exit(2);
+		if ((kid = fork()) < 0)
+			_exit(3);
+		if (kid == 0) { /* holds the rendezvous until told, then exits (destructors run) */
+			close(go[1]);
+			exit(read(go[0], &c, 1) == 1 ? 0 : 4);
+		}
+		rsk_rdv_bells_forked(kid); /* what the library's fork() does in the parent */
+		exit(0);
+	}
+	close(go[0]);
+	assert_int_equal(waitpid(maker, &st, 0), maker);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(access(path, F_OK), 0); /* the maker left it to the child */
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	assert_true(fd >= 0);
+	assert_int_equal(rung, RSK_RDV_RUNG);
+	close(fd);
+	(void)rsk_rdv_bells_sweep(NULL);
+	assert_int_equal(access(path, F_OK), 0); /* its maker is gone, its heir is not */
+	assert_int_equal(write(go[1], &c, 1), 1);
+	close(go[1]);
+	for (i = 0; i < 500 && access(path, F_OK) == 0; i++)
+		usleep(10000);
+	assert_int_not_equal(access(path, F_OK), 0); /* gone with the heir */
+}
+
 /* _exit runs no destructor: rsk_rdv_bells_end_all (what the library's _exit calls) takes
  * the bell files of the listeners still open with it. */
 static void test_bell_gone_at_quick_exit(void **state)
@@ -946,6 +997,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_find, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bell, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bell_gone_at_exit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bell_heir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_offer_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forward_unread, setup, teardown),
