@@ -94,7 +94,15 @@ extern int rsk_life_relay_helper;
 /* exec: before the real call, hand this image's relays that still run here (stdio sockets
  * whose helper could not be forked) to a helper process that outlives it; 1 if one was
  * started. exec_failed: the call returned: they come back. */
-int rsk_life_exec_prepare(void);
+int rsk_life_exec_prepare(char *const envp[]);
+
+/*
+ * Will the program an exec starts with environment @envp be handed listening socket @fd (and
+ * accept on it where no library of ours sees it)? Only the conventions that hand a listener
+ * over count (docs/design.md, "A listener another program accepts on"): 0-2, LISTEN_FDS,
+ * and the fd lists of nginx's binary upgrade and of a few hot-restart tools.
+ */
+int rsk_life_exec_hands(int fd, char *const envp[]);
 void rsk_life_exec_failed(void);
 
 /* Library start: the hooks the lower layers call (after the configuration is read). */

@@ -645,15 +645,80 @@ static void rsk_life_hand_relays(void)
 	rsk_relay_hand_done();
 }
 
-int rsk_life_exec_prepare(void)
+/*
+ * The library cannot see whether the new program will accept on a listener it inherits, and
+ * a server that never set FD_CLOEXEC and execs a helper (a CGI; a test's peer) is common: to
+ * stop its listener taking clients would cost all its acceleration for nothing. So only the
+ * conventions that hand a listener over count: stdin/stdout/stderr (inetd's wait services,
+ * systemd's StandardInput=socket), LISTEN_FDS (sd_listen_fds: 3 .. 3+n-1, for LISTEN_PID if
+ * set), and an fd list in the variables of nginx's binary upgrade, Server::Starter, einhorn,
+ * unicorn and gunicorn. Reads @envp only (a vfork child's exec).
+ */
+static const char *const rsk_handoff_vars[] = {"NGINX=", "SERVER_STARTER_PORT=",
+					       "EINHORN_FDS=", "UNICORN_FD=", "GUNICORN_FD="};
+
+/* Does @list name @fd as one of its integers (any other character separates)? */
+static int rsk_life_list_names(const char *list, int fd)
+{
+	long v;
+	char *end;
+
+	while (*list != '\0') {
+		if (*list < '0' || *list > '9') {
+			list++;
+			continue;
+		}
+		v = strtol(list, &end, 10);
+		if (v == fd)
+			return 1;
+		list = end;
+	}
+	return 0;
+}
+
+/* The integer after "@name=" in @e, or -1 when @e is not that variable. */
+static long rsk_life_env_long(const char *e, const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(e, name, n) == 0 && e[n] == '=' ? strtol(e + n + 1, NULL, 10) : -1;
+}
+
+int rsk_life_exec_hands(int fd, char *const envp[])
+{
+	long nfds = 0, pid = -1, v;
+	size_t i;
+
+	if (fd <= 2)
+		return 1;
+	for (; envp != NULL && *envp != NULL; envp++) {
+		if ((v = rsk_life_env_long(*envp, "LISTEN_FDS")) >= 0)
+			nfds = v;
+		else if ((v = rsk_life_env_long(*envp, "LISTEN_PID")) >= 0)
+			pid = v;
+		for (i = 0; i < sizeof(rsk_handoff_vars) / sizeof(rsk_handoff_vars[0]); i++)
+			if (strncmp(*envp, rsk_handoff_vars[i], strlen(rsk_handoff_vars[i])) == 0 &&
+			    rsk_life_list_names(*envp + strlen(rsk_handoff_vars[i]), fd))
+				return 1;
+	}
+	return fd < 3 + nfds && (pid < 0 || pid == (long)getpid());
+}
+
+static int rsk_life_exec_handed(int fd, void *arg)
+{
+	return rsk_life_exec_hands(fd, arg);
+}
+
+int rsk_life_exec_prepare(char *const envp[])
 {
 	int go[2];
 
 	/* The new image gets the TCP listener on each number it inherits (no memory written:
 	 * a vfork child shares ours with its parent). */
 	(void)rsk_face_restore_all(0);
-	/* ... and accepts there where no library sees it: no new clients for those listeners */
-	rsk_sock_exec_listeners();
+	/* ... and may be handed one to accept on where no library sees it: no new clients for
+	 * such a listener */
+	rsk_sock_exec_listeners(rsk_life_exec_handed, (void *)envp);
 	/* (not a vfork child's: the mirrors are its parent's, who goes on with them) */
 	if (rsk_fw_on() && rsk_proc_pid() == getpid())
 		rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */

@@ -437,26 +437,33 @@ void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v))
 
 /* (no reference taken: a count moved in a vfork child would be its parent's; a listener
  * closed by another thread during the exec is the application's race, as with the kernel) */
+struct rsk_sock_exec_walk {
+	int (*handed)(int fd, void *arg);
+	void *arg;
+};
+
 static int rsk_sock_leak_one(int fd, uintptr_t v, void *arg)
 {
+	struct rsk_sock_exec_walk *w = arg;
 	struct rsk_sock *s;
 	int fdfl;
 
-	(void)arg;
 	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
 		return 0; /* accelerated (never a listener), or one of the library's own */
 	s = rsk_fdtab_ptr(v);
 	if (s == NULL || s->state != RSK_SOCK_LISTENING || s->lst == NULL)
 		return 0;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
-	if (fdfl >= 0 && !(fdfl & FD_CLOEXEC))
+	if (fdfl >= 0 && !(fdfl & FD_CLOEXEC) && w->handed(fd, w->arg))
 		rsk_listener_note(s->lst, RSK_LISTEN_LEAKED);
 	return 0;
 }
 
-void rsk_sock_exec_listeners(void)
+void rsk_sock_exec_listeners(int (*handed)(int fd, void *arg), void *arg)
 {
-	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_leak_one, NULL);
+	struct rsk_sock_exec_walk w = {.handed = handed, .arg = arg};
+
+	rsk_fdtab_walk(0, RSK_FDTAB_MAX - 1, rsk_sock_leak_one, &w);
 }
 
 /* Make every fd naming @arg (a socket) a kernel-watched slot. */

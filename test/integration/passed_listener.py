@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A listening socket this process keeps, accepted on by another: a program it exec'd in a
-child (the listener inherited, as in nginx's binary upgrade) or a child it was passed to with
-SCM_RIGHTS. A client connects and must get its echo, as without the library. "own" is the
-control: this process accepts on the listener itself.
-Usage: passed_listener.py exec|scm|own   (prints "echo ok" or what went wrong; exit 0/1)"""
+child and handed the listener to (systemd's convention: fd 3, LISTEN_FDS, LISTEN_PID; as
+nginx's binary upgrade hands it in NGINX) or a child it was passed to with SCM_RIGHTS. A
+client connects and must get its echo, as without the library. "own" is the control: this
+process accepts on the listener itself; "helper" too, after exec'ing a helper that merely
+inherits the listener (a server that never set FD_CLOEXEC), which must change nothing.
+Usage: passed_listener.py exec|scm|own|helper   (prints "echo ok" or what went wrong)"""
 import os
 import socket
 import sys
@@ -18,29 +20,51 @@ def serve(fd):
     c.close()
 
 
+def echo_here(l, port):
+    c = socket.create_connection(("127.0.0.1", port), timeout=8)
+    c.sendall(b"ping")
+    s, _ = l.accept()
+    s.settimeout(8)
+    s.sendall(s.recv(4))
+    return c.recv(4)
+
+
+def spawn(l, role):
+    """fork + exec this script as @role with the listener inherited."""
+    os.set_inheritable(l.fileno(), True)
+    pid = os.fork()
+    if pid == 0:
+        env = dict(os.environ)
+        if role == "child":  # handed over, as sd_listen_fds() expects it
+            os.dup2(l.fileno(), 3)
+            env.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+        os.execve(sys.executable, [sys.executable, __file__, role], env)
+    return pid
+
+
 def main():
     if sys.argv[1] == "child":
-        serve(int(sys.argv[2]))
+        serve(3)
+        return 0
+    if sys.argv[1] == "idle":
+        time.sleep(1)
         return 0
     l = socket.socket()
     l.bind(("127.0.0.1", 0))
     l.listen(4)
     port = l.getsockname()[1]
     pid = 0
-    if sys.argv[1] == "own":
-        c = socket.create_connection(("127.0.0.1", port), timeout=8)
-        c.sendall(b"ping")
-        s, _ = l.accept()
-        s.settimeout(8)
-        s.sendall(s.recv(4))
-        got = c.recv(4)
+    if sys.argv[1] in ("own", "helper"):
+        if sys.argv[1] == "helper":
+            pid = spawn(l, "idle")
+            time.sleep(0.3)
+        got = echo_here(l, port)
+        if pid:
+            os.waitpid(pid, 0)
         print("echo ok" if got == b"ping" else "no echo: %s" % (got,))
         return 0 if got == b"ping" else 1
     if sys.argv[1] == "exec":
-        os.set_inheritable(l.fileno(), True)
-        pid = os.fork()
-        if pid == 0:
-            os.execv(sys.executable, [sys.executable, __file__, "child", str(l.fileno())])
+        pid = spawn(l, "child")
     else:
         a, b = socket.socketpair(socket.AF_UNIX)
         pid = os.fork()

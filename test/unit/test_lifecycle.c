@@ -162,22 +162,28 @@ static void listener_close(int fd)
 
 /*
  * A listener another program may accept on where no library sees it takes no new clients:
- * at exec only the listeners the new image inherits (no FD_CLOEXEC), and any listener passed
- * with SCM_RIGHTS. Other fds passed, and listeners an exec closes, keep their rendezvous.
+ * at exec only a listener the new image inherits (no FD_CLOEXEC) and is handed by a known
+ * convention (here nginx's NGINX list), not one a helper merely inherits; and any listener
+ * passed with SCM_RIGHTS. Other fds passed, and listeners an exec closes, keep their
+ * rendezvous.
  */
 static void test_listeners_leaked(void **state)
 {
-	struct sockaddr_in kept, inherited, passed;
-	int k = listener_open(&kept), i = listener_open(&inherited), p = listener_open(&passed);
-	int fds[2] = {k, p}, sv[2];
-	char cbuf[CMSG_SPACE(sizeof(fds))];
+	struct sockaddr_in kept, inherited, handed, passed;
+	int k = listener_open(&kept), i = listener_open(&inherited), h = listener_open(&handed);
+	int p = listener_open(&passed), fds[2] = {k, p}, sv[2];
+	char cbuf[CMSG_SPACE(sizeof(fds))], var[32];
+	char *envp[] = {"PATH=/usr/bin", var, NULL};
 	struct msghdr m = {.msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 	struct cmsghdr *cm;
 
 	(void)state;
-	assert_int_equal(fcntl(i, F_SETFD, 0), 0); /* inherited by an exec */
-	assert_int_equal(rsk_life_exec_prepare(), 0);
-	assert_false(rsk_rdv_exists((struct sockaddr *)&inherited));
+	assert_int_equal(fcntl(i, F_SETFD, 0), 0); /* inherited by an exec, not handed */
+	assert_int_equal(fcntl(h, F_SETFD, 0), 0);
+	snprintf(var, sizeof(var), "NGINX=%d;", h);
+	assert_int_equal(rsk_life_exec_prepare(envp), 0);
+	assert_false(rsk_rdv_exists((struct sockaddr *)&handed));
+	assert_true(rsk_rdv_exists((struct sockaddr *)&inherited));
 	assert_true(rsk_rdv_exists((struct sockaddr *)&kept));
 	assert_true(rsk_rdv_exists((struct sockaddr *)&passed));
 	/* a message passing a socketpair end and the listener p: only p is leaked */
@@ -195,7 +201,42 @@ static void test_listeners_leaked(void **state)
 	close(sv[1]);
 	listener_close(k);
 	listener_close(i);
+	listener_close(h);
 	listener_close(p);
+}
+
+/* The conventions that hand an exec'd program a listener, and what does not. */
+static void test_exec_hands(void **state)
+{
+	char pid[32], other[32];
+	char *sd[] = {"LISTEN_FDS=2", pid, NULL}, *sd_other[] = {"LISTEN_FDS=2", other, NULL};
+	char *sd_nopid[] = {"LISTEN_FDS=1", NULL};
+	char *lists[] = {"NGINX=6;7;", "SERVER_STARTER_PORT=127.0.0.1:8080=9", "EINHORN_FDS=11 12",
+			 "UNICORN_FD=13,14", "GUNICORN_FD=15", "FOO=16", "XNGINX=17;", NULL};
+	char *none[] = {NULL};
+
+	(void)state;
+	snprintf(pid, sizeof(pid), "LISTEN_PID=%d", (int)getpid());
+	snprintf(other, sizeof(other), "LISTEN_PID=%d", (int)getpid() + 1);
+	assert_true(rsk_life_exec_hands(0, NULL)); /* inetd: the listener on stdin */
+	assert_true(rsk_life_exec_hands(2, none));
+	assert_false(rsk_life_exec_hands(3, NULL));
+	assert_false(rsk_life_exec_hands(3, none));
+	assert_true(rsk_life_exec_hands(3, sd));
+	assert_true(rsk_life_exec_hands(4, sd));
+	assert_false(rsk_life_exec_hands(5, sd));
+	assert_false(rsk_life_exec_hands(3, sd_other)); /* for another process */
+	assert_true(rsk_life_exec_hands(3, sd_nopid));
+	assert_false(rsk_life_exec_hands(4, sd_nopid));
+	assert_true(rsk_life_exec_hands(6, lists));
+	assert_true(rsk_life_exec_hands(7, lists));
+	assert_false(rsk_life_exec_hands(8, lists));
+	assert_true(rsk_life_exec_hands(9, lists));
+	assert_true(rsk_life_exec_hands(12, lists));
+	assert_true(rsk_life_exec_hands(14, lists));
+	assert_true(rsk_life_exec_hands(15, lists));
+	assert_false(rsk_life_exec_hands(16, lists)); /* not a hand-over variable */
+	assert_false(rsk_life_exec_hands(17, lists));
 }
 
 /* ---- an accelerated connection, as rsk_sock_become leaves it (see test_sockopt) ---- */
@@ -506,7 +547,7 @@ static void test_stdio_relays_shm(void **state)
 	/* The relay runs in a helper process from its start (it must outlive this one): our
 	 * records of it and of its connection go, and the bytes still flow, moved over there. */
 	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0 && rsk_relay_count() == 0, 2000));
-	assert_int_equal(rsk_life_exec_prepare(), 0); /* nothing left here for an exec */
+	assert_int_equal(rsk_life_exec_prepare(NULL), 0); /* nothing left here for an exec */
 	relayed_echo(&r, "through the pipe");
 	assert_int_equal(epoll_wait(ep, &got, 1, 0), 0); /* read: nothing more to report */
 	{
@@ -533,11 +574,11 @@ static void test_exec_handoff_failed(void **state)
 
 	(void)state;
 	rsk_life_relay_helper = 0;
-	assert_int_equal(rsk_life_exec_prepare(), 0); /* no relay */
+	assert_int_equal(rsk_life_exec_prepare(NULL), 0); /* no relay */
 	relayed_open(&r);
 	rsk_life_stdio(r.fd);
 	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* the relay holds it, here */
-	assert_int_equal(rsk_life_exec_prepare(), 1);
+	assert_int_equal(rsk_life_exec_prepare(NULL), 1);
 	rsk_life_exec_failed();
 	relayed_echo(&r, "after a failed exec");
 	relayed_close(&r);
@@ -552,6 +593,7 @@ int main(void)
 		T(test_epoll_notes),
 		T(test_epoll_note_listener_interest),
 		T(test_listeners_leaked),
+		T(test_exec_hands),
 		T(test_fork_prepare_and_failed),
 		T(test_fork_child),
 		T(test_exit_ends_streams),
