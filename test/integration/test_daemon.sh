@@ -11,27 +11,8 @@ need nginx curl python3
 
 port=$(free_port)
 d=$RSK_TMP/ngx
-mkdir -p "$d/tmp"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat >"$d/nginx.conf" <<EOF
-daemon on;
-master_process on;
-worker_processes 2;
-$user
-error_log $d/error.log notice;
-pid $d/nginx.pid;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path $d/tmp;
-	keepalive_requests 1000;
-	server {
-		listen 127.0.0.1:$port;
-		location = /ok { return 200 "ok\n"; }
-	}
-}
-EOF
+. "$(dirname "$0")/nginx_ok.sh"
+nginx_ok_conf "$d" "$port" on
 bell=/dev/shm/rdmasock-rdv.$(stat -L -c %i /proc/self/ns/net).127.0.0.1.$port
 
 pre nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" || fail "nginx did not start"

@@ -14,26 +14,8 @@ RSK_TCP_FIRST=off # every connection set up at connect: the case a stranded offe
 
 port=$(free_port)
 d=$RSK_TMP/ngx
-mkdir -p "$d/tmp"
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-cat >"$d/nginx.conf" <<EOF
-daemon off; # (a daemon's bell goes with the parent that listened)
-master_process on;
-worker_processes 2;
-$user
-error_log $d/error.log notice;
-pid $d/nginx.pid;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path $d/tmp;
-	server {
-		listen 127.0.0.1:$port;
-		location = /ok { return 200 "ok\n"; }
-	}
-}
-EOF
+. "$(dirname "$0")/nginx_ok.sh"
+nginx_ok_conf "$d" "$port" on # (the default; a master whose parent lives ignores USR2)
 
 # phase NAME COUNT: COUNT curls, one connection each, with their own stats file; each must
 # get the answer within 10 s.
@@ -56,14 +38,9 @@ wait_for() {
 new_master() { [ -s "$d/nginx.pid" ] && [ "$(cat "$d/nginx.pid")" != "$old" ]; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
-# The absolute path: the upgrade execs argv[0]. nginx ignores USR2 while the parent it
-# started under lives, so that parent (a subshell) leaves once nginx runs.
-(
-	(LD_PRELOAD=$RSK_PRELOAD RDMASOCK_TRANSPORT=$RSK_TEST_TRANSPORT RDMASOCK_STATS=$RSK_STATS \
-		RDMASOCK_TCP_FIRST=$RSK_TCP_FIRST exec "$(command -v nginx)" -e "$d/error.log" \
-		-p "$d" -c "$d/nginx.conf" >"$d/out.log" 2>&1) &
-	wait_for test -s "$d/nginx.pid"
-)
+# The absolute path: the upgrade execs argv[0].
+pre "$(command -v nginx)" -e "$d/error.log" -p "$d" -c "$d/nginx.conf" ||
+	fail "nginx did not start: $(tail -5 "$d/error.log")"
 wait_for test -s "$d/nginx.pid" || fail "nginx did not start: $(tail -5 "$d/error.log")"
 old=$(cat "$d/nginx.pid")
 RSK_PIDS+=("$old") # stopped at exit whatever happens

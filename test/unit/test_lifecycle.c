@@ -210,33 +210,31 @@ static void test_exec_hands(void **state)
 {
 	char pid[32], other[32];
 	char *sd[] = {"LISTEN_FDS=2", pid, NULL}, *sd_other[] = {"LISTEN_FDS=2", other, NULL};
-	char *sd_nopid[] = {"LISTEN_FDS=1", NULL};
+	char *sd_nopid[] = {"LISTEN_FDS=1", NULL}, *none[] = {NULL};
 	char *lists[] = {"NGINX=6;7;", "SERVER_STARTER_PORT=127.0.0.1:8080=9", "EINHORN_FDS=11 12",
 			 "UNICORN_FD=13,14", "GUNICORN_FD=15", "FOO=16", "XNGINX=17;", NULL};
-	char *none[] = {NULL};
+	const struct {
+		int fd;
+		char **envp;
+		int want;
+	} c[] = {
+		{0, NULL, 1}, {2, none, 1}, /* inetd: the listener on stdin */
+		{3, NULL, 0}, {3, none, 0},
+		{3, sd, 1}, {4, sd, 1}, {5, sd, 0},
+		{3, sd_other, 0}, /* for another process */
+		{3, sd_nopid, 1}, {4, sd_nopid, 0},
+		{6, lists, 1}, {7, lists, 1}, {8, lists, 0}, {9, lists, 1}, {12, lists, 1},
+		{14, lists, 1}, {15, lists, 1},
+		{16, lists, 0}, {17, lists, 0}, /* not hand-over variables */
+	};
+	size_t i;
 
 	(void)state;
 	snprintf(pid, sizeof(pid), "LISTEN_PID=%d", (int)getpid());
 	snprintf(other, sizeof(other), "LISTEN_PID=%d", (int)getpid() + 1);
-	assert_true(rsk_life_exec_hands(0, NULL)); /* inetd: the listener on stdin */
-	assert_true(rsk_life_exec_hands(2, none));
-	assert_false(rsk_life_exec_hands(3, NULL));
-	assert_false(rsk_life_exec_hands(3, none));
-	assert_true(rsk_life_exec_hands(3, sd));
-	assert_true(rsk_life_exec_hands(4, sd));
-	assert_false(rsk_life_exec_hands(5, sd));
-	assert_false(rsk_life_exec_hands(3, sd_other)); /* for another process */
-	assert_true(rsk_life_exec_hands(3, sd_nopid));
-	assert_false(rsk_life_exec_hands(4, sd_nopid));
-	assert_true(rsk_life_exec_hands(6, lists));
-	assert_true(rsk_life_exec_hands(7, lists));
-	assert_false(rsk_life_exec_hands(8, lists));
-	assert_true(rsk_life_exec_hands(9, lists));
-	assert_true(rsk_life_exec_hands(12, lists));
-	assert_true(rsk_life_exec_hands(14, lists));
-	assert_true(rsk_life_exec_hands(15, lists));
-	assert_false(rsk_life_exec_hands(16, lists)); /* not a hand-over variable */
-	assert_false(rsk_life_exec_hands(17, lists));
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		if (rsk_life_exec_hands(c[i].fd, c[i].envp) != c[i].want)
+			fail_msg("case %zu: fd %d, want %d", i, c[i].fd, c[i].want);
 }
 
 /* ---- an accelerated connection, as rsk_sock_become leaves it (see test_sockopt) ---- */

@@ -910,6 +910,33 @@ static void test_second_listen_refused(void **state)
 	dial_claim_data(f); /* the first one is unharmed */
 }
 
+/* A new client finds no rendezvous: it stays on TCP (no_peer), decided before it commits. */
+static void assert_no_rendezvous(const struct fix *f)
+{
+	struct cli late;
+
+	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
+	assert_int_equal(cli_dial(&late, &f->dest), -ENOENT);
+	assert_int_equal(late.d.why, RDMASOCK_FB_NO_PEER);
+	late.undial = 0;
+	late.d.ep = NULL;
+	cli_close(&late);
+}
+
+/* @c offered before its listener stopped taking clients: the accept still claims it. */
+static void claim_queued(struct fix *f, struct cli *c, uint32_t tag)
+{
+	struct srv s;
+
+	srv_accept(&s, f->kfd);
+	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
+	srv_open(&s);
+	cli_resolve(c);
+	assert_paired(c->d.ep, s.cl.ep, tag);
+	cli_close(c);
+	srv_close(&s);
+}
+
 /*
  * Short of fds, the listener pauses: new clients find no rendezvous (they stay on TCP,
  * decided before they commit), a client that offered before the pause is still served, and
@@ -918,27 +945,14 @@ static void test_second_listen_refused(void **state)
 static void test_pause_resume(void **state)
 {
 	struct fix *f = *state;
-	struct cli c, late;
-	struct srv s;
+	struct cli c;
 	int before = ucm_fd_count();
 
 	cli_full(&c, f);
 	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_PAUSE), 1); /* its fds went */
-	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
-	assert_int_equal(cli_dial(&late, &f->dest), -ENOENT);
-	assert_int_equal(late.d.why, RDMASOCK_FB_NO_PEER);
-	late.undial = 0;
-	late.d.ep = NULL;
-	cli_close(&late);
+	assert_no_rendezvous(f);
 	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_PAUSE), 0); /* twice: no change */
-	/* the offer queued before the pause */
-	srv_accept(&s, f->kfd);
-	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
-	srv_open(&s);
-	cli_resolve(&c);
-	assert_paired(c.d.ep, s.cl.ep, 0x77);
-	cli_close(&c);
-	srv_close(&s);
+	claim_queued(f, &c, 0x77); /* the offer queued before the pause */
 	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_RESUME), 1); /* new sockets */
 	assert_true(rsk_rdv_exists((struct sockaddr *)&f->dest));
 	/* the probe of exists left a connection without an offer: it costs nothing */
@@ -955,8 +969,7 @@ static void test_pause_resume(void **state)
 static void test_leaked_for_good(void **state)
 {
 	struct fix *f = *state;
-	struct cli c, late;
-	struct srv s;
+	struct cli c;
 	int before = ucm_fd_count(), status = -1;
 	pid_t pid;
 
@@ -967,20 +980,8 @@ static void test_leaked_for_good(void **state)
 		_exit(cm->listen_note(f->lh, RSK_LISTEN_LEAKED) == 0 ? 0 : 1);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_int_equal(status, 0);
-	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
-	assert_int_equal(cli_dial(&late, &f->dest), -ENOENT);
-	assert_int_equal(late.d.why, RDMASOCK_FB_NO_PEER);
-	late.undial = 0;
-	late.d.ep = NULL;
-	cli_close(&late);
-	/* the offer queued before the leak */
-	srv_accept(&s, f->kfd);
-	assert_int_equal(srv_claim(&s, f->lh, NULL), 1);
-	srv_open(&s);
-	cli_resolve(&c);
-	assert_paired(c.d.ep, s.cl.ep, 0x78);
-	cli_close(&c);
-	srv_close(&s);
+	assert_no_rendezvous(f);
+	claim_queued(f, &c, 0x78); /* the offer queued before the leak */
 	/* short of fds and back: still shut */
 	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_PAUSE), 1);
 	assert_int_equal(cm->listen_note(f->lh, RSK_LISTEN_RESUME), 0);
