@@ -6,9 +6,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 
-#include "base/config.h"
 #include "calls/calls.h"
-#include "calls/fastwait.h"
 #include "sock/face.h"
 #include "calls/io.h"
 #include "preload.h"
@@ -75,11 +73,8 @@ static __attribute__((noinline)) ssize_t rsk_sendmsg_faces(int fd, const struct 
 
 RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	/* SCM_RIGHTS: another process may wait on what it names (also before any connection is
-	 * lazy: a poll or a recv may make it lazy later) */
+	/* SCM_RIGHTS: another process may wait or accept on what it names */
 	if (rsk_unlikely(msg != NULL && msg->msg_controllen != 0)) {
-		if (rsk_config.fastwait)
-			rsk_fw_msg_shared(msg);
 		rsk_life_fds_passed(msg);
 		if (rsk_face_live)
 			return rsk_sendmsg_faces(fd, msg, flags);
@@ -94,11 +89,8 @@ RSK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 	ssize_t rc;
 
 	for (i = 0; vec != NULL && i < vlen; i++)
-		if (rsk_unlikely(vec[i].msg_hdr.msg_controllen != 0)) {
-			if (rsk_config.fastwait)
-				rsk_fw_msg_shared(&vec[i].msg_hdr);
+		if (rsk_unlikely(vec[i].msg_hdr.msg_controllen != 0))
 			rsk_life_fds_passed(&vec[i].msg_hdr);
-		}
 	RSK_PASS_UNLESS_ACCEL(fd, sendmmsg, fd, vec, vlen, flags);
 	for (i = 0; i < vlen; i++) {
 		rc = rsk_io_sendmsg(fd, &vec[i].msg_hdr, flags);

@@ -80,8 +80,9 @@ void rsk_life_io_uring(void);
 void rsk_life_stdio(int fd);
 
 /*
- * sendmsg: @msg passes fds. A listening socket of ours among them may be accepted on by a
- * process whose accepts no library sees (docs/design.md, "A listener another program
+ * sendmsg: @msg passes fds (SCM_RIGHTS). Another process may wait on each of them (the fast
+ * waits stop answering for them), and a listening socket of ours among them may be accepted
+ * on by a process whose accepts no library sees (docs/design.md, "A listener another program
  * accepts on"): its transports' listeners take no new clients from now on.
  */
 void rsk_life_fds_passed(const struct msghdr *msg);

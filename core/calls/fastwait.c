@@ -23,7 +23,6 @@
 #include <sys/select.h>
 
 #include "base/clock.h"
-#include "base/cmsgfd.h"
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
@@ -1695,17 +1694,6 @@ void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e)
 	rsk_fw_set_shared(n, r);
 	rsk_fw_set_shared(n, w);
 	rsk_fw_set_shared(n, e);
-}
-
-static void rsk_fw_passed(int fd, void *arg)
-{
-	(void)arg;
-	rsk_fw_fd_shared(fd);
-}
-
-void rsk_fw_msg_shared(const struct msghdr *msg)
-{
-	rsk_cmsg_fds_each(msg, rsk_fw_passed, NULL);
 }
 
 static void rsk_fw_taint_walk(struct rsk_sock *s, int fd)

@@ -122,10 +122,10 @@ void rsk_fw_fd_shared(int fd);
  * mirror may answer @fd from the connection any more; the kernel answers the pipe. */
 void rsk_fw_fd_relayed(int fd);
 
-/* poll/select sets and SCM_RIGHTS messages: rsk_fw_fd_shared for each fd in them. */
+/* poll/select sets: rsk_fw_fd_shared for each fd in them (SCM_RIGHTS messages: calls.h,
+ * rsk_life_fds_passed). */
 void rsk_fw_poll_shared(void *pollfds, unsigned long n);
 void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e);
-void rsk_fw_msg_shared(const struct msghdr *msg);
 
 /* exec: every epoll_ctl held back in user space reaches the kernel (a set that survives the
  * exec holds only what the application registered). */

@@ -263,10 +263,13 @@ void rsk_life_stdio(int fd)
 
 static void rsk_life_passed_one(int fd, void *arg)
 {
-	struct rsk_sock *s = rsk_sock_get(fd);
+	struct rsk_sock *s;
 
 	(void)arg;
-	if (s == NULL)
+	if (rsk_config.fastwait) /* another process may wait on it (also before any connection
+				  * is lazy: a poll or a recv may make it lazy later) */
+		rsk_fw_fd_shared(fd);
+	if ((s = rsk_sock_get(fd)) == NULL)
 		return;
 	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
 		rsk_info("fd %d: listening socket passed to another process: new clients of its "
