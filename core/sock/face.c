@@ -85,7 +85,7 @@ struct rsk_face_walk {
 static int rsk_face_put_back(int fd, uintptr_t v, void *arg)
 {
 	struct rsk_face_walk *w = arg;
-	struct rsk_sock *s = rsk_face_sock(v);
+	struct rsk_sock *s = rsk_sock_kernel_of(v);
 	int h, fdfl;
 
 	if (s == NULL || (h = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE)) == 0)
@@ -103,7 +103,7 @@ static int rsk_face_put_back(int fd, uintptr_t v, void *arg)
 
 static int rsk_face_off(int fd, uintptr_t v, void *arg)
 {
-	struct rsk_sock *s = rsk_face_sock(v);
+	struct rsk_sock *s = rsk_sock_kernel_of(v);
 
 	(void)fd;
 	(void)arg;

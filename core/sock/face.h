@@ -58,15 +58,6 @@ enum rsk_face_to {
 enum rsk_face_to rsk_face_fcntl_to(int cmd);
 enum rsk_face_to rsk_face_ioctl_to(unsigned long req);
 
-/* The socket object of fd-table slot @v if it is a tracked kernel socket (the only kind
- * that can have a face), else NULL: untracked, accelerated, or one of the library's own. */
-static inline struct rsk_sock *rsk_face_sock(uintptr_t v)
-{
-	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
-		return NULL;
-	return rsk_fdtab_ptr(v);
-}
-
 /* The fd the kernel call for the application's @fd must name: the hidden TCP listener when
  * @fd is a face, @fd itself otherwise. */
 static inline int rsk_face_kfd(int fd)
@@ -76,7 +67,7 @@ static inline int rsk_face_kfd(int fd)
 
 	if (rsk_likely(__atomic_load_n(&rsk_face_live, __ATOMIC_RELAXED) == 0))
 		return fd;
-	if ((s = rsk_face_sock(rsk_fdtab_load(fd))) == NULL)
+	if ((s = rsk_sock_kernel_of(rsk_fdtab_load(fd))) == NULL) /* (only those have a face) */
 		return fd;
 	h = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE);
 	return h > 0 ? h - 1 : fd;

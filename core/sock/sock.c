@@ -448,9 +448,7 @@ static int rsk_sock_leak_one(int fd, uintptr_t v, void *arg)
 	struct rsk_sock *s;
 	int fdfl;
 
-	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
-		return 0; /* accelerated (never a listener), or one of the library's own */
-	s = rsk_fdtab_ptr(v);
+	s = rsk_sock_kernel_of(v);
 	if (s == NULL || s->state != RSK_SOCK_LISTENING || s->lst == NULL)
 		return 0;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);

@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "base/fdhide.h"
 #include "base/fdtab.h"
 #include "rdmasock.h"
 
@@ -197,6 +198,15 @@ void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s, int fd));
 
 /* Walk every tracked fd: @fn(s, fd, v) with a reference held (v: the raw slot value). */
 void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));
+
+/* The socket object of fd-table slot @v if it is a tracked kernel socket (a listener, say),
+ * else NULL: untracked, accelerated, or one of the library's own. Reads the slot only. */
+static inline struct rsk_sock *rsk_sock_kernel_of(uintptr_t v)
+{
+	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
+		return NULL;
+	return rsk_fdtab_ptr(v);
+}
 
 /*
  * exec: the listening sockets on numbers the new image keeps (no FD_CLOEXEC) and is handed
