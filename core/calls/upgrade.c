@@ -140,6 +140,7 @@ struct rsk_upg {
 	struct rsk_listener *lst; /* the listener, held while @held */
 	int held;           /* we keep the listener's companions open (rsk_listener_hold) */
 	int offer;          /* an offer was announced for us (atomic) */
+	int claim_tries;    /* claims that found a sibling holding offers (retried) */
 	const struct rsk_cm_ops *cl_cm;
 	int have_claim;
 	struct rsk_upg_key key;
@@ -173,6 +174,8 @@ struct rsk_upg {
 /* Least time between two looks of a call at the other side's progress that cost a system
  * call (the peer's FIN when switched, its answer when offered). */
 #define RSK_UPG_PEEK_US 1000
+/* Claims of an announced offer a server makes again while siblings hold entries. */
+#define RSK_UPG_CLAIM_TRIES 16
 /* Longest a side waits for its first stream message to reach the peer before its FIN. */
 #define RSK_UPG_FLUSH_MS 2000
 
@@ -744,6 +747,11 @@ static void rsk_upg_server_take(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	if (!u->have_claim) {
 		memset(&u->cl, 0, sizeof(u->cl));
 		rc = rsk_listener_claim_id(u->lst_id, &u->peer, fd, &u->cl, &u->cl_cm);
+		/* A sibling process held the rendezvous' entries (prefork: the knock came while
+		 * one of them looked): ours may be among them, and no second knock comes. Look
+		 * again at a later call, a few times. */
+		if (rc == -ETIMEDOUT && ++u->claim_tries <= RSK_UPG_CLAIM_TRIES)
+			__atomic_store_n(&u->offer, 1, __ATOMIC_RELEASE);
 		if (rc <= 0)
 			return; /* not (or no longer) there: another announcement may come */
 		u->have_claim = 1;

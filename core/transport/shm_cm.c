@@ -31,6 +31,7 @@
 #include "base/sys.h"
 #include "shm.h"
 #include "shm_cm.h"
+#include "shm_door.h"
 #include "shm_rdv.h"
 #include "announce.h"
 
@@ -136,6 +137,24 @@ static int rsk_shm_dial(struct rsk_dial *d)
 }
 
 /*
+ * A move's offer is queued: where the listener's processes share the rendezvous (prefork),
+ * none of their loops looks at it, so knock at each one's door; the one whose connection it
+ * is takes it at its next call (shm_rdv.h, knocks). After the offer, so that a claim the
+ * knock sets off finds it. A knock that reaches nobody costs only the move.
+ */
+static void rsk_shm_knock(int rdv, int tcp)
+{
+	struct sockaddr_storage me;
+	socklen_t len = sizeof(me);
+	int rc;
+
+	if (rsk_sys_getsockname(tcp, (struct sockaddr *)&me, &len) < 0)
+		return;
+	rc = rsk_rdv_knock(rdv, (struct sockaddr *)&me, len);
+	rsk_dbg("shm: knocked for our move: %d door(s) took it", rc);
+}
+
+/*
  * The offer goes before our SYN, so whoever accepts the TCP connection finds it queued. It
  * carries our TCP socket: the server matches it against the connection it accepted, and it
  * keeps the socket alive after our fd is replaced by the app end (we keep no placeholder).
@@ -160,6 +179,8 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 		return rc;
 	}
 	rsk_shm_dial_drop_memfd(d); /* the server got its copy; our mapping stays */
+	if (d->upgrade)
+		rsk_shm_knock(p->rdv, d->fd);
 	return 0;
 }
 
@@ -300,6 +321,12 @@ struct rsk_offer {
 	uint32_t looked;          /* the look (l->look) that last read it */
 	struct sockaddr_storage to; /* an upgrade's: its TCP socket's peer, before we let it go */
 	int to_known;
+	/* taken off a rendezvous shared with siblings: its TCP socket stays with it, to be
+	 * passed on to the sibling it may be for (the proof that sibling checks) */
+	int pass_on;
+	/* an upgrade offer a knock said is for a connection of ours (rsk_shm_pull): kept here
+	 * for its claim, neither counted as held nor passed on */
+	int kept;
 };
 
 struct rsk_shm_listener {
@@ -329,7 +356,12 @@ struct rsk_shm_listener {
 	rsk_watch_t late_w;
 	int64_t late_failed_ms; /* when making it failed in late_pid (tried again a while on) */
 	uint32_t look;          /* counts looks: a look's later passes skip what it read */
+	struct rsk_shm_listener *all_next; /* in rsk_shm_all (the knocks' search) */
 };
+
+/* This process's listeners, for the knocks at its door (rsk_shm_knocked). */
+static struct rsk_shm_listener *rsk_shm_all;
+static pthread_mutex_t rsk_shm_all_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* How long after late_ep could not be made (EMFILE, ENOMEM) it is tried again. */
 #define RSK_LATE_RETRY_MS 1000
@@ -463,6 +495,10 @@ static int rsk_shm_listen(const struct sockaddr *bound, int v6only, void **lh)
 	l->v6only = v6only;
 	rsk_shm_owners(l);
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_mutex_lock(&rsk_shm_all_lock);
+	l->all_next = rsk_shm_all;
+	rsk_shm_all = l;
+	pthread_mutex_unlock(&rsk_shm_all_lock);
 	*lh = l;
 	return 0;
 }
@@ -533,8 +569,10 @@ static struct rsk_offer *rsk_offer_unlink(struct rsk_shm_listener *l, struct rsk
 
 	rsk_offer_unlate(l, e); /* (an accept's look took it: its answer is no late event) */
 	*pp = e->next;
-	l->nlocal--;
-	rsk_lshared_add(l, -1);
+	if (!e->kept) { /* (a kept one left the count when it was kept) */
+		l->nlocal--;
+		rsk_lshared_add(l, -1);
+	}
 	return e;
 }
 
@@ -584,8 +622,15 @@ static void rsk_lslot_release(struct rsk_shm_listener *l)
 
 static void rsk_shm_unlisten(void *lh)
 {
-	struct rsk_shm_listener *l = lh;
+	struct rsk_shm_listener *l = lh, **pp;
 	int i;
+
+	pthread_mutex_lock(&rsk_shm_all_lock); /* (a knock being handled may be looking at it) */
+	for (pp = &rsk_shm_all; *pp != NULL && *pp != l; pp = &(*pp)->all_next)
+		;
+	if (*pp != NULL)
+		*pp = l->all_next;
+	pthread_mutex_unlock(&rsk_shm_all_lock);
 
 	if (l->late_pid == rsk_proc_pid())
 		rsk_evloop_unwatch(l->late_w); /* no late event runs for @l after this */
@@ -787,6 +832,7 @@ static int rsk_listen_take(struct rsk_shm_listener *l, int max)
 			e->conn = fd;
 			e->uid = uid;
 			e->owner = l->owner[i];
+			e->pass_on = __atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) != 0;
 			e->fds[0] = e->fds[1] = e->fds[2] = e->fds[3] = -1;
 			*tail = e;
 			tail = &e->next;
@@ -881,7 +927,7 @@ static int rsk_offer_update(struct rsk_offer *e)
 	/* An upgrade's TCP connection is the application's and carries on: our reference to
 	 * its socket would keep it open after the client closes (no FIN). The address is all
 	 * we needed it for. */
-	if (e->client_known && e->o.upgrade && e->fds[RSK_RDV_TCP] >= 0) {
+	if (e->client_known && e->o.upgrade && e->fds[RSK_RDV_TCP] >= 0 && !e->pass_on) {
 		len = sizeof(e->to); /* what rsk_offer_connected_here proves it by, kept */
 		e->to_known = rsk_sys_getpeername(e->fds[RSK_RDV_TCP], (struct sockaddr *)&e->to,
 						  &len) == 0;
@@ -991,6 +1037,8 @@ static int rsk_offer_pass_on(struct rsk_shm_listener *l, struct rsk_offer *e)
 {
 	if (rsk_offer_update(e) < 0)
 		return 0; /* malformed, or the client went */
+	if (e->have && e->fds[RSK_RDV_TCP] < 0)
+		return 0; /* (its TCP socket let go: no sibling could prove it; dropped) */
 	if (e->have)
 		return rsk_rdv_forward(&e->o, e->fds);
 	return rsk_rdv_forward_unread((const struct sockaddr *)&l->bound, e->conn);
@@ -1008,7 +1056,7 @@ static void rsk_listen_give_back(struct rsk_shm_listener *l)
 	int moved = 0;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
-		if (rsk_offer_pass_on(l, e) < 0) {
+		if (e->kept || rsk_offer_pass_on(l, e) < 0) {
 			pp = &e->next; /* rendezvous full: keep it, our next accept looks again */
 			continue;
 		}
@@ -1115,6 +1163,85 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	return e;
 }
 
+/* ---- moves into a rendezvous shared with siblings (knocks, shm_rdv.h) ---- */
+
+static int rsk_shm_collect_budget(struct rsk_shm_listener *l);
+
+/* Does entry @e hold the upgrade offer of the client at @peer (its offer read if it came)? */
+static int rsk_offer_is_for(struct rsk_offer *e, const struct sockaddr_storage *peer)
+{
+	return rsk_offer_update(e) == 0 && e->have && e->client_known && e->o.upgrade &&
+	       rsk_addr_same_v4m((struct sockaddr *)&e->client, (const struct sockaddr *)peer);
+}
+
+/* Keep @e for the claim of a connection of ours: out of the held count (siblings must not
+ * wait for it), never passed on, and its TCP socket let go now (held by us it would keep the
+ * client's end open after the client closes: no FIN). Locked. */
+static void rsk_offer_keep(struct rsk_shm_listener *l, struct rsk_offer *e)
+{
+	e->kept = 1;
+	e->announced = 1;
+	e->pass_on = 0;
+	l->nlocal--;
+	rsk_lshared_add(l, -1);
+	(void)rsk_offer_update(e);
+}
+
+/*
+ * A knock said the client at @peer offered its move, and a connection of this process is
+ * that client's: take its entry off @l's shared rendezvous now rather than at that
+ * connection's next call. Until some process reads it, the queued offer holds the client's
+ * TCP socket, so a client that closes right after its offer sends no FIN, and a server
+ * waiting to read would wait for ever. Entries of others go back as an accept's look hands
+ * them back, under the same look lock. 1 when found.
+ */
+static int rsk_shm_pull(struct rsk_shm_listener *l, const struct sockaddr_storage *peer)
+{
+	struct rsk_offer *e, *found = NULL, **tail;
+	int locked, k, budget;
+
+	pthread_mutex_lock(&l->lock);
+	/* (short of fds: the connection's own claim takes it, from the application's call) */
+	if (l->paused || rsk_listen_leaked(l) || !__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) ||
+	    (budget = rsk_shm_collect_budget(l)) == 0) {
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	}
+	locked = rsk_lshared_lock(l->sh);
+	for (tail = &l->pending; (e = *tail) != NULL; tail = &e->next)
+		if (found == NULL && !e->kept && rsk_offer_is_for(e, peer))
+			found = e;
+	for (k = 0; found == NULL && k < budget && rsk_listen_take(l, 1) == 1; k++) {
+		e = *tail; /* (the one just taken: appended) */
+		tail = &e->next;
+		if (rsk_offer_is_for(e, peer))
+			found = e;
+	}
+	if (found != NULL)
+		rsk_offer_keep(l, found);
+	rsk_listen_give_back(l);
+	if (locked)
+		pthread_mutex_unlock(&l->sh->looking);
+	rsk_lshared_wake(l->sh); /* (the held count moved) */
+	rsk_pending_hide(l);
+	pthread_mutex_unlock(&l->lock);
+	return found != NULL;
+}
+
+/* A knock at this process's door, from the event loop: announce it (announce.h); when it is
+ * for a connection of ours, pull its entry in. */
+static void rsk_shm_knocked(const struct sockaddr_storage *peer)
+{
+	struct rsk_shm_listener *l;
+
+	if (rsk_transport_upgrade_offer(peer) <= 0)
+		return; /* not ours (a sibling's), or not accepted yet: its accept claims it */
+	pthread_mutex_lock(&rsk_shm_all_lock);
+	for (l = rsk_shm_all; l != NULL && !rsk_shm_pull(l, peer); l = l->all_next)
+		;
+	pthread_mutex_unlock(&rsk_shm_all_lock);
+}
+
 struct rsk_shm_claim {
 	struct rsk_offer *e;
 };
@@ -1142,9 +1269,15 @@ static struct rsk_shm_claim *rsk_shm_claim_of(struct rsk_claim *cl)
  */
 static int rsk_shm_claim(void *lh, struct rsk_claim *cl, int wait_ms)
 {
+	struct rsk_shm_listener *l = lh;
 	struct rsk_offer *e;
 	int elsewhere;
 
+	/* Shared with siblings: no loop looks at the rendezvous, so moves reach this process
+	 * by its door (before the look: a knock after it must find the door open). */
+	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE) &&
+	    rsk_config.tcp_first != RSK_TCP_FIRST_OFF && !rsk_listen_leaked(l))
+		(void)rsk_door_open(rsk_shm_knocked);
 	/* Offers come before the SYN: the wait is only for siblings holding some. */
 	e = rsk_listen_find(lh, cl, wait_ms < RSK_CLAIM_WAIT_MS ? wait_ms : RSK_CLAIM_WAIT_MS,
 			    &elsewhere);

@@ -876,3 +876,120 @@ int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid)
 	pthread_mutex_unlock(&rsk_bell_lock);
 	return rc;
 }
+
+/* ---- knocks (see shm_rdv.h) ---- */
+
+socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid)
+{
+	char what[16];
+
+	snprintf(what, sizeof(what), "%d", (int)pid);
+	return rsk_rdv_name(un, "d", what, 0);
+}
+
+/* The listener name @un (of @len) a rendezvous connection is connected to, back to its
+ * address part and port ("rsk1/l/<netns>/<what>/<port>"). 0 or -EINVAL. */
+static int rsk_rdv_name_parse(const struct sockaddr_un *un, socklen_t len, char *what,
+			      size_t size, unsigned int *port)
+{
+	size_t n = len > offsetof(struct sockaddr_un, sun_path) + 1
+			   ? len - offsetof(struct sockaddr_un, sun_path) - 1
+			   : 0;
+	char name[sizeof(un->sun_path)], *w, *p, *end;
+	unsigned long v;
+
+	if (n == 0 || n >= sizeof(name) || un->sun_path[0] != '\0')
+		return -EINVAL;
+	memcpy(name, un->sun_path + 1, n);
+	name[n] = '\0';
+	if (strncmp(name, "rsk1/l/", 7) != 0 || (w = strchr(name + 7, '/')) == NULL ||
+	    (p = strrchr(name, '/')) == w)
+		return -EINVAL;
+	v = strtoul(p + 1, &end, 10);
+	if (*end != '\0' || v > 65535 || (size_t)(p - w - 1) >= size)
+		return -EINVAL;
+	memcpy(what, w + 1, (size_t)(p - w - 1));
+	what[p - w - 1] = '\0';
+	*port = (unsigned int)v;
+	return 0;
+}
+
+/* The processes to knock at for bell @b: its maker, heir and kin, each once; none when it
+ * names no process but its maker, whose own loop looks (the listener was never forked
+ * away). Locked (the bell cache). */
+static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
+{
+	int32_t p;
+	int i, j, n = 0;
+
+	for (i = -2; i < RSK_BELL_KIN; i++) {
+		p = i == -2 ? b->pid
+		    : i == -1 ? __atomic_load_n(&b->heir, __ATOMIC_ACQUIRE)
+			      : __atomic_load_n(&b->kin[i], __ATOMIC_ACQUIRE);
+		for (j = 0; j < n && pids[j] != p; j++)
+			;
+		if (p > 0 && j == n)
+			pids[n++] = p;
+	}
+	return n > 1 ? n : 0;
+}
+
+int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t clen)
+{
+	struct sockaddr_un un;
+	socklen_t len = sizeof(un);
+	struct rsk_rdv_knock k = {.magic = RSK_RDV_KNOCK_MAGIC, .len = clen};
+	struct iovec iov = {&k, offsetof(struct rsk_rdv_knock, client) + clen};
+	struct msghdr msg = {.msg_name = &un, .msg_iov = &iov, .msg_iovlen = 1};
+	int32_t pids[RSK_BELL_KIN + 2];
+	char what[INET6_ADDRSTRLEN + 8], path[128];
+	struct rsk_bell_page *b;
+	unsigned int port;
+	struct ucred cr;
+	int n = 0, i, fd, rc, took = 0;
+
+	if (clen > sizeof(k.client))
+		return -EINVAL;
+	memcpy(&k.client, client, clen);
+	if ((rc = rsk_sys_getpeername(conn, (struct sockaddr *)&un, &len)) < 0 ||
+	    (rc = rsk_rdv_peer_cred(conn, &cr)) < 0)
+		return rc;
+	if (rsk_rdv_name_parse(&un, len, what, sizeof(what), &port) < 0 ||
+	    rsk_rdv_bell_path(path, sizeof(path), what, port) < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&rsk_bell_lock);
+	b = rsk_rdv_bell_get(path, cr.pid);
+	if (b != NULL)
+		n = rsk_rdv_knock_pids(b, pids);
+	pthread_mutex_unlock(&rsk_bell_lock);
+	if (n == 0)
+		return 0;
+	if ((fd = rsk_sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return fd;
+	for (i = 0; i < n; i++) {
+		msg.msg_namelen = rsk_rdv_door_name(&un, pids[i]);
+		/* (no door: that process accepted no TCP-first connection, or is not ours) */
+		took += rsk_sys_sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) ==
+			(ssize_t)iov.iov_len;
+	}
+	(void)rsk_sys_close(fd);
+	return took;
+}
+
+int rsk_rdv_knock_parse(const void *buf, size_t n, struct sockaddr_storage *client)
+{
+	const size_t head = offsetof(struct rsk_rdv_knock, client);
+	struct rsk_rdv_knock k;
+
+	if (n < head || n > sizeof(k))
+		return -EPROTO;
+	memset(&k, 0, sizeof(k));
+	memcpy(&k, buf, n);
+	if (k.magic != RSK_RDV_KNOCK_MAGIC || k.len != n - head)
+		return -EPROTO;
+	if (!(k.client.ss_family == AF_INET && k.len >= sizeof(struct sockaddr_in)) &&
+	    !(k.client.ss_family == AF_INET6 && k.len >= sizeof(struct sockaddr_in6)))
+		return -EPROTO;
+	*client = k.client;
+	return 0;
+}

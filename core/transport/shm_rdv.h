@@ -173,12 +173,41 @@ void rsk_rdv_bells_end_all(void);
 void rsk_rdv_bells_forked(pid_t child);
 
 /*
+ * Knocks: how a move reaches a listener that siblings share (prefork: nginx's workers). No
+ * process's event loop looks at a shared rendezvous (the loops would take each other's
+ * offers), and the accepts that read an upgrade offer there hand it back: the offer of a
+ * connection that starts on TCP and moves later was never announced. So a client whose
+ * upgrade offer is queued knocks at the door of each process its listener's bell names (its
+ * maker, its heir and the kin forked with it open; none when the bell names no process but
+ * its maker: that one's own loop looks): a datagram on the abstract unix name
+ * "rsk1/d/<netns>/<pid>/0" holding the client's TCP address. The process whose connection it
+ * is takes the offer at that connection's next call (core/transport/shm_door.c, announce.h).
+ * FROZEN (any build knocks any other's door): magic, then the address's length, then the
+ * address; a door reads no other message.
+ */
+#define RSK_RDV_KNOCK_MAGIC 0x314b4e4bu /* "KNK1" */
+struct rsk_rdv_knock {
+	uint32_t magic;
+	uint32_t len; /* of client, as getsockname gave it */
+	struct sockaddr_storage client;
+};
+
+struct sockaddr_un;
+/* Client: knock for the upgrade offer just sent on rendezvous connection @conn, from the TCP
+ * socket at @client. Returns how many doors took it (0: no bell of ours, none forked away,
+ * or no door) or -errno. */
+int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t len);
+/* The door of process @pid (a bound or a destination address); its length. */
+socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid);
+/* A knock's client address from datagram @buf of @n bytes: 0, or -EPROTO (not a knock). */
+int rsk_rdv_knock_parse(const void *buf, size_t n, struct sockaddr_storage *client);
+
+/*
  * For `rdmasock doctor` (tools/), which looks a listener's rendezvous up in /proc/net/unix
  * without connecting to it: the abstract names a client of @dest tries, in order (the
  * address's own, then the wildcard's) into @un[0..1], their sockaddr lengths in @len.
  * Returns 2 or -errno.
  */
-struct sockaddr_un;
 int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t len[2]);
 
 #endif

@@ -41,6 +41,8 @@
 #include "transport/announce.h"
 #include "transport/shm.h"
 #include "transport/shm_cm.h"
+#include "transport/shm_door.h"
+#include "transport/shm_rdv.h"
 #include "transport/shm_rdv.h"
 #include "unit_cm.h"
 #include "unit_clocks.h"
@@ -1053,9 +1055,12 @@ static void test_prefork_sibling_claims(void **state)
 	struct rsk_wc wc[2];
 	struct cli c1, c2;
 	struct srv s1;
-	int go[2], before = ucm_fd_count();
+	int go[2], before;
 	pid_t pid;
 
+	/* (a shared listener's claim opens this process's door, for good: not a leak) */
+	assert_int_equal(rsk_door_open(NULL), 0);
+	before = ucm_fd_count();
 	cm->listen_note(f->lh, RSK_LISTEN_FORKED); /* what the fork hook tells it */
 	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
 	pid = fork();
@@ -1528,6 +1533,72 @@ static void test_accept_read_offer_announced(void **state)
 	close(srv);
 }
 
+/* A knock at this process's own door for client @c's move, as the client sends one to each
+ * process its listener's bell names (a bell of this test names no other process). */
+static void knock_self(const struct cli *c)
+{
+	struct rsk_rdv_knock k = {.magic = RSK_RDV_KNOCK_MAGIC};
+	struct sockaddr_un un;
+	socklen_t len = sizeof(k.client), ul = rsk_rdv_door_name(&un, getpid());
+	size_t n;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(getsockname(c->fd, (struct sockaddr *)&k.client, &len), 0);
+	k.len = len;
+	n = offsetof(struct rsk_rdv_knock, client) + len;
+	assert_int_equal(sendto(fd, &k, n, 0, (struct sockaddr *)&un, ul), (ssize_t)n);
+	close(fd);
+}
+
+/*
+ * Shared with siblings (prefork), the rendezvous has no loop of ours looking at it: a knock at
+ * this process's door for a connection of ours takes that upgrade offer in at once
+ * (rsk_shm_pull), and the connection's own claim finds it. Until some process reads it, the
+ * queued offer holds the client's TCP socket: a client that closes right after its offer
+ * had its FIN held back, and a server waiting to read waited (before the knocks nothing
+ * read it until the next accept of any sibling).
+ */
+static void test_knock_pulls_offer(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_storage peer;
+	struct rsk_claim cl;
+	struct cli c;
+	struct srv s;
+	socklen_t len = sizeof(peer);
+	int srv, fd;
+	char b;
+
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED); /* what the fork hook tells it */
+	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
+	rsk_transport_set_upgrade_hook(count_announce);
+	fd = plain_claimed(f, &s, NULL); /* a shared listener's accept opens the door */
+	srv_close(&s);
+	close(fd);
+	assert_true(rsk_door_fd() >= 0);
+	upg_dial(&c, f, &srv);
+	upg_offer(&c);
+	knock_self(&c);
+	assert_int_equal(announced_wait(1), 1);
+	/* the client goes: its FIN reaches the server now that nobody else holds its socket */
+	close(c.fd);
+	c.fd = -1;
+	assert_true(readable(srv, 2000));
+	assert_int_equal(recv(srv, &b, 1, MSG_DONTWAIT), 0);
+	/* and the entry waits here for its connection's claim */
+	assert_int_equal(getpeername(srv, (struct sockaddr *)&peer, &len), 0);
+	memset(&cl, 0, sizeof(cl));
+	cl.peer = &peer;
+	cl.fd = srv;
+	assert_int_equal(cm->claim(f->lh, &cl, 0), 1);
+	assert_true(cl.upgrade);
+	cm->unclaim(&cl, 0);
+	rsk_transport_set_upgrade_hook(NULL);
+	cli_close(&c);
+	close(srv);
+}
+
 #define T4(f) cmocka_unit_test_setup_teardown(f, setup4, teardown)
 
 int main(void)
@@ -1562,6 +1633,7 @@ int main(void)
 		T4(test_look_eintr_leaves_entry_late),
 		T4(test_child_drops_inherited_late_set),
 		T4(test_accept_read_offer_announced),
+		T4(test_knock_pulls_offer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
