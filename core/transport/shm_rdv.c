@@ -526,6 +526,10 @@ struct rsk_bell_page {
 	 * match it with the rendezvous' SO_PEERCRED. */
 	int32_t heir;
 	int32_t kin[RSK_BELL_KIN];
+	/* Forked with the listener open, ever (kin may be empty again): its rendezvous is shared
+	 * for good, no loop of its watches it, and a move's client knocks (shm_rdv.h). 0 in a
+	 * page of a build before knocks (the mapping's tail past a shorter file reads 0). */
+	uint32_t forked;
 };
 #define RSK_BELL_PAGE_V1 16u /* a RSK_BELL_MAGIC_V1 page's size: magic, pid, rings */
 
@@ -605,6 +609,7 @@ static void rsk_bell_kin_add(struct rsk_bell_page *pg, int32_t child)
 	int i, pass;
 	int32_t k;
 
+	__atomic_store_n(&pg->forked, 1, __ATOMIC_RELEASE);
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < RSK_BELL_KIN; i++) {
 			k = __atomic_load_n(&pg->kin[i], __ATOMIC_ACQUIRE);
@@ -914,9 +919,8 @@ static int rsk_rdv_name_parse(const struct sockaddr_un *un, socklen_t len, char 
 	return 0;
 }
 
-/* The processes to knock at for bell @b: its maker, heir and kin, each once; none when it
- * names no process but its maker, whose own loop looks (the listener was never forked
- * away). Locked (the bell cache). */
+/* The processes to knock at for bell @b: its maker, heir and kin, each once; none when its
+ * listener was never forked (its maker's own loop looks). Locked (the bell cache). */
 static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
 {
 	int32_t p;
@@ -931,7 +935,7 @@ static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
 		if (p > 0 && j == n)
 			pids[n++] = p;
 	}
-	return n > 1 ? n : 0;
+	return __atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) || n > 1 ? n : 0;
 }
 
 int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t clen)

@@ -178,8 +178,8 @@ void rsk_rdv_bells_forked(pid_t child);
  * offers), and the accepts that read an upgrade offer there hand it back: the offer of a
  * connection that starts on TCP and moves later was never announced. So a client whose
  * upgrade offer is queued knocks at the door of each process its listener's bell names (its
- * maker, its heir and the kin forked with it open; none when the bell names no process but
- * its maker: that one's own loop looks): a datagram on the abstract unix name
+ * maker, its heir and the kin forked with it open; none when the listener was never forked:
+ * its maker's own loop looks): a datagram on the abstract unix name
  * "rsk1/d/<netns>/<pid>/0" holding the client's TCP address. The process whose connection it
  * is takes the offer at that connection's next call (core/transport/shm_door.c, announce.h).
  * FROZEN (any build knocks any other's door): magic, then the address's length, then the
@@ -194,8 +194,8 @@ struct rsk_rdv_knock {
 
 struct sockaddr_un;
 /* Client: knock for the upgrade offer just sent on rendezvous connection @conn, from the TCP
- * socket at @client. Returns how many doors took it (0: no bell of ours, none forked away,
- * or no door) or -errno. */
+ * socket at @client. Returns how many doors took it (0: no bell of ours, a listener never
+ * forked, or no door) or -errno. */
 int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t len);
 /* The door of process @pid (a bound or a destination address); its length. */
 socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid);

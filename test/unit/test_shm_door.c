@@ -196,8 +196,9 @@ static void test_door_other_user(void **state)
 }
 
 /*
- * A client's knock goes to the processes the bell names: none while it names only its maker
- * (that one's loop looks), and a forked child's door once the child is kin. The child opens a
+ * A client's knock goes to the processes the bell names: none while its listener was never
+ * forked (the maker's loop looks), a forked child's door once the child is kin, and the
+ * maker's still after the child left. The child opens a
  * door of its own (the parent's copy it inherited is not watched there) and hands the knock
  * over; the maker (this process) has a door too, which takes its copy.
  */
@@ -239,7 +240,9 @@ static void test_knock_reaches_kin(void **state)
 			_exit(3);
 		if (rsk_door_open(got_knock) != 0 || write(go[1], &c, 1) != 1)
 			_exit(1);
-		_exit(got_wait(5000) == ntohs(me.sin_port) ? 0 : 2);
+		c = got_wait(5000) == ntohs(me.sin_port) ? 0 : 2;
+		rsk_rdv_bells_end_all(); /* it leaves the kin, as its exit would */
+		_exit(c);
 	}
 	close(go[1]);
 	assert_int_equal(read(go[0], &(char){0}, 1), 1);
@@ -250,6 +253,9 @@ static void test_knock_reaches_kin(void **state)
 	assert_int_equal(waitpid(kid, &status, 0), kid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
+	/* kin empty again: the rendezvous stays shared (no loop of ours looks), so knocks go on */
+	assert_int_equal(rsk_rdv_knock(rdv, (struct sockaddr *)&me, len), 1);
+	assert_int_equal(got_wait(2000), ntohs(me.sin_port));
 	close(rdv);
 	close(tcp);
 	rsk_rdv_bell_close(b[0]);
