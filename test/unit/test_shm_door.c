@@ -70,30 +70,14 @@ static int teardown(void **state)
 /* A datagram to the door of @pid: @n bytes of @buf, with fd @pass (-1: none). */
 static ssize_t door_send(pid_t pid, const void *buf, size_t n, int pass)
 {
-	union {
-		struct cmsghdr h;
-		char space[CMSG_SPACE(sizeof(int))];
-	} cbuf;
 	struct sockaddr_un un;
-	struct iovec iov = {(void *)buf, n};
-	struct msghdr msg = {.msg_name = &un, .msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *c;
+	socklen_t len = rsk_rdv_door_name(&un, pid);
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	ssize_t rc;
+	ssize_t rc = -1;
 
 	assert_true(fd >= 0);
-	msg.msg_namelen = rsk_rdv_door_name(&un, pid);
-	if (pass >= 0) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		msg.msg_control = cbuf.space;
-		msg.msg_controllen = sizeof(cbuf.space);
-		c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass, sizeof(int));
-	}
-	rc = sendmsg(fd, &msg, 0);
+	if (connect(fd, (struct sockaddr *)&un, len) == 0)
+		rc = ucm_send_fds(fd, buf, n, &pass, pass >= 0 ? 1 : 0);
 	close(fd);
 	return rc;
 }
