@@ -72,17 +72,35 @@ sc_rping() {
 }
 
 sc_ib_send_bw() {
-	local b0 b1 spid
+	local b0 b1 try
 	b0=$(rxe_dev_sent rxe0)
 	b1=$(rxe_dev_sent rxe1)
+	# perftest calibrates its cycle clock before it reports; on an emulated CPU under load
+	# that check can fail ("r^2 < 0.9, Can't produce a report") after the transfer, and the
+	# single-shot server is then gone. So each attempt gets a fresh server.
+	for try in 1 2 3; do
+		ib_bw_once && { both_rxe_rose "$b0" "$b1"; return; }
+		echo "ib_send_bw attempt $try failed" >&2
+		cat /tmp/bw-server.log /tmp/bw-client.log >&2
+	done
+	return 1
+}
+
+# ib_bw_once: one server and one client run of ib_send_bw; both must exit 0. The client
+# retries while its server lives (rdma_cm listeners do not show in /proc/net/tcp).
+ib_bw_once() {
+	local spid i rc=1
 	ib_send_bw -R -d rxe1 -n 500 -s 4096 -p 18515 >/tmp/bw-server.log 2>&1 &
 	spid=$!
-	retry 40 ib_send_bw -R -d rxe0 -n 500 -s 4096 -p 18515 "$RSK_ADDR2" || {
-		cat /tmp/bw-server.log
-		return 1
-	}
-	wait "$spid" || { cat /tmp/bw-server.log; return 1; }
-	both_rxe_rose "$b0" "$b1"
+	for ((i = 1; i <= 40; i++)); do
+		ib_send_bw -R -d rxe0 -n 500 -s 4096 -p 18515 "$RSK_ADDR2" \
+			>/tmp/bw-client.log 2>&1 && { rc=0; break; }
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.25
+	done
+	[ "$rc" = 0 ] || kill "$spid" 2>/dev/null
+	wait "$spid" || rc=1
+	return "$rc"
 }
 
 # Kernel TCP across the pair (.1 -> .2 and .2 -> .1): the veth counters rise, rxe's do not.
