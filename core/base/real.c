@@ -4,6 +4,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "real.h"
@@ -12,18 +13,21 @@ struct rsk_real_table rsk_real;
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-/* Stand-ins for symbols this libc does not have: the call fails like a missing syscall. */
+/* Stand-ins for symbols this libc does not have: the call fails like a missing syscall
+ * (-1, or NULL for a function that returns a pointer: fdopen, popen). */
 #define RSK_REAL_STUB(ret, name, params)                                                           \
 	static ret rsk_enosys_##name params                                                        \
 	{                                                                                          \
 		errno = ENOSYS;                                                                    \
-		return (ret)-1;                                                                    \
+		return (ret)(intptr_t)(__builtin_classify_type((ret)0) == 5 ? 0 : -1);             \
 	}
 RSK_REAL_SYMBOLS(RSK_REAL_STUB)
 #undef RSK_REAL_STUB
 #pragma GCC diagnostic pop
 
-static int rsk_real_missing_mask[64];
+#define RSK_REAL_ONE(ret, name, params) +1
+static int rsk_real_missing_mask[0 RSK_REAL_SYMBOLS(RSK_REAL_ONE)];
+#undef RSK_REAL_ONE
 
 void rsk_real_resolve(void)
 {
