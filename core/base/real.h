@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -88,6 +89,17 @@
 	X(int, execvp, (const char *file, char *const argv[]))                                     \
 	X(int, execvpe, (const char *file, char *const argv[], char *const envp[]))                \
 	X(int, fexecve, (int fd, char *const argv[], char *const envp[]))                          \
+	X(int, posix_spawn,                                                                        \
+	  (pid_t * pid, const char *path, const posix_spawn_file_actions_t *fa,                    \
+	   const posix_spawnattr_t *attr, char *const argv[], char *const envp[]))                 \
+	X(int, posix_spawnp,                                                                       \
+	  (pid_t * pid, const char *file, const posix_spawn_file_actions_t *fa,                    \
+	   const posix_spawnattr_t *attr, char *const argv[], char *const envp[]))                 \
+	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t * fa))                   \
+	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t * fa))                \
+	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t * fa, int fd, int fd2)) \
+	X(int, system, (const char *cmd))                                                          \
+	X(FILE *, popen, (const char *cmd, const char *mode))                                      \
 	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen))                       \
 	X(ssize_t, __recv_chk, (int fd, void *buf, size_t n, size_t buflen, int flags))            \
 	X(ssize_t, __recvfrom_chk,                                                                 \

@@ -104,7 +104,22 @@ int rsk_life_exec_prepare(char *const envp[]);
  * and the fd lists of nginx's binary upgrade and of a few hot-restart tools.
  */
 int rsk_life_exec_hands(int fd, char *const envp[]);
+/* The same for a program that will run as @newpid; 0: not known yet (a spawn), when a
+ * LISTEN_PID that does not name this process may name it. */
+int rsk_life_hands(int fd, char *const envp[], pid_t newpid);
 void rsk_life_exec_failed(void);
+
+/*
+ * Spawns (calls/spawn.c): programs started by posix_spawn, system() or popen(), whose exec
+ * runs inside libc where no wrapper sees it. spawn_dup2: action object @fa will dup2 @fd onto
+ * @newfd in the new program (recorded when @fd is a listener); spawn_forget: @fa was
+ * initialised or destroyed. spawn_prepare: before the real call, with @fa (NULL: none) and
+ * the new program's environment @envp: the listeners it is handed by a convention take no
+ * new clients from now on, as at an exec.
+ */
+void rsk_spawn_dup2(const void *fa, int fd, int newfd);
+void rsk_spawn_forget(const void *fa);
+void rsk_spawn_prepare(const void *fa, char *const envp[]);
 
 /* Library start: the hooks the lower layers call (after the configuration is read). */
 void rsk_life_init(void);

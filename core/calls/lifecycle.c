@@ -687,7 +687,7 @@ static long rsk_life_env_long(const char *e, const char *name)
 	return strncmp(e, name, n) == 0 && e[n] == '=' ? strtol(e + n + 1, NULL, 10) : -1;
 }
 
-int rsk_life_exec_hands(int fd, char *const envp[])
+int rsk_life_hands(int fd, char *const envp[], pid_t newpid)
 {
 	long nfds = 0, pid = -1, v;
 	size_t i;
@@ -704,12 +704,21 @@ int rsk_life_exec_hands(int fd, char *const envp[])
 			    rsk_life_list_names(*envp + strlen(rsk_handoff_vars[i]), fd))
 				return 1;
 	}
-	return fd < 3 + nfds && (pid < 0 || pid == (long)getpid());
+	if (fd >= 3 + nfds)
+		return 0;
+	/* A spawned program's pid is not known before the call, so no caller can have named
+	 * it: a LISTEN_PID there is for it unless it names the spawning process. */
+	return pid < 0 || (newpid > 0 ? pid == (long)newpid : pid != (long)getpid());
 }
 
-static int rsk_life_exec_handed(int fd, void *arg)
+int rsk_life_exec_hands(int fd, char *const envp[])
 {
-	return rsk_life_exec_hands(fd, arg);
+	return rsk_life_hands(fd, envp, getpid());
+}
+
+static int rsk_life_exec_handed(int fd, int cloexec, void *arg)
+{
+	return !cloexec && rsk_life_exec_hands(fd, arg);
 }
 
 int rsk_life_exec_prepare(char *const envp[])

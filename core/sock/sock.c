@@ -438,7 +438,7 @@ void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v))
 /* (no reference taken: a count moved in a vfork child would be its parent's; a listener
  * closed by another thread during the exec is the application's race, as with the kernel) */
 struct rsk_sock_exec_walk {
-	int (*handed)(int fd, void *arg);
+	int (*handed)(int fd, int cloexec, void *arg);
 	void *arg;
 };
 
@@ -452,12 +452,12 @@ static int rsk_sock_leak_one(int fd, uintptr_t v, void *arg)
 	if (s == NULL || s->state != RSK_SOCK_LISTENING || s->lst == NULL)
 		return 0;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
-	if (fdfl >= 0 && !(fdfl & FD_CLOEXEC) && w->handed(fd, w->arg))
+	if (fdfl >= 0 && w->handed(fd, (fdfl & FD_CLOEXEC) != 0, w->arg))
 		rsk_listener_note(s->lst, RSK_LISTEN_LEAKED);
 	return 0;
 }
 
-void rsk_sock_exec_listeners(int (*handed)(int fd, void *arg), void *arg)
+void rsk_sock_exec_listeners(int (*handed)(int fd, int cloexec, void *arg), void *arg)
 {
 	struct rsk_sock_exec_walk w = {.handed = handed, .arg = arg};
 

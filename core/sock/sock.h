@@ -209,12 +209,13 @@ static inline struct rsk_sock *rsk_sock_kernel_of(uintptr_t v)
 }
 
 /*
- * exec: the listening sockets on numbers the new image keeps (no FD_CLOEXEC) and is handed
- * (@handed(fd, @arg) says so) will be accepted on where no library sees it; their
- * transports' listeners take no new clients from now on (RSK_LISTEN_LEAKED). Reads the fd
- * table and writes no memory of the process: a vfork child runs it with its parent's.
+ * exec or spawn: the listening sockets the new program is handed (@handed(fd, cloexec,
+ * @arg) says so; @cloexec: the number has FD_CLOEXEC) will be accepted on where no library
+ * sees it; their transports' listeners take no new clients from now on (RSK_LISTEN_LEAKED).
+ * Reads the fd table and writes no memory of the process: a vfork child runs it with its
+ * parent's.
  */
-void rsk_sock_exec_listeners(int (*handed)(int fd, void *arg), void *arg);
+void rsk_sock_exec_listeners(int (*handed)(int fd, int cloexec, void *arg), void *arg);
 
 /* The fds naming @s stop being served by us: their slots become kernel-watched. */
 void rsk_sock_retag_kernel(struct rsk_sock *s);

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """A listening socket this process keeps, accepted on by another: a program it exec'd in a
 child and handed the listener to (systemd's convention: fd 3, LISTEN_FDS, LISTEN_PID; as
-nginx's binary upgrade hands it in NGINX) or a child it was passed to with SCM_RIGHTS. A
-client connects and must get its echo, as without the library. "own" is the control: this
-process accepts on the listener itself; "helper" too, after exec'ing a helper that merely
-inherits the listener (a server that never set FD_CLOEXEC), which must change nothing.
-Usage: passed_listener.py exec|scm|own|helper   (prints "echo ok" or what went wrong)"""
+nginx's binary upgrade hands it in NGINX), one it started with posix_spawn (a dup2 action
+onto fd 3, LISTEN_FDS) or with system() (the listener inherited on fd 3, LISTEN_FDS in the
+environment; glibc's system() spawns inside libc), or a child it was passed to with
+SCM_RIGHTS. A client connects and must get its echo, as without the library. "own" is the
+control: this process accepts on the listener itself; "helper" and "spawnhelper" too, after
+exec'ing (or posix_spawn'ing, with a dup2 action of another fd) a helper that does not take
+the listener, which must change nothing.
+Usage: passed_listener.py exec|spawn|system|scm|own|helper|spawnhelper
+(prints "echo ok" or what went wrong)"""
 import os
 import socket
 import sys
@@ -42,6 +46,35 @@ def spawn(l, role):
     return pid
 
 
+def posix_spawn(l, role):
+    """posix_spawn this script as @role; "child" is handed the listener on fd 3, "idle" gets
+    a dup2 action of /dev/null onto its stdin and no listener."""
+    env = dict(os.environ)
+    if role == "child":
+        acts = [(os.POSIX_SPAWN_DUP2, l.fileno(), 3)]
+        env.update(LISTEN_FDS="1")
+    else:
+        acts = [(os.POSIX_SPAWN_DUP2, os.open(os.devnull, os.O_RDONLY), 0)]
+    return os.posix_spawn(sys.executable, [sys.executable, __file__, role], env,
+                          file_actions=acts)
+
+
+def system(l):
+    """system() runs this script as "child" in the background with the listener on fd 3."""
+    if l.fileno() == 3:
+        os.set_inheritable(3, True)
+    else:
+        os.dup2(l.fileno(), 3)  # (inheritable: dup2's copy has no FD_CLOEXEC)
+    os.environ["LISTEN_FDS"] = "1"
+    os.system("%s %s child &" % (sys.executable, __file__))
+    del os.environ["LISTEN_FDS"]
+    if l.fileno() == 3:
+        os.set_inheritable(3, False)
+    else:
+        os.close(3)
+    return 0
+
+
 def main():
     if sys.argv[1] == "child":
         serve(3)
@@ -54,9 +87,12 @@ def main():
     l.listen(4)
     port = l.getsockname()[1]
     pid = 0
-    if sys.argv[1] in ("own", "helper"):
+    if sys.argv[1] in ("own", "helper", "spawnhelper"):
         if sys.argv[1] == "helper":
             pid = spawn(l, "idle")
+        elif sys.argv[1] == "spawnhelper":
+            pid = posix_spawn(l, "idle")
+        if pid:
             time.sleep(0.3)
         got = echo_here(l, port)
         if pid:
@@ -65,6 +101,10 @@ def main():
         return 0 if got == b"ping" else 1
     if sys.argv[1] == "exec":
         pid = spawn(l, "child")
+    elif sys.argv[1] == "spawn":
+        pid = posix_spawn(l, "child")
+    elif sys.argv[1] == "system":
+        pid = system(l)  # (the background child is the shell's, not ours to wait for)
     else:
         a, b = socket.socketpair(socket.AF_UNIX)
         pid = os.fork()
@@ -80,7 +120,8 @@ def main():
         got = c.recv(4)
     except OSError as e:
         got = repr(e)
-    os.waitpid(pid, 0)
+    if pid:
+        os.waitpid(pid, 0)
     print("echo ok" if got == b"ping" else "no echo: %s" % (got,))
     return 0 if got == b"ping" else 1
 

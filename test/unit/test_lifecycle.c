@@ -138,28 +138,6 @@ static void test_epoll_note_listener_interest(void **state)
 	close(fd);
 }
 
-/* A tracked shm listener on a loopback port; its rendezvous address in @dest. */
-static int listener_open(struct sockaddr_in *dest)
-{
-	enum rdmasock_fallback why;
-	struct rsk_sock *s;
-	uint16_t port;
-	int fd = ucm_tcp_bound(1, &port);
-
-	*dest = ucm_lo4(port);
-	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_LISTENING), 0);
-	s = sock_of(fd);
-	assert_int_equal(rsk_listener_open(fd, &s->lst, &why), 0);
-	assert_true(rsk_rdv_exists((struct sockaddr *)dest));
-	return fd;
-}
-
-static void listener_close(int fd)
-{
-	assert_int_equal(rsk_sock_release_fd(fd), 1);
-	close(fd);
-}
-
 /*
  * A listener another program may accept on where no library sees it takes no new clients:
  * at exec only a listener the new image inherits (no FD_CLOEXEC) and is handed by a known
@@ -170,8 +148,8 @@ static void listener_close(int fd)
 static void test_listeners_leaked(void **state)
 {
 	struct sockaddr_in kept, inherited, handed, passed;
-	int k = listener_open(&kept), i = listener_open(&inherited), h = listener_open(&handed);
-	int p = listener_open(&passed), fds[2] = {k, p}, sv[2];
+	int k = ucm_listener_open(&kept), i = ucm_listener_open(&inherited);
+	int h = ucm_listener_open(&handed), p = ucm_listener_open(&passed), fds[2] = {k, p}, sv[2];
 	char cbuf[CMSG_SPACE(sizeof(fds))], var[32];
 	char *envp[] = {"PATH=/usr/bin", var, NULL};
 	struct msghdr m = {.msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
@@ -199,10 +177,10 @@ static void test_listeners_leaked(void **state)
 	assert_true(rsk_rdv_exists((struct sockaddr *)&kept));
 	close(sv[0]);
 	close(sv[1]);
-	listener_close(k);
-	listener_close(i);
-	listener_close(h);
-	listener_close(p);
+	ucm_listener_close(k);
+	ucm_listener_close(i);
+	ucm_listener_close(h);
+	ucm_listener_close(p);
 }
 
 /* The conventions that hand an exec'd program a listener, and what does not. */

@@ -2,7 +2,8 @@
  * Helpers shared by the connection-management unit tests (test_shm_rdv, test_shm_cm,
  * test_listener): loopback addresses on free ports, fd accounting through /proc/self/fd
  * (every setup path must leave the process with the fds it had), a bounded clock, and a
- * well-formed offer and a raw sendmsg with any number of fds for playing a hostile peer.
+ * well-formed offer and a raw sendmsg with any number of fds for playing a hostile peer, and
+ * a tracked shm listener as listen() leaves it (test_lifecycle, test_spawn).
  * Include after <cmocka.h>.
  */
 #ifndef RSK_TEST_UNIT_CM_H
@@ -17,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sock/listener.h"
+#include "sock/sock.h"
 #include "transport/shm_rdv.h"
 #include "transport/shm.h"
 
@@ -161,6 +164,30 @@ static inline ssize_t ucm_send_fds(int fd, const void *data, size_t len, const i
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	}
 	return sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+/* A tracked shm listener on a loopback port, its rendezvous up; that address in @dest. */
+static inline int ucm_listener_open(struct sockaddr_in *dest)
+{
+	enum rdmasock_fallback why;
+	struct rsk_sock *s;
+	uint16_t port;
+	int fd = ucm_tcp_bound(1, &port);
+
+	*dest = ucm_lo4(port);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_LISTENING), 0);
+	s = rsk_sock_get(fd);
+	assert_non_null(s);
+	assert_int_equal(rsk_listener_open(fd, &s->lst, &why), 0);
+	rsk_sock_put(s); /* the slot's reference keeps it */
+	assert_true(rsk_rdv_exists((struct sockaddr *)dest));
+	return fd;
+}
+
+static inline void ucm_listener_close(int fd)
+{
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
 }
 
 #endif
