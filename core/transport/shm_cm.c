@@ -45,6 +45,7 @@
 
 struct rsk_shm_dial {
 	int rdv, memfd;
+	struct rsk_rdv_where where; /* for a move's knock, after the offer */
 };
 
 _Static_assert(sizeof(struct rsk_shm_dial) <= RSK_CM_PRIV, "rsk_dial.priv too small");
@@ -99,7 +100,7 @@ static int rsk_shm_dial(struct rsk_dial *d)
 	uid_t owner;
 
 	p->memfd = -1;
-	p->rdv = rc = rsk_rdv_find(d->dest, &owner, &rung);
+	p->rdv = rc = rsk_rdv_find(d->dest, &owner, &rung, &p->where);
 	if (rc < 0) {
 		d->why = rc == -ENOENT ? RDMASOCK_FB_NO_PEER : RDMASOCK_FB_RESOURCES;
 		return rc;
@@ -142,7 +143,7 @@ static int rsk_shm_dial(struct rsk_dial *d)
  * is takes it at its next call (shm_rdv.h, knocks). After the offer, so that a claim the
  * knock sets off finds it. A knock that reaches nobody costs only the move.
  */
-static void rsk_shm_knock(int rdv, int tcp)
+static void rsk_shm_knock(const struct rsk_rdv_where *where, int tcp)
 {
 	struct sockaddr_storage me;
 	socklen_t len = sizeof(me);
@@ -150,7 +151,7 @@ static void rsk_shm_knock(int rdv, int tcp)
 
 	if (rsk_sys_getsockname(tcp, (struct sockaddr *)&me, &len) < 0)
 		return;
-	rc = rsk_rdv_knock(rdv, (struct sockaddr *)&me, len);
+	rc = rsk_rdv_knock(where, (struct sockaddr *)&me, len);
 	rsk_dbg("shm: knocked for our move: %d door(s) took it", rc);
 }
 
@@ -180,7 +181,7 @@ static int rsk_shm_offer(struct rsk_dial *d, int ctl)
 	}
 	rsk_shm_dial_drop_memfd(d); /* the server got its copy; our mapping stays */
 	if (d->upgrade)
-		rsk_shm_knock(p->rdv, d->fd);
+		rsk_shm_knock(&p->where, d->fd);
 	return 0;
 }
 

@@ -201,10 +201,9 @@ static int rsk_rdv_peer_cred(int conn, struct ucred *cr)
 	return rsk_sys_getsockopt(conn, SOL_SOCKET, SO_PEERCRED, cr, &len);
 }
 
-int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung)
+int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung, struct rsk_rdv_where *where)
 {
-	char what[INET6_ADDRSTRLEN];
-	unsigned int port = 0;
+	struct rsk_rdv_where w = {.port = 0};
 	struct ucred cr;
 	int fd = rsk_rdv_unix_socket(), rc;
 
@@ -212,16 +211,19 @@ int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung)
 		*rung = 0;
 	if (fd < 0)
 		return fd;
-	rc = rsk_rdv_connect_rdv_at(fd, dest, what, &port);
+	rc = rsk_rdv_connect_rdv_at(fd, dest, w.what, &w.port);
 	if (rc == 0 && (rc = rsk_rdv_peer_cred(fd, &cr)) == 0 && owner != NULL)
 		*owner = cr.uid;
 	if (rc < 0) {
 		(void)rsk_sys_close(fd);
 		return rc;
 	}
+	w.pid = cr.pid;
+	if (where != NULL)
+		*where = w;
 	/* Our connection is queued: the bell says so (only a listener of our own user's), and
 	 * whether that listener reads our offers. */
-	if (cr.uid == geteuid() && (rc = rsk_rdv_ring(what, port, cr.pid)) > 0 && rung != NULL)
+	if (cr.uid == geteuid() && (rc = rsk_rdv_ring(w.what, w.port, w.pid)) > 0 && rung != NULL)
 		*rung = rc;
 	return fd;
 }
@@ -892,33 +894,6 @@ socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid)
 	return rsk_rdv_name(un, "d", what, 0);
 }
 
-/* The listener name @un (of @len) a rendezvous connection is connected to, back to its
- * address part and port ("rsk1/l/<netns>/<what>/<port>"). 0 or -EINVAL. */
-static int rsk_rdv_name_parse(const struct sockaddr_un *un, socklen_t len, char *what,
-			      size_t size, unsigned int *port)
-{
-	size_t n = len > offsetof(struct sockaddr_un, sun_path) + 1
-			   ? len - offsetof(struct sockaddr_un, sun_path) - 1
-			   : 0;
-	char name[sizeof(un->sun_path)], *w, *p, *end;
-	unsigned long v;
-
-	if (n == 0 || n >= sizeof(name) || un->sun_path[0] != '\0')
-		return -EINVAL;
-	memcpy(name, un->sun_path + 1, n);
-	name[n] = '\0';
-	if (strncmp(name, "rsk1/l/", 7) != 0 || (w = strchr(name + 7, '/')) == NULL ||
-	    (p = strrchr(name, '/')) == w)
-		return -EINVAL;
-	v = strtoul(p + 1, &end, 10);
-	if (*end != '\0' || v > 65535 || (size_t)(p - w - 1) >= size)
-		return -EINVAL;
-	memcpy(what, w + 1, (size_t)(p - w - 1));
-	what[p - w - 1] = '\0';
-	*port = (unsigned int)v;
-	return 0;
-}
-
 /* The processes to knock at for bell @b: its maker, heir and kin, each once; none when its
  * listener was never forked (its maker's own loop looks). Locked (the bell cache). */
 static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
@@ -938,31 +913,24 @@ static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
 	return __atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) || n > 1 ? n : 0;
 }
 
-int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t clen)
+int rsk_rdv_knock(const struct rsk_rdv_where *where, const struct sockaddr *client, socklen_t clen)
 {
 	struct sockaddr_un un;
-	socklen_t len = sizeof(un);
 	struct rsk_rdv_knock k = {.magic = RSK_RDV_KNOCK_MAGIC, .len = clen};
 	struct iovec iov = {&k, offsetof(struct rsk_rdv_knock, client) + clen};
 	struct msghdr msg = {.msg_name = &un, .msg_iov = &iov, .msg_iovlen = 1};
 	int32_t pids[RSK_BELL_KIN + 2];
-	char what[INET6_ADDRSTRLEN + 8], path[128];
+	char path[128];
 	struct rsk_bell_page *b;
-	unsigned int port;
-	struct ucred cr;
-	int n = 0, i, fd, rc, took = 0;
+	int n = 0, i, fd, took = 0;
 
 	if (clen > sizeof(k.client))
 		return -EINVAL;
 	memcpy(&k.client, client, clen);
-	if ((rc = rsk_sys_getpeername(conn, (struct sockaddr *)&un, &len)) < 0 ||
-	    (rc = rsk_rdv_peer_cred(conn, &cr)) < 0)
-		return rc;
-	if (rsk_rdv_name_parse(&un, len, what, sizeof(what), &port) < 0 ||
-	    rsk_rdv_bell_path(path, sizeof(path), what, port) < 0)
+	if (rsk_rdv_bell_path(path, sizeof(path), where->what, where->port) < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&rsk_bell_lock);
-	b = rsk_rdv_bell_get(path, cr.pid);
+	b = rsk_rdv_bell_get(path, where->pid);
 	if (b != NULL)
 		n = rsk_rdv_knock_pids(b, pids);
 	pthread_mutex_unlock(&rsk_bell_lock);

@@ -95,18 +95,28 @@ int rsk_rdv_peer_uid(int conn, uid_t *uid);
 /* Is the listener bound to @bound preloaded (does its rendezvous exist)? */
 int rsk_rdv_exists(const struct sockaddr *bound);
 
+/* Which rendezvous a find reached: its name's address part (a wildcard's: "any4", "any6"),
+ * its port, and the process that listens there (SO_PEERCRED). They name its bell; a move's
+ * knock (below) comes after the offer and needs that bell again, so the dial keeps them
+ * rather than asking the connection and parsing its name back. */
+struct rsk_rdv_where {
+	char what[INET6_ADDRSTRLEN];
+	unsigned int port;
+	pid_t pid;
+};
+
 /* Client: connect to the rendezvous for @dest and ring its bell (below). The fd, -ENOENT (no
- * preloaded listener), or -errno; the listener's owner in *@owner and whether the bell rang
- * in *@rung (each may be NULL): RSK_RDV_RUNG, RSK_RDV_RUNG_OTHER (it rang, and says its
- * listener reads no offer of our version: offer nothing) or 0. A client that could not ring
- * must not offer before its SYN: the listener's accept may not look (it offers once
- * connected, as TCP first does); nor may one whose bell does not say that its listener
- * reads our version (a bell of an older build), since a decline would come after it
- * committed. Only a listener of our own effective user is rung: a bell that rang says its
- * owner is us. */
+ * preloaded listener), or -errno; the listener's owner in *@owner, which rendezvous answered
+ * in *@where and whether the bell rang in *@rung (each may be NULL): RSK_RDV_RUNG,
+ * RSK_RDV_RUNG_OTHER (it rang, and says its listener reads no offer of our version: offer
+ * nothing) or 0. A client that could not ring must not offer before its SYN: the listener's
+ * accept may not look (it offers once connected, as TCP first does); nor may one whose bell
+ * does not say that its listener reads our version (a bell of an older build), since a
+ * decline would come after it committed. Only a listener of our own effective user is rung:
+ * a bell that rang says its owner is us. */
 #define RSK_RDV_RUNG 1
 #define RSK_RDV_RUNG_OTHER 2
-int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung);
+int rsk_rdv_find(const struct sockaddr *dest, uid_t *owner, int *rung, struct rsk_rdv_where *where);
 
 /* Client: send the offer with its fds (RSK_RDV_*) on @conn. 0 or -errno. */
 int rsk_rdv_offer(int conn, const struct rsk_rdv_offer *o, const int fds[RSK_RDV_NFDS]);
@@ -193,10 +203,10 @@ struct rsk_rdv_knock {
 };
 
 struct sockaddr_un;
-/* Client: knock for the upgrade offer just sent on rendezvous connection @conn, from the TCP
- * socket at @client. Returns how many doors took it (0: no bell of ours, a listener never
- * forked, or no door) or -errno. */
-int rsk_rdv_knock(int conn, const struct sockaddr *client, socklen_t len);
+/* Client: knock for the upgrade offer just sent to rendezvous @where (as rsk_rdv_find
+ * reached it), from the TCP socket at @client. Returns how many doors took it (0: no bell of
+ * ours, a listener never forked, or no door) or -errno. */
+int rsk_rdv_knock(const struct rsk_rdv_where *where, const struct sockaddr *client, socklen_t len);
 /* The door of process @pid (a bound or a destination address); its length. */
 socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid);
 /* A knock's client address from datagram @buf of @n bytes: 0, or -EPROTO (not a knock). */

@@ -99,7 +99,7 @@ static int send_offer(struct ctx *c, const struct sockaddr_in *dest, struct fz *
 	int fds[MAX_FDS], nfds = fz_u8(in) % (MAX_FDS + 1), i, conn, proof = 0;
 	size_t len = sizeof(o);
 
-	conn = rsk_rdv_find((const struct sockaddr *)dest, NULL, NULL);
+	conn = rsk_rdv_find((const struct sockaddr *)dest, NULL, NULL, NULL);
 	if (conn < 0)
 		return -1;
 	memset(&o, 0, sizeof(o));

@@ -70,7 +70,7 @@ static int offer(int port, const char *mode, int bindport, const char *connect_a
 	if (!own && (setsockopt(tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 		     bind(tcp, (struct sockaddr *)&me, sizeof(me)) < 0))
 		die("bind 127.0.0.1:%d: %s", bindport, strerror(errno));
-	rdv = rsk_rdv_find((struct sockaddr *)&dest, NULL, NULL);
+	rdv = rsk_rdv_find((struct sockaddr *)&dest, NULL, NULL, NULL);
 	if (rdv < 0)
 		die("no rendezvous for port %d: %s", port, strerror(-rdv));
 	memfd = rsk_shm_create_open(NBUF, BSIZE, NULL, &ep);

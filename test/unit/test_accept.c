@@ -347,7 +347,7 @@ static void test_drop_unusable_offer(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
 	fds[1] = sp[0];
 	fds[2] = c;
-	rdv = rsk_rdv_find((struct sockaddr *)&a, NULL, NULL);
+	rdv = rsk_rdv_find((struct sockaddr *)&a, NULL, NULL, NULL);
 	assert_true(rdv >= 0);
 	o = ucm_offer((struct sockaddr *)&a, RSK_DEFAULT_BUF_COUNT, RSK_DEFAULT_BUF_SIZE);
 	assert_int_equal(ucm_send_fds(rdv, &o, sizeof(o), fds, 3), (ssize_t)sizeof(o));

@@ -712,7 +712,7 @@ static void test_claim_by_port(void **state)
 /* A bare connection to the listener's rendezvous (design.md's name). */
 static int rdv_raw(const struct fix *f)
 {
-	int fd = rsk_rdv_find((const struct sockaddr *)&f->dest, NULL, NULL);
+	int fd = rsk_rdv_find((const struct sockaddr *)&f->dest, NULL, NULL, NULL);
 
 	assert_true(fd >= 0);
 	return fd;

@@ -192,6 +192,7 @@ static void test_knock_reaches_kin(void **state)
 	struct sockaddr_in dest, me;
 	socklen_t len = sizeof(me);
 	int hold, l[2] = {-1, -1}, rdv, tcp, go[2], status = -1;
+	struct rsk_rdv_where w;
 	uint16_t p;
 	pid_t kid;
 
@@ -203,10 +204,10 @@ static void test_knock_reaches_kin(void **state)
 	me = ucm_lo4(0);
 	assert_int_equal(bind(tcp, (struct sockaddr *)&me, sizeof(me)), 0);
 	assert_int_equal(getsockname(tcp, (struct sockaddr *)&me, &len), 0);
-	rdv = rsk_rdv_find((struct sockaddr *)&dest, NULL, NULL);
+	rdv = rsk_rdv_find((struct sockaddr *)&dest, NULL, NULL, &w);
 	assert_true(rdv >= 0);
 	assert_int_equal(rsk_door_open(got_knock), 0);
-	assert_int_equal(rsk_rdv_knock(rdv, (struct sockaddr *)&me, len), 0); /* no kin */
+	assert_int_equal(rsk_rdv_knock(&w, (struct sockaddr *)&me, len), 0); /* no kin */
 	assert_int_equal(got_wait(200), 0);
 
 	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
@@ -232,13 +233,13 @@ static void test_knock_reaches_kin(void **state)
 	assert_int_equal(read(go[0], &(char){0}, 1), 1);
 	close(go[0]);
 	rsk_rdv_bells_forked(kid); /* what the library's fork() does in the parent */
-	assert_int_equal(rsk_rdv_knock(rdv, (struct sockaddr *)&me, len), 2); /* maker and kid */
+	assert_int_equal(rsk_rdv_knock(&w, (struct sockaddr *)&me, len), 2); /* maker and kid */
 	assert_int_equal(got_wait(2000), ntohs(me.sin_port)); /* the maker's own copy */
 	assert_int_equal(waitpid(kid, &status, 0), kid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	/* kin empty again: the rendezvous stays shared (no loop of ours looks), so knocks go on */
-	assert_int_equal(rsk_rdv_knock(rdv, (struct sockaddr *)&me, len), 1);
+	assert_int_equal(rsk_rdv_knock(&w, (struct sockaddr *)&me, len), 1);
 	assert_int_equal(got_wait(2000), ntohs(me.sin_port));
 	close(rdv);
 	close(tcp);

@@ -97,6 +97,15 @@ static void assert_linked(int wr, int rd)
 	assert_int_equal(b, 'k');
 }
 
+/* The find reached rendezvous @what/@port of this process: the names its bell goes by, which
+ * a move's knock is handed instead of asking the connection again. */
+static void assert_where(const struct rsk_rdv_where *w, const char *what, uint16_t port)
+{
+	assert_string_equal(w->what, what);
+	assert_int_equal(w->port, port);
+	assert_int_equal(w->pid, getpid());
+}
+
 static ino_t ino(int fd)
 {
 	struct stat st;
@@ -150,21 +159,23 @@ static void test_find(void **state)
 	struct sockaddr_in6 any6 = ucm_in6("::", f->p), lo6 = ucm_in6("::1", f->p);
 	struct sockaddr_in6 mapped = ucm_in6("::ffff:127.0.0.1", f->p);
 	int l[2], fd, a, before = ucm_fd_count();
+	struct rsk_rdv_where w;
 
 	/* nobody listens: -ENOENT, nothing left open */
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, NULL), -ENOENT);
 	assert_false(rsk_rdv_exists((struct sockaddr *)&f->dest));
 	assert_int_equal(ucm_fd_count(), before);
 
 	/* a listener on another address of the same port is not ours */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&other, 0, 16, l), 1);
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, NULL), -ENOENT);
 	close_all(l, 1);
 
 	/* the exact address: a connection both ways, non-blocking, close-on-exec */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, &w);
 	assert_true(fd >= 0);
+	assert_where(&w, "127.0.0.1", f->p);
 	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
 	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
 	a = rdv_accept(l[0]);
@@ -173,8 +184,9 @@ static void test_find(void **state)
 	close(a);
 	close(fd);
 	/* a v4-mapped destination finds the IPv4 name */
-	fd = rsk_rdv_find((struct sockaddr *)&mapped, NULL, NULL);
+	fd = rsk_rdv_find((struct sockaddr *)&mapped, NULL, NULL, &w);
 	assert_true(fd >= 0);
+	assert_where(&w, "127.0.0.1", f->p);
 	close(rdv_accept(l[0]));
 	close(fd);
 	/* exists: yes while it listens (its probe connection closes again at once) */
@@ -185,22 +197,25 @@ static void test_find(void **state)
 
 	/* the IPv4 wildcard answers for 127.0.0.1 */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any4, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, &w);
 	assert_true(fd >= 0);
+	assert_where(&w, "any4", f->p);
 	close(rdv_accept(l[0]));
 	close(fd);
 	/* ... but not for IPv6 clients */
-	assert_int_equal(rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL), -ENOENT);
+	assert_int_equal(rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL, NULL), -ENOENT);
 	close_all(l, 1);
 
 	/* a dual-stack wildcard answers both families, each on its own name */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&any6, 0, 16, l), 2);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, &w);
 	assert_true(fd >= 0);
+	assert_where(&w, "any4", f->p);
 	close(rdv_accept(l[1])); /* any4 */
 	close(fd);
-	fd = rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL);
+	fd = rsk_rdv_find((struct sockaddr *)&lo6, NULL, NULL, &w);
 	assert_true(fd >= 0);
+	assert_where(&w, "any6", f->p);
 	close(rdv_accept(l[0])); /* any6 */
 	close(fd);
 	close_all(l, 2);
@@ -221,7 +236,7 @@ static void conn_open(struct fix *f, struct conn *k)
 
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
 	k->l = l[0];
-	k->cli = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL);
+	k->cli = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, NULL);
 	assert_true(k->cli >= 0);
 	k->srv = rdv_accept(k->l);
 	k->fds[RSK_RDV_MEMFD] = rsk_shm_create(NBUF, BSIZE);
@@ -284,7 +299,7 @@ static void test_bell(void **state)
 
 	/* no bell: the find works, it cannot ring */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, &owner, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, &owner, &rung, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(rung, 0);
 	assert_int_equal(owner, geteuid());
@@ -295,7 +310,7 @@ static void test_bell(void **state)
 	assert_non_null(b[0]);
 	assert_null(b[1]); /* one name only */
 	assert_int_equal(rsk_rdv_bell_rings(b[0]), 0);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(rung, 1);
 	assert_int_equal(rsk_rdv_bell_rings(b[0]), 1);
@@ -309,14 +324,14 @@ static void test_bell(void **state)
 	rsk_rdv_bell_close(b[0]);
 	close_all(l, 1);
 	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_int_equal(rung, 1);
 	assert_int_equal(rsk_rdv_bell_rings(b[0]), 1);
 	close(rdv_accept(l[0]));
 	close(fd);
 	/* closed: no bell to ring, and its file is gone */
 	rsk_rdv_bell_close(b[0]);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_int_equal(rung, 0);
 	close(rdv_accept(l[0]));
 	close(fd);
@@ -326,7 +341,7 @@ static void test_bell(void **state)
 	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&any6, 0, 16, l, b), 2);
 	assert_non_null(b[0]);
 	assert_non_null(b[1]);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_int_equal(rung, 1);
 	assert_int_equal(rsk_rdv_bell_rings(b[0]), 0);
 	assert_int_equal(rsk_rdv_bell_rings(b[1]), 1);
@@ -378,7 +393,7 @@ static void test_bell_versions(void **state)
 		range[1] = ranges[k].hi;
 		assert_int_equal(pwrite(bf, range, sizeof(range), 16), (ssize_t)sizeof(range));
 		rung = -1;
-		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 		assert_true(fd >= 0);
 		assert_int_equal(rung, ranges[k].rung);
 		assert_int_equal(rsk_rdv_bell_rings(b[0]), k + 1); /* rung all the same */
@@ -387,7 +402,7 @@ static void test_bell_versions(void **state)
 	}
 	/* an older build's page: rung (its accept looks), but it says nothing of versions */
 	assert_int_equal(pwrite(bf, &v1, sizeof(v1), 0), (ssize_t)sizeof(v1));
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(rung, 0);
 	assert_int_equal(rsk_rdv_bell_rings(b[0]), k + 1);
@@ -422,7 +437,7 @@ static void test_bell_gone_at_exit(void **state)
 		if (rsk_rdv_listen_bells((struct sockaddr *)&f->dest, 0, 16, l, b) != 1 ||
 		    b[0] == NULL)
 			_exit(2);
-		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+		fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 		exit(fd >= 0 && rung == 1 ? 0 : 3); /* exit(): the destructors run */
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -431,7 +446,7 @@ static void test_bell_gone_at_exit(void **state)
 	assert_int_not_equal(access(path, F_OK), 0); /* gone with its process */
 	/* the name is free again, and no bell of the dead listener answers a ring */
 	assert_int_equal(rsk_rdv_listen((struct sockaddr *)&f->dest, 0, 16, l), 1);
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(rung, 0);
 	close(rdv_accept(l[0]));
@@ -477,7 +492,7 @@ static void test_bell_heir(void **state)
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	assert_int_equal(access(path, F_OK), 0); /* the maker left it to the child */
-	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung);
+	fd = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, &rung, NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(rung, RSK_RDV_RUNG);
 	close(fd);
@@ -698,7 +713,8 @@ static void test_forward_unread(void **state)
 	{
 		struct rsk_rdv_offer bad = {.magic = RSK_RDV_MAGIC, .version = RSK_RDV_VERSION,
 					    .forwarded = RSK_RDV_FWD_UNREAD};
-		int two[2] = {k.cli, k.cli}, c = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL), s2;
+		int two[2] = {k.cli, k.cli},
+		    c = rsk_rdv_find((struct sockaddr *)&f->dest, NULL, NULL, NULL), s2;
 
 		assert_true(c >= 0);
 		s2 = rdv_accept(k.l);
