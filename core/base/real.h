@@ -97,7 +97,8 @@
 	   const posix_spawnattr_t *attr, char *const argv[], char *const envp[]))                 \
 	X(int, posix_spawn_file_actions_init, (posix_spawn_file_actions_t * fa))                   \
 	X(int, posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t * fa))                \
-	X(int, posix_spawn_file_actions_adddup2, (posix_spawn_file_actions_t * fa, int fd, int fd2)) \
+	X(int, posix_spawn_file_actions_adddup2,                                                   \
+	  (posix_spawn_file_actions_t * fa, int fd, int fd2))                                      \
 	X(int, system, (const char *cmd))                                                          \
 	X(FILE *, popen, (const char *cmd, const char *mode))                                      \
 	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen))                       \
