@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "calls.h"
+#include "sock/face.h"
 #include "sock/sock.h"
 
 /*
@@ -115,9 +116,29 @@ static int rsk_spawn_handed(int fd, int cloexec, void *arg)
 	return 1;
 }
 
+/* Has @fa a dup2 of a listener (or may it have: the table lost one)? */
+static int rsk_spawn_dups_any(const void *fa)
+{
+	int i;
+
+	if (fa == NULL)
+		return 0;
+	if (__atomic_load_n(&rsk_spawn_lost, __ATOMIC_ACQUIRE))
+		return 1;
+	for (i = 0; i < RSK_SPAWN_DUPS; i++)
+		if (__atomic_load_n(&rsk_spawn_dups[i].fa, __ATOMIC_ACQUIRE) == fa)
+			return 1;
+	return 0;
+}
+
 void rsk_spawn_prepare(const void *fa, char *const envp[])
 {
 	struct rsk_spawn_walk w = {.fa = fa, .envp = envp};
 
+	/* The new program must get the TCP listener, not its face (sock/face.h), on every
+	 * number it inherits, as at an exec. Here that is done in this process, so for good
+	 * where a dup2 action copies a listener: that number keeps its close-on-exec, and only
+	 * turning faces off covers it. */
+	(void)rsk_face_restore_all(rsk_spawn_dups_any(fa));
 	rsk_sock_exec_listeners(rsk_spawn_handed, &w);
 }

@@ -17,7 +17,7 @@ prog=$(dirname "$0")/passed_listener.py
 [ "$RSK_TEST_TRANSPORT" = kernel ] && skip "no rendezvous on the kernel transport"
 for how in own helper spawnhelper exec spawn system scm; do
 	out=$(timeout 30 python3 "$prog" "$how" 2>&1) || fail "$how without the library: $out"
-	RSK_STATS=$RSK_TMP/$how.stats
+	RSK_STATS=$RSK_TMP/stats.$how # (stats*: lib.sh counts faces in them)
 	out=$(RSK_TCP_FIRST=off pre timeout 30 python3 "$prog" "$how" 2>&1) ||
 		fail "$how with the library: $out"
 	shm=$(stats_get connections shm)
