@@ -511,7 +511,13 @@ int rsk_rdv_names(const struct sockaddr *dest, struct sockaddr_un *un, socklen_t
  */
 #define RSK_BELL_MAGIC_V1 0x4c4c4542u /* "BELL" */
 #define RSK_BELL_MAGIC 0x324c4542u    /* "BEL2" */
-#define RSK_BELL_KIN 16 /* forked holders recorded (more go unrecorded: no heir among them) */
+/* Forked holders recorded: 16 places in the frozen page, 240 more appended after `forked`
+ * (2026-12-05: nginx's `worker_processes auto` on a larger host forks more than 16, and a
+ * worker not recorded never heard a knock, so its connections never moved). More than that
+ * go unrecorded: no heir among them, no knock. */
+#define RSK_BELL_KIN 16
+#define RSK_BELL_KIN_MORE 240
+#define RSK_BELL_KIN_ALL (RSK_BELL_KIN + RSK_BELL_KIN_MORE)
 
 /* The shared file's contents. FROZEN layout, whatever the version: a listener of any
  * version writes it so, a client of any version reads it so (append only, never reorder). */
@@ -532,7 +538,12 @@ struct rsk_bell_page {
 	 * for good, no loop of its watches it, and a move's client knocks (shm_rdv.h). 0 in a
 	 * page of a build before knocks (the mapping's tail past a shorter file reads 0). */
 	uint32_t forked;
+	int32_t kin_more[RSK_BELL_KIN_MORE]; /* kin's places past the first 16 (0 in an older
+					      * build's page, which records none there) */
 };
+/* One page: a client maps a shorter (older) file at this size, and reads past its end as 0
+ * only within the page that holds the end. */
+_Static_assert(sizeof(struct rsk_bell_page) <= 4096, "the bell page must stay one page");
 #define RSK_BELL_PAGE_V1 16u /* a RSK_BELL_MAGIC_V1 page's size: magic, pid, rings */
 
 struct rsk_rdv_bell { /* the listener's handle */
@@ -554,16 +565,22 @@ static int32_t rsk_bell_keeper(const struct rsk_bell_page *pg)
 	return heir > 0 ? heir : pg->pid;
 }
 
+/* Place @i (0 .. RSK_BELL_KIN_ALL - 1) of @pg's kin. */
+static int32_t *rsk_bell_kin_at(struct rsk_bell_page *pg, int i)
+{
+	return i < RSK_BELL_KIN ? &pg->kin[i] : &pg->kin_more[i - RSK_BELL_KIN];
+}
+
 /* @pid gone from @pg's kin (it leaves, or it is found dead). */
 static void rsk_bell_kin_drop(struct rsk_bell_page *pg, int32_t pid)
 {
 	int i;
 	int32_t k;
 
-	for (i = 0; i < RSK_BELL_KIN; i++) {
+	for (i = 0; i < RSK_BELL_KIN_ALL; i++) {
 		k = pid;
-		(void)__atomic_compare_exchange_n(&pg->kin[i], &k, 0, 0, __ATOMIC_SEQ_CST,
-						  __ATOMIC_SEQ_CST);
+		(void)__atomic_compare_exchange_n(rsk_bell_kin_at(pg, i), &k, 0, 0,
+						  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	}
 }
 
@@ -573,8 +590,8 @@ static int32_t rsk_bell_heir_find(struct rsk_bell_page *pg, int32_t me)
 	int i;
 	int32_t k;
 
-	for (i = 0; i < RSK_BELL_KIN; i++) {
-		k = __atomic_load_n(&pg->kin[i], __ATOMIC_ACQUIRE);
+	for (i = 0; i < RSK_BELL_KIN_ALL; i++) {
+		k = __atomic_load_n(rsk_bell_kin_at(pg, i), __ATOMIC_ACQUIRE);
 		if (k <= 0 || k == me)
 			continue;
 		if (!rsk_sweep_pid_gone(k))
@@ -613,11 +630,11 @@ static void rsk_bell_kin_add(struct rsk_bell_page *pg, int32_t child)
 
 	__atomic_store_n(&pg->forked, 1, __ATOMIC_RELEASE);
 	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < RSK_BELL_KIN; i++) {
-			k = __atomic_load_n(&pg->kin[i], __ATOMIC_ACQUIRE);
+		for (i = 0; i < RSK_BELL_KIN_ALL; i++) {
+			k = __atomic_load_n(rsk_bell_kin_at(pg, i), __ATOMIC_ACQUIRE);
 			if ((k == 0 || (pass == 1 && rsk_sweep_pid_gone(k))) &&
-			    __atomic_compare_exchange_n(&pg->kin[i], &k, child, 0, __ATOMIC_SEQ_CST,
-							__ATOMIC_SEQ_CST))
+			    __atomic_compare_exchange_n(rsk_bell_kin_at(pg, i), &k, child, 0,
+							__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 				return;
 		}
 }
@@ -896,18 +913,20 @@ socklen_t rsk_rdv_door_name(struct sockaddr_un *un, pid_t pid)
 
 /* The processes to knock at for bell @b: its maker, heir and kin, each once; none when its
  * listener was never forked (its maker's own loop looks). Locked (the bell cache). */
-static int rsk_rdv_knock_pids(const struct rsk_bell_page *b, int32_t *pids)
+static int rsk_rdv_knock_pids(struct rsk_bell_page *b, int32_t *pids)
 {
 	int32_t p;
 	int i, j, n = 0;
 
-	for (i = -2; i < RSK_BELL_KIN; i++) {
+	for (i = -2; i < RSK_BELL_KIN_ALL; i++) {
 		p = i == -2 ? b->pid
 		    : i == -1 ? __atomic_load_n(&b->heir, __ATOMIC_ACQUIRE)
-			      : __atomic_load_n(&b->kin[i], __ATOMIC_ACQUIRE);
+			      : __atomic_load_n(rsk_bell_kin_at(b, i), __ATOMIC_ACQUIRE);
+		if (p <= 0)
+			continue;
 		for (j = 0; j < n && pids[j] != p; j++)
 			;
-		if (p > 0 && j == n)
+		if (j == n)
 			pids[n++] = p;
 	}
 	return __atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) || n > 1 ? n : 0;
@@ -919,7 +938,7 @@ int rsk_rdv_knock(const struct rsk_rdv_where *where, const struct sockaddr *clie
 	struct rsk_rdv_knock k = {.magic = RSK_RDV_KNOCK_MAGIC, .len = clen};
 	struct iovec iov = {&k, offsetof(struct rsk_rdv_knock, client) + clen};
 	struct msghdr msg = {.msg_name = &un, .msg_iov = &iov, .msg_iovlen = 1};
-	int32_t pids[RSK_BELL_KIN + 2];
+	int32_t pids[RSK_BELL_KIN_ALL + 2];
 	char path[128];
 	struct rsk_bell_page *b;
 	int n = 0, i, fd, took = 0;

@@ -1,8 +1,8 @@
 /*
  * Unit tests for core/transport/shm_door (a process's door) and the knocks of shm_rdv that
  * reach it: a client's knock reaches the door of each process its listener's bell names
- * (here a forked child recorded as kin, which opened its own door) and none when the bell
- * names no other process; the door hands the client's address to its opener; a knock of
+ * (here a forked child recorded as kin, which opened its own door; and 24 of them, more than
+ * the page's first 16 places) and none when the bell names no other process; the door hands the client's address to its opener; a knock of
  * another user, a malformed one and one that carries fds are ignored, the fds closed; a
  * forked child's door is its own.
  */
@@ -248,6 +248,80 @@ static void test_knock_reaches_kin(void **state)
 	close(hold);
 }
 
+/* A forked child that opens its own door, says so on @go, and exits 0 once its door hands
+ * over a knock for @port (within 5 s), leaving the kin as its exit would. */
+static void kid_at_door(int go, uint16_t port)
+{
+	char c = 'r';
+
+	rsk_proc_forked_child(); /* as the library's fork() does in the child */
+	rsk_evloop_atfork_child();
+	close(got_pipe[0]); /* (a pipe of its own: the parent's door writes the other) */
+	close(got_pipe[1]);
+	if (pipe2(got_pipe, O_CLOEXEC) != 0)
+		_exit(3);
+	if (rsk_door_open(got_knock) != 0 || write(go, &c, 1) != 1)
+		_exit(1);
+	c = got_wait(5000) == port ? 0 : 2;
+	rsk_rdv_bells_end_all();
+	_exit(c);
+}
+
+#define MANY_KIN 24
+
+/*
+ * More processes forked with the listener than the page's first 16 kin places (nginx's
+ * `worker_processes auto` on a larger host): every one is recorded and hears the knock. With
+ * 16 places the knock reached the maker and 16 of them, and the other 8 never moved.
+ */
+static void test_knock_reaches_many_kin(void **state)
+{
+	struct rsk_rdv_bell *b[2] = {NULL, NULL};
+	struct sockaddr_in dest, me;
+	socklen_t len = sizeof(me);
+	int hold, l[2] = {-1, -1}, rdv, tcp, go[2], status, i;
+	struct rsk_rdv_where w;
+	pid_t kids[MANY_KIN];
+	uint16_t p;
+
+	(void)state;
+	hold = ucm_tcp_bound(0, &p);
+	dest = ucm_lo4(p);
+	assert_int_equal(rsk_rdv_listen_bells((struct sockaddr *)&dest, 0, 16, l, b), 1);
+	tcp = ucm_tcp_bound(0, &p);
+	assert_int_equal(getsockname(tcp, (struct sockaddr *)&me, &len), 0);
+	rdv = rsk_rdv_find((struct sockaddr *)&dest, NULL, NULL, &w);
+	assert_true(rdv >= 0);
+	assert_int_equal(rsk_door_open(got_knock), 0);
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	for (i = 0; i < MANY_KIN; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			close(go[0]);
+			kid_at_door(go[1], p);
+		}
+	}
+	close(go[1]);
+	for (i = 0; i < MANY_KIN; i++) {
+		assert_int_equal(read(go[0], &(char){0}, 1), 1);
+		rsk_rdv_bells_forked(kids[i]); /* what the library's fork() does in the parent */
+	}
+	close(go[0]);
+	assert_int_equal(rsk_rdv_knock(&w, (struct sockaddr *)&me, len), MANY_KIN + 1);
+	assert_int_equal(got_wait(2000), p); /* the maker's own copy */
+	for (i = 0; i < MANY_KIN; i++) {
+		assert_int_equal(waitpid(kids[i], &status, 0), kids[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	close(rdv);
+	close(tcp);
+	rsk_rdv_bell_close(b[0]);
+	close(l[0]);
+	close(hold);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +329,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_door_reads_knocks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_door_other_user, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_knock_reaches_kin, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_knock_reaches_many_kin, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
