@@ -179,6 +179,25 @@ static void test_door_other_user(void **state)
 	assert_int_equal(got_wait(2000), 6161);
 }
 
+/* A forked child that opens its own door, says so on @go, and exits 0 once its door hands
+ * over a knock for @port (within 5 s), leaving the kin as its exit would. */
+__attribute__((noreturn)) static void kid_at_door(int go, uint16_t port)
+{
+	char c = 'r';
+
+	rsk_proc_forked_child(); /* as the library's fork() does in the child */
+	rsk_evloop_atfork_child();
+	close(got_pipe[0]); /* (a pipe of its own: the parent's door writes the other) */
+	close(got_pipe[1]);
+	if (pipe2(got_pipe, O_CLOEXEC) != 0)
+		_exit(3);
+	if (rsk_door_open(got_knock) != 0 || write(go, &c, 1) != 1)
+		_exit(1);
+	c = got_wait(5000) == port ? 0 : 2;
+	rsk_rdv_bells_end_all();
+	_exit(c);
+}
+
 /*
  * A client's knock goes to the processes the bell names: none while its listener was never
  * forked (the maker's loop looks), a forked child's door once the child is kin, and the
@@ -214,20 +233,8 @@ static void test_knock_reaches_kin(void **state)
 	kid = fork();
 	assert_true(kid >= 0);
 	if (kid == 0) { /* its own door, then it says so and hands one knock over */
-		char c = 'r';
-
 		close(go[0]);
-		rsk_proc_forked_child(); /* as the library's fork() does in the child */
-		rsk_evloop_atfork_child();
-		close(got_pipe[0]); /* (a pipe of its own: the parent's door writes the other) */
-		close(got_pipe[1]);
-		if (pipe2(got_pipe, O_CLOEXEC) != 0)
-			_exit(3);
-		if (rsk_door_open(got_knock) != 0 || write(go[1], &c, 1) != 1)
-			_exit(1);
-		c = got_wait(5000) == ntohs(me.sin_port) ? 0 : 2;
-		rsk_rdv_bells_end_all(); /* it leaves the kin, as its exit would */
-		_exit(c);
+		kid_at_door(go[1], ntohs(me.sin_port));
 	}
 	close(go[1]);
 	assert_int_equal(read(go[0], &(char){0}, 1), 1);
@@ -246,25 +253,6 @@ static void test_knock_reaches_kin(void **state)
 	rsk_rdv_bell_close(b[0]);
 	close(l[0]);
 	close(hold);
-}
-
-/* A forked child that opens its own door, says so on @go, and exits 0 once its door hands
- * over a knock for @port (within 5 s), leaving the kin as its exit would. */
-static void kid_at_door(int go, uint16_t port)
-{
-	char c = 'r';
-
-	rsk_proc_forked_child(); /* as the library's fork() does in the child */
-	rsk_evloop_atfork_child();
-	close(got_pipe[0]); /* (a pipe of its own: the parent's door writes the other) */
-	close(got_pipe[1]);
-	if (pipe2(got_pipe, O_CLOEXEC) != 0)
-		_exit(3);
-	if (rsk_door_open(got_knock) != 0 || write(go, &c, 1) != 1)
-		_exit(1);
-	c = got_wait(5000) == port ? 0 : 2;
-	rsk_rdv_bells_end_all();
-	_exit(c);
 }
 
 #define MANY_KIN 24
