@@ -6,6 +6,7 @@
 #include "base/addr.h"
 #include "registry.h"
 #include "shm.h"
+#include "shm_door.h"
 #include "shm_cm.h"
 #include "shm_rdv.h"
 #include "verbs.h"
@@ -33,6 +34,7 @@ const struct rsk_cm_ops *rsk_transport_route(enum rsk_mode mode, const struct so
 void rsk_transport_atfork_child(void)
 {
 	rsk_shm_atfork_child(); /* its segment pool is the parent's */
+	rsk_door_atfork_child(); /* and so is the door it inherited */
 }
 
 void rsk_transport_forked(pid_t child)

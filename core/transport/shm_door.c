@@ -150,6 +150,17 @@ int rsk_door_open(rsk_knock_fn fn)
 	return fd < 0 ? fd : 0;
 }
 
+void rsk_door_atfork_child(void)
+{
+	/* The lock may have been held by another thread at the fork: start from a fresh one. */
+	pthread_mutex_init(&rsk_door_lock, NULL);
+	if (rsk_door >= 0)
+		rsk_fd_unhide_close(rsk_door);
+	rsk_door = -1;
+	__atomic_store_n(&rsk_door_pid, 0, __ATOMIC_RELEASE);
+	rsk_door_failed_pid = 0;
+}
+
 int rsk_door_fd(void)
 {
 	int fd;

@@ -20,6 +20,11 @@ typedef void (*rsk_knock_fn)(const struct sockaddr_storage *peer);
  */
 int rsk_door_open(rsk_knock_fn fn);
 
+/* A forked child: its copy of the parent's door goes. Kept, it would hold the door's name
+ * (the parent's pid) while the child lived: after the parent's exit, a new process given
+ * that pid could not open its door, and its connections would never hear a knock. */
+void rsk_door_atfork_child(void);
+
 /* The open door's fd in this process, or -1 (tests). */
 int rsk_door_fd(void);
 

@@ -4,7 +4,7 @@
  * (here a forked child recorded as kin, which opened its own door; and 24 of them, more than
  * the page's first 16 places) and none when the bell names no other process; the door hands the client's address to its opener; a knock of
  * another user, a malformed one and one that carries fds are ignored, the fds closed; a
- * forked child's door is its own.
+ * forked child's door is its own, and its copy of its parent's goes at the fork.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -310,6 +310,59 @@ static void test_knock_reaches_many_kin(void **state)
 	close(hold);
 }
 
+/*
+ * A forked child drops its copy of its parent's door (rsk_door_atfork_child, as the
+ * library's fork() runs it): once the parent exits, its door's name is free again even while
+ * the child lives, so a new process given that pid can open its own. Here C opens a door,
+ * forks G and exits; with G alive, the name of C's door can be bound again. Kept, the copy
+ * held the name (EADDRINUSE) for as long as G lived.
+ */
+static void test_forked_copy_goes(void **state)
+{
+	int go[2], hold[2], fd, status;
+	struct sockaddr_un un;
+	socklen_t len;
+	pid_t c;
+	char b;
+
+	(void)state;
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(hold, O_CLOEXEC), 0);
+	c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		rsk_proc_forked_child();
+		rsk_evloop_atfork_child();
+		rsk_door_atfork_child();
+		if (rsk_door_open(got_knock) != 0)
+			_exit(1);
+		if (fork() == 0) { /* G: the library's child steps, then waits for the test */
+			rsk_proc_forked_child();
+			rsk_evloop_atfork_child();
+			rsk_door_atfork_child();
+			close(hold[1]);
+			if (write(go[1], "g", 1) != 1)
+				_exit(1);
+			(void)read(hold[0], &b, 1); /* EOF: the test is done */
+			_exit(0);
+		}
+		_exit(0);
+	}
+	close(go[1]);
+	close(hold[0]);
+	assert_int_equal(waitpid(c, &status, 0), c);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(read(go[0], &b, 1), 1); /* G lives, past its fork steps */
+	len = rsk_rdv_door_name(&un, c);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&un, len), 0);
+	close(fd);
+	close(hold[1]);
+	close(go[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +371,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_door_other_user, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_knock_reaches_kin, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_knock_reaches_many_kin, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_forked_copy_goes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
