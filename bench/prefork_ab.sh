@@ -5,8 +5,11 @@
 # of C non-blocking connects sets up 8 at connect and starts the rest on TCP (setup_limit),
 # which then move once busy; into a prefork server they move only by knocks (docs/design.md,
 # "Moves into a prefork server"). Prints req/s per side, ratios to kernel TCP and the
-# client's connections by transport. A benchmark, not a test.
-#   [OLD_LIB=/path/librdmasock.so] bash bench/prefork_ab.sh [REPS] [C] [N]   (5, 50, 30000)
+# client's connections by transport. WORKERS (default 2) sets nginx's worker_processes: more
+# than 16 shows the bell's kin beyond its first 16 places (a build before 2026-12-05 never
+# knocked at those workers). A benchmark, not a test.
+#   [OLD_LIB=/path/librdmasock.so] [WORKERS=N] bash bench/prefork_ab.sh [REPS] [C] [N]
+#   (5, 50, 30000)
 set -u
 . "$(dirname "$0")/lib.sh"
 REPS=${1:-5}
@@ -24,7 +27,8 @@ one_run() {
 	rm -rf "$d"
 	port=$(bench_free_port)
 	nginx_ok_conf "$d" "$port" off
-	sed -i 's/worker_connections 64;/worker_connections 1024;/' "$d/nginx.conf"
+	sed -i -e 's/worker_connections 64;/worker_connections 1024;/' \
+		-e "s/worker_processes 2;/worker_processes ${WORKERS:-2};/" "$d/nginx.conf"
 	: >"$d/stats"
 	env ${lib:+LD_PRELOAD=$lib} RDMASOCK_STATS="$d/stats" \
 		nginx -e "$d/error.log" -p "$d" -c "$d/nginx.conf" &
@@ -46,7 +50,7 @@ print("kernel=%d,shm=%d" % (c["kernel"], c["shm"]))')"
 sides="kernel new"
 [ -n "$OLD" ] && sides="kernel old new"
 declare -A rps conns
-bench_log "$(bench_machine)"
+bench_log "$(bench_machine); nginx worker_processes ${WORKERS:-2}"
 for ((r = 1; r <= REPS; r++)); do
 	for side in $sides; do
 		case $side in kernel) lib="" ;; old) lib=$OLD ;; new) lib=$LIB ;; esac
