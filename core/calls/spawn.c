@@ -86,38 +86,12 @@ struct rsk_spawn_walk {
 	char *const *envp;
 };
 
-/* Does @w's action object make @fd the new program's @newfd by a recorded dup2 (which also
- * clears close-on-exec when the two are one number)? */
-static int rsk_spawn_dup_hands(const struct rsk_spawn_walk *w, int fd)
-{
-	int i;
-
-	if (w->fa == NULL)
-		return 0;
-	if (__atomic_load_n(&rsk_spawn_lost, __ATOMIC_ACQUIRE))
-		return 1;
-	for (i = 0; i < RSK_SPAWN_DUPS; i++)
-		if (__atomic_load_n(&rsk_spawn_dups[i].fa, __ATOMIC_ACQUIRE) == w->fa &&
-		    rsk_spawn_dups[i].fd == fd &&
-		    rsk_life_hands(rsk_spawn_dups[i].newfd, w->envp, 0))
-			return 1;
-	return 0;
-}
-
-static int rsk_spawn_handed(int fd, int cloexec, void *arg)
-{
-	const struct rsk_spawn_walk *w = arg;
-
-	if ((cloexec || !rsk_life_hands(fd, w->envp, 0)) && !rsk_spawn_dup_hands(w, fd))
-		return 0;
-	rsk_info("fd %d: listening socket handed to a spawned program: new clients of its stay "
-		 "on TCP",
-		 fd);
-	return 1;
-}
-
-/* Has @fa a dup2 of a listener (or may it have: the table lost one)? */
-static int rsk_spawn_dups_any(const void *fa)
+/*
+ * Has action object @fa a recorded dup2 of listener @fd onto a number that environment @envp
+ * hands over (a dup2 also clears close-on-exec when the two are one number)? With @fd -1:
+ * has it a dup2 of any listener, onto any number. Always yes while the table has lost one.
+ */
+static int rsk_spawn_dup_of(const void *fa, int fd, char *const *envp)
 {
 	int i;
 
@@ -126,9 +100,23 @@ static int rsk_spawn_dups_any(const void *fa)
 	if (__atomic_load_n(&rsk_spawn_lost, __ATOMIC_ACQUIRE))
 		return 1;
 	for (i = 0; i < RSK_SPAWN_DUPS; i++)
-		if (__atomic_load_n(&rsk_spawn_dups[i].fa, __ATOMIC_ACQUIRE) == fa)
+		if (__atomic_load_n(&rsk_spawn_dups[i].fa, __ATOMIC_ACQUIRE) == fa &&
+		    (fd < 0 || (rsk_spawn_dups[i].fd == fd &&
+				rsk_life_hands(rsk_spawn_dups[i].newfd, envp, 0))))
 			return 1;
 	return 0;
+}
+
+static int rsk_spawn_handed(int fd, int cloexec, void *arg)
+{
+	const struct rsk_spawn_walk *w = arg;
+
+	if ((cloexec || !rsk_life_hands(fd, w->envp, 0)) && !rsk_spawn_dup_of(w->fa, fd, w->envp))
+		return 0;
+	rsk_info("fd %d: listening socket handed to a spawned program: new clients of its stay "
+		 "on TCP",
+		 fd);
+	return 1;
 }
 
 void rsk_spawn_prepare(const void *fa, char *const envp[])
@@ -139,6 +127,6 @@ void rsk_spawn_prepare(const void *fa, char *const envp[])
 	 * number it inherits, as at an exec. Here that is done in this process, so for good
 	 * where a dup2 action copies a listener: that number keeps its close-on-exec, and only
 	 * turning faces off covers it. */
-	(void)rsk_face_restore_all(rsk_spawn_dups_any(fa));
+	(void)rsk_face_restore_all(rsk_spawn_dup_of(fa, -1, NULL));
 	rsk_sock_exec_listeners(rsk_spawn_handed, &w);
 }
