@@ -62,7 +62,7 @@ int rsk_accept_begin(int fd)
 
 	if (s == NULL)
 		return 0;
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
+	if (rsk_sock_listens(s)) {
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST);
 		if (__atomic_load_n(&s->fd_pressed, __ATOMIC_RELAXED) &&
 		    rsk_fd_room_now(fd, RSK_ACCEPT_SWITCH_FDS + 1) <= RSK_ACCEPT_SWITCH_FDS)

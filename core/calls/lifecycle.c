@@ -46,7 +46,7 @@ void rsk_life_epoll_note(int epfd, int op, int fd, const struct epoll_event *ev)
 
 	if (s == NULL)
 		return;
-	if (op != EPOLL_CTL_DEL && s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+	if (op != EPOLL_CTL_DEL && rsk_sock_listens(s))
 		rsk_listener_note(s->lst, RSK_LISTEN_INTEREST); /* an event loop will accept */
 	if (op == EPOLL_CTL_DEL && __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED) == 0) {
 		rsk_sock_put(s); /* nothing recorded to take back (a TCP-first socket's, mostly) */
@@ -211,7 +211,7 @@ static void rsk_life_prefork_one(struct rsk_sock *s, int fd)
 static void rsk_life_prefork_fd(struct rsk_sock *s, int fd, uintptr_t v)
 {
 	(void)v;
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+	if (rsk_sock_listens(s))
 		rsk_listener_note(s->lst, RSK_LISTEN_FORKED);
 	if (s->conn == NULL && s->upg != NULL)
 		rsk_upg_prefork(s, fd); /* a move under way: the child holds its stream too */
@@ -271,7 +271,7 @@ static void rsk_life_passed_one(int fd, void *arg)
 		rsk_fw_fd_shared(fd);
 	if ((s = rsk_sock_get(fd)) == NULL)
 		return;
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL) {
+	if (rsk_sock_listens(s)) {
 		rsk_info("fd %d: listening socket passed to another process: new clients of its "
 			 "stay on TCP",
 			 fd);
@@ -289,7 +289,7 @@ static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
 {
 	(void)fd;
 	(void)v;
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+	if (rsk_sock_listens(s))
 		rsk_listener_note(s->lst, RSK_LISTEN_PAUSE);
 }
 
@@ -350,7 +350,7 @@ static void rsk_life_child_one(struct rsk_sock *s, int fd, uintptr_t v)
 	if (rsk_fdtab_is_accel(v) && s->conn != NULL &&
 	    !rsk_transport_cm(s->conn->ep)->fork_share)
 		rsk_sock_detach(s);
-	if (s->state == RSK_SOCK_LISTENING && s->lst != NULL)
+	if (rsk_sock_listens(s))
 		rsk_listener_forget(s->lst);
 	if (!rsk_fdtab_is_accel(v))
 		rsk_sock_baseline(s, fd);

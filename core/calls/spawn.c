@@ -41,7 +41,7 @@ static int rsk_spawn_is_listener(int fd)
 
 	if (s == NULL)
 		return 0;
-	yes = s->state == RSK_SOCK_LISTENING && s->lst != NULL;
+	yes = rsk_sock_listens(s);
 	rsk_sock_put(s);
 	return yes;
 }

@@ -449,7 +449,7 @@ static int rsk_sock_leak_one(int fd, uintptr_t v, void *arg)
 	int fdfl;
 
 	s = rsk_sock_kernel_of(v);
-	if (s == NULL || s->state != RSK_SOCK_LISTENING || s->lst == NULL)
+	if (s == NULL || !rsk_sock_listens(s))
 		return 0;
 	fdfl = rsk_sys_fcntl(fd, F_GETFD, 0);
 	if (fdfl >= 0 && w->handed(fd, (fdfl & FD_CLOEXEC) != 0, w->arg))

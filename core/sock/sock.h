@@ -201,6 +201,13 @@ void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));
 
 /* The socket object of fd-table slot @v if it is a tracked kernel socket (a listener, say),
  * else NULL: untracked, accelerated, or one of the library's own. Reads the slot only. */
+/* @s listens through a transport's listener (not only the kernel's): what the listener
+ * notes (fork, leak, pause) are for. */
+static inline int rsk_sock_listens(const struct rsk_sock *s)
+{
+	return s->state == RSK_SOCK_LISTENING && s->lst != NULL;
+}
+
 static inline struct rsk_sock *rsk_sock_kernel_of(uintptr_t v)
 {
 	if (!(v & RSK_FDTAB_TAG_KERNEL) || rsk_fd_slot_internal(v))
