@@ -15,11 +15,11 @@
 #include "preload.h"
 #include "calls/calls.h"
 
-static void rsk_spawn_note(const void *fa, char *const envp[])
+static void rsk_spawn_note(const void *fa, char *const argv[], char *const envp[])
 {
 	int err = errno;
 
-	rsk_spawn_prepare(fa, envp);
+	rsk_spawn_prepare(fa, argv, envp);
 	errno = err;
 }
 
@@ -47,27 +47,28 @@ RSK_EXPORT int posix_spawn_file_actions_adddup2(posix_spawn_file_actions_t *fa, 
 RSK_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	rsk_spawn_note(fa, envp);
+	rsk_spawn_note(fa, argv, envp);
 	return RSK_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 }
 
 RSK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			    const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	rsk_spawn_note(fa, envp);
+	rsk_spawn_note(fa, argv, envp);
 	return RSK_REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
 }
 
-/* The shell gets this process's environment and every number without close-on-exec. */
+/* The shell gets this process's environment, every number without close-on-exec, and the
+ * command line as its argument. */
 RSK_EXPORT int system(const char *cmd)
 {
 	if (cmd != NULL) /* (NULL only asks whether a shell exists) */
-		rsk_spawn_note(NULL, environ);
+		rsk_spawn_note(NULL, (char *const[]){(char *)cmd, NULL}, environ);
 	return RSK_REAL(system)(cmd);
 }
 
 RSK_EXPORT FILE *popen(const char *cmd, const char *mode)
 {
-	rsk_spawn_note(NULL, environ);
+	rsk_spawn_note(NULL, (char *const[]){(char *)cmd, NULL}, environ);
 	return RSK_REAL(popen)(cmd, mode);
 }

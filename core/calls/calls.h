@@ -92,21 +92,28 @@ void rsk_life_fds_passed(const struct msghdr *msg);
  * (unit tests of the in-process paths: the exit flush, the exec hand-off). */
 extern int rsk_life_relay_helper;
 
+/* The program an exec or a spawn starts: its arguments (system() and popen() give one, the
+ * shell's command line), its environment, and its pid (0: not known yet, a spawn). */
+struct rsk_newprog {
+	char *const *argv;
+	char *const *envp;
+	pid_t pid;
+};
+
 /* exec: before the real call, hand this image's relays that still run here (stdio sockets
  * whose helper could not be forked) to a helper process that outlives it; 1 if one was
  * started. exec_failed: the call returned: they come back. */
-int rsk_life_exec_prepare(char *const envp[]);
+int rsk_life_exec_prepare(char *const argv[], char *const envp[]);
 
 /*
- * Will the program an exec starts with environment @envp be handed listening socket @fd (and
- * accept on it where no library of ours sees it)? Only the conventions that hand a listener
- * over count (docs/design.md, "A listener another program accepts on"): 0-2, LISTEN_FDS,
- * and the fd lists of nginx's binary upgrade and of a few hot-restart tools.
+ * Will program @p be handed listening socket @fd (and accept on it where no library of ours
+ * sees it)? Only the conventions that hand a listener over count (docs/design.md, "A
+ * listener another program accepts on"): 0-2, LISTEN_FDS (with a LISTEN_PID that names @p,
+ * or, before its pid is known, does not name this process), the fd lists of nginx's binary
+ * upgrade and of a few hot-restart tools, and an argument that names @fd as a descriptor
+ * ("--fd=3", "fd://3", "ACCEPT-FD:3", "--fds 3,4", "/dev/fd/3").
  */
-int rsk_life_exec_hands(int fd, char *const envp[]);
-/* The same for a program that will run as @newpid; 0: not known yet (a spawn), when a
- * LISTEN_PID that does not name this process may name it. */
-int rsk_life_hands(int fd, char *const envp[], pid_t newpid);
+int rsk_life_hands(int fd, const struct rsk_newprog *p);
 void rsk_life_exec_failed(void);
 
 /*
@@ -114,12 +121,12 @@ void rsk_life_exec_failed(void);
  * runs inside libc where no wrapper sees it. spawn_dup2: action object @fa will dup2 @fd onto
  * @newfd in the new program (recorded when @fd is a listener); spawn_forget: @fa was
  * initialised or destroyed. spawn_prepare: before the real call, with @fa (NULL: none) and
- * the new program's environment @envp: the listeners it is handed by a convention take no
- * new clients from now on, as at an exec.
+ * the new program's arguments @argv and environment @envp: the listeners it is handed by a
+ * convention take no new clients from now on, as at an exec.
  */
 void rsk_spawn_dup2(const void *fa, int fd, int newfd);
 void rsk_spawn_forget(const void *fa);
-void rsk_spawn_prepare(const void *fa, char *const envp[]);
+void rsk_spawn_prepare(const void *fa, char *const argv[], char *const envp[]);
 
 /* Library start: the hooks the lower layers call (after the configuration is read). */
 void rsk_life_init(void);

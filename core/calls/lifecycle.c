@@ -687,14 +687,63 @@ static long rsk_life_env_long(const char *e, const char *name)
 	return strncmp(e, name, n) == 0 && e[n] == '=' ? strtol(e + n + 1, NULL, 10) : -1;
 }
 
-int rsk_life_hands(int fd, char *const envp[], pid_t newpid)
+/* @s at @p, past the letters "fd" (an "s" after them allowed): separators, then a list of
+ * integers naming @fd. The next word @next carries the list when @s ends at the separators
+ * (an argument vector's "--fd", "3"). */
+static int rsk_life_fd_tail(const char *p, const char *next, int fd)
+{
+	const char *q;
+
+	if (*p == 's' || *p == 'S')
+		p++;
+	for (q = p; *q != '\0' && strchr(":=/ _-", *q) != NULL; q++)
+		;
+	if (*q == '\0' && next != NULL)
+		q = next; /* "--fd" "3" */
+	else if (q == p)
+		return 0; /* "fdx", "fd3": another word */
+	while (*q >= '0' && *q <= '9') {
+		char *end;
+
+		if (strtol(q, &end, 10) == fd)
+			return 1;
+		q = *end == ',' ? end + 1 : end;
+	}
+	return 0;
+}
+
+/* Does argument @s (followed by @next, or NULL) name @fd as a file descriptor: "fd" in any
+ * case, then separators and a list of integers ("fd://3", "--listen-fd=3", "ACCEPT-FD:3",
+ * "--fds 3,4", "/dev/fd/3", a shell command line's "--fd 3")? */
+static int rsk_life_arg_names(const char *s, const char *next, int fd)
+{
+	const char *p;
+
+	for (p = s; (p = strcasestr(p, "fd")) != NULL;) {
+		p += 2;
+		if (rsk_life_fd_tail(p, next, fd))
+			return 1;
+	}
+	return 0;
+}
+
+static int rsk_life_argv_names(char *const argv[], int fd)
+{
+	for (; argv != NULL && *argv != NULL; argv++)
+		if (rsk_life_arg_names(argv[0], argv[1], fd))
+			return 1;
+	return 0;
+}
+
+int rsk_life_hands(int fd, const struct rsk_newprog *p)
 {
 	long nfds = 0, pid = -1, v;
+	char *const *envp;
 	size_t i;
 
-	if (fd <= 2)
+	if (fd <= 2 || rsk_life_argv_names(p->argv, fd))
 		return 1;
-	for (; envp != NULL && *envp != NULL; envp++) {
+	for (envp = p->envp; envp != NULL && *envp != NULL; envp++) {
 		if ((v = rsk_life_env_long(*envp, "LISTEN_FDS")) >= 0)
 			nfds = v;
 		else if ((v = rsk_life_env_long(*envp, "LISTEN_PID")) >= 0)
@@ -708,21 +757,17 @@ int rsk_life_hands(int fd, char *const envp[], pid_t newpid)
 		return 0;
 	/* A spawned program's pid is not known before the call, so no caller can have named
 	 * it: a LISTEN_PID there is for it unless it names the spawning process. */
-	return pid < 0 || (newpid > 0 ? pid == (long)newpid : pid != (long)getpid());
-}
-
-int rsk_life_exec_hands(int fd, char *const envp[])
-{
-	return rsk_life_hands(fd, envp, getpid());
+	return pid < 0 || (p->pid > 0 ? pid == (long)p->pid : pid != (long)getpid());
 }
 
 static int rsk_life_exec_handed(int fd, int cloexec, void *arg)
 {
-	return !cloexec && rsk_life_exec_hands(fd, arg);
+	return !cloexec && rsk_life_hands(fd, arg);
 }
 
-int rsk_life_exec_prepare(char *const envp[])
+int rsk_life_exec_prepare(char *const argv[], char *const envp[])
 {
+	struct rsk_newprog p = {.argv = argv, .envp = envp, .pid = getpid()};
 	int go[2];
 
 	/* The new image gets the TCP listener on each number it inherits (no memory written:
@@ -730,7 +775,7 @@ int rsk_life_exec_prepare(char *const envp[])
 	(void)rsk_face_restore_all(0);
 	/* ... and may be handed one to accept on where no library sees it: no new clients for
 	 * such a listener */
-	rsk_sock_exec_listeners(rsk_life_exec_handed, (void *)envp);
+	rsk_sock_exec_listeners(rsk_life_exec_handed, &p);
 	/* (not a vfork child's: the mirrors are its parent's, who goes on with them) */
 	if (rsk_fw_on() && rsk_proc_pid() == getpid())
 		rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */

@@ -83,15 +83,15 @@ void rsk_spawn_forget(const void *fa)
 
 struct rsk_spawn_walk {
 	const void *fa;
-	char *const *envp;
+	struct rsk_newprog prog;
 };
 
 /*
- * Has action object @fa a recorded dup2 of listener @fd onto a number that environment @envp
- * hands over (a dup2 also clears close-on-exec when the two are one number)? With @fd -1:
+ * Has action object @fa a recorded dup2 of listener @fd onto a number that program @p is
+ * handed (a dup2 also clears close-on-exec when the two are one number)? With @fd -1:
  * has it a dup2 of any listener, onto any number. Always yes while the table has lost one.
  */
-static int rsk_spawn_dup_of(const void *fa, int fd, char *const *envp)
+static int rsk_spawn_dup_of(const void *fa, int fd, const struct rsk_newprog *p)
 {
 	int i;
 
@@ -102,7 +102,7 @@ static int rsk_spawn_dup_of(const void *fa, int fd, char *const *envp)
 	for (i = 0; i < RSK_SPAWN_DUPS; i++)
 		if (__atomic_load_n(&rsk_spawn_dups[i].fa, __ATOMIC_ACQUIRE) == fa &&
 		    (fd < 0 || (rsk_spawn_dups[i].fd == fd &&
-				rsk_life_hands(rsk_spawn_dups[i].newfd, envp, 0))))
+				rsk_life_hands(rsk_spawn_dups[i].newfd, p))))
 			return 1;
 	return 0;
 }
@@ -111,7 +111,7 @@ static int rsk_spawn_handed(int fd, int cloexec, void *arg)
 {
 	const struct rsk_spawn_walk *w = arg;
 
-	if ((cloexec || !rsk_life_hands(fd, w->envp, 0)) && !rsk_spawn_dup_of(w->fa, fd, w->envp))
+	if ((cloexec || !rsk_life_hands(fd, &w->prog)) && !rsk_spawn_dup_of(w->fa, fd, &w->prog))
 		return 0;
 	rsk_info("fd %d: listening socket handed to a spawned program: new clients of its stay "
 		 "on TCP",
@@ -119,9 +119,9 @@ static int rsk_spawn_handed(int fd, int cloexec, void *arg)
 	return 1;
 }
 
-void rsk_spawn_prepare(const void *fa, char *const envp[])
+void rsk_spawn_prepare(const void *fa, char *const argv[], char *const envp[])
 {
-	struct rsk_spawn_walk w = {.fa = fa, .envp = envp};
+	struct rsk_spawn_walk w = {.fa = fa, .prog = {.argv = argv, .envp = envp}};
 
 	/* The new program must get the TCP listener, not its face (sock/face.h), on every
 	 * number it inherits, as at an exec. Here that is done in this process, so for good

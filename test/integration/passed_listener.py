@@ -4,11 +4,13 @@ child and handed the listener to (systemd's convention: fd 3, LISTEN_FDS, LISTEN
 nginx's binary upgrade hands it in NGINX), one it started with posix_spawn (a dup2 action
 onto fd 3, LISTEN_FDS) or with system() (the listener inherited on fd 3, LISTEN_FDS in the
 environment; glibc's system() spawns inside libc), or a child it was passed to with
-SCM_RIGHTS. A client connects and must get its echo, as without the library. "own" is the
+SCM_RIGHTS; or a program whose command line names the listener's number, exec'd in a child
+("argv": --listen-fd=N) or run by system() ("sysargv": fd://N), with no variable saying so.
+A client connects and must get its echo, as without the library. "own" is the
 control: this process accepts on the listener itself; "helper" and "spawnhelper" too, after
 exec'ing (or posix_spawn'ing, with a dup2 action of another fd) a helper that does not take
 the listener, which must change nothing.
-Usage: passed_listener.py exec|spawn|system|scm|own|helper|spawnhelper
+Usage: passed_listener.py exec|spawn|system|argv|sysargv|scm|own|helper|spawnhelper
 (prints "echo ok" or what went wrong)"""
 import os
 import socket
@@ -34,15 +36,19 @@ def echo_here(l, port):
 
 
 def spawn(l, role):
-    """fork + exec this script as @role with the listener inherited."""
+    """fork + exec this script as @role with the listener inherited ("argv": on its own
+    number, which the command line names)."""
     os.set_inheritable(l.fileno(), True)
     pid = os.fork()
     if pid == 0:
         env = dict(os.environ)
+        args = [sys.executable, __file__, role]
         if role == "child":  # handed over, as sd_listen_fds() expects it
             os.dup2(l.fileno(), 3)
             env.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
-        os.execve(sys.executable, [sys.executable, __file__, role], env)
+        elif role == "argv":
+            args = [sys.executable, __file__, "child", "--listen-fd=%d" % l.fileno()]
+        os.execve(sys.executable, args, env)
     return pid
 
 
@@ -75,9 +81,21 @@ def system(l):
     return 0
 
 
+def sysargv(l):
+    """system() runs this script as "child" in the background, told the listener's number
+    on its command line only."""
+    os.set_inheritable(l.fileno(), True)
+    os.system("%s %s child fd://%d &" % (sys.executable, __file__, l.fileno()))
+    os.set_inheritable(l.fileno(), False)
+    return 0
+
+
 def main():
     if sys.argv[1] == "child":
-        serve(3)
+        fd = 3
+        if len(sys.argv) > 2:  # --listen-fd=N or fd://N
+            fd = int(sys.argv[2].split("=")[-1].split("/")[-1])
+        serve(fd)
         return 0
     if sys.argv[1] == "idle":
         time.sleep(1)
@@ -101,6 +119,10 @@ def main():
         return 0 if got == b"ping" else 1
     if sys.argv[1] == "exec":
         pid = spawn(l, "child")
+    elif sys.argv[1] == "argv":
+        pid = spawn(l, "argv")
+    elif sys.argv[1] == "sysargv":
+        pid = sysargv(l)
     elif sys.argv[1] == "spawn":
         pid = posix_spawn(l, "child")
     elif sys.argv[1] == "system":

@@ -159,7 +159,7 @@ static void test_listeners_leaked(void **state)
 	assert_int_equal(fcntl(i, F_SETFD, 0), 0); /* inherited by an exec, not handed */
 	assert_int_equal(fcntl(h, F_SETFD, 0), 0);
 	snprintf(var, sizeof(var), "NGINX=%d;", h);
-	assert_int_equal(rsk_life_exec_prepare(envp), 0);
+	assert_int_equal(rsk_life_exec_prepare(NULL, envp), 0);
 	assert_false(rsk_rdv_exists((struct sockaddr *)&handed));
 	assert_true(rsk_rdv_exists((struct sockaddr *)&inherited));
 	assert_true(rsk_rdv_exists((struct sockaddr *)&kept));
@@ -210,9 +210,47 @@ static void test_exec_hands(void **state)
 	(void)state;
 	snprintf(pid, sizeof(pid), "LISTEN_PID=%d", (int)getpid());
 	snprintf(other, sizeof(other), "LISTEN_PID=%d", (int)getpid() + 1);
-	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
-		if (rsk_life_exec_hands(c[i].fd, c[i].envp) != c[i].want)
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct rsk_newprog p = {.envp = c[i].envp, .pid = getpid()};
+
+		if (rsk_life_hands(c[i].fd, &p) != c[i].want)
 			fail_msg("case %zu: fd %d, want %d", i, c[i].fd, c[i].want);
+	}
+}
+
+/* A listener named on the new program's command line: an argument that says "fd" and then,
+ * after separators, a list of numbers (in one word, or the next), in any case. */
+static void test_exec_hands_argv(void **state)
+{
+	const struct {
+		int fd;
+		char *argv[4];
+		int want;
+	} c[] = {
+		{3, {"gunicorn", "--bind", "fd://3", NULL}, 1},
+		{5, {"prog", "--listen-fd=5", NULL}, 1},
+		{7, {"socat", "ACCEPT-FD:7", "STDIO", NULL}, 1},
+		{9, {"prog", "--fds", "8,9", NULL}, 1},
+		{9, {"prog", "--FD", "9", NULL}, 1},
+		{4, {"cat", "/dev/fd/4", NULL}, 1},
+		{6, {"sh -c 'server --fd 6 &'", NULL}, 1}, /* system(): one command line */
+		{3, {"prog", "--fd=30", NULL}, 0},        /* another number */
+		{3, {"prog", "--fds=4,5", NULL}, 0},
+		{3, {"prog", "3", NULL}, 0},             /* a bare number names nothing */
+		{3, {"prog", "--fdx=3", "fd3", NULL}, 0}, /* other words */
+		{3, {"prog", "--port", "3", NULL}, 0},
+		{3, {"prog", "--fd", NULL}, 0}, /* nothing after it */
+		{3, {NULL}, 0},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct rsk_newprog p = {.argv = c[i].argv, .pid = getpid()};
+
+		if (rsk_life_hands(c[i].fd, &p) != c[i].want)
+			fail_msg("case %zu: fd %d, want %d", i, c[i].fd, c[i].want);
+	}
 }
 
 /* ---- an accelerated connection, as rsk_sock_become leaves it (see test_sockopt) ---- */
@@ -523,7 +561,7 @@ static void test_stdio_relays_shm(void **state)
 	/* The relay runs in a helper process from its start (it must outlive this one): our
 	 * records of it and of its connection go, and the bytes still flow, moved over there. */
 	assert_true(UNIT_WAIT(UNIT_LOAD(&rsk_conn_live) == 0 && rsk_relay_count() == 0, 2000));
-	assert_int_equal(rsk_life_exec_prepare(NULL), 0); /* nothing left here for an exec */
+	assert_int_equal(rsk_life_exec_prepare(NULL, NULL), 0); /* nothing left here for an exec */
 	relayed_echo(&r, "through the pipe");
 	assert_int_equal(epoll_wait(ep, &got, 1, 0), 0); /* read: nothing more to report */
 	{
@@ -550,11 +588,11 @@ static void test_exec_handoff_failed(void **state)
 
 	(void)state;
 	rsk_life_relay_helper = 0;
-	assert_int_equal(rsk_life_exec_prepare(NULL), 0); /* no relay */
+	assert_int_equal(rsk_life_exec_prepare(NULL, NULL), 0); /* no relay */
 	relayed_open(&r);
 	rsk_life_stdio(r.fd);
 	assert_int_equal(UNIT_LOAD(&rsk_conn_live), 1); /* the relay holds it, here */
-	assert_int_equal(rsk_life_exec_prepare(NULL), 1);
+	assert_int_equal(rsk_life_exec_prepare(NULL, NULL), 1);
 	rsk_life_exec_failed();
 	relayed_echo(&r, "after a failed exec");
 	relayed_close(&r);
@@ -570,6 +608,7 @@ int main(void)
 		T(test_epoll_note_listener_interest),
 		T(test_listeners_leaked),
 		T(test_exec_hands),
+		T(test_exec_hands_argv),
 		T(test_fork_prepare_and_failed),
 		T(test_fork_child),
 		T(test_exit_ends_streams),

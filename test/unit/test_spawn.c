@@ -6,7 +6,8 @@
  * names the spawning process hands nothing. A dup2 onto another number, an action object
  * forgotten (initialised again or destroyed), another object, and a dup2 of a socket that is
  * not a listener hand nothing (and take no place). A table with no place left counts every
- * listener of a spawn with actions as handed, until it empties.
+ * listener of a spawn with actions as handed, until it empties. A command line that names
+ * a handed number as a descriptor counts too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,11 +53,11 @@ static void test_dup2_hands(void **state)
 
 	(void)state;
 	rsk_spawn_dup2(&fa1, l, 3);
-	rsk_spawn_prepare(&fa2, sd_env); /* another object: nothing */
+	rsk_spawn_prepare(&fa2, NULL, sd_env); /* another object: nothing */
 	assert_false(shut(&la));
-	rsk_spawn_prepare(&fa1, (char *[]){NULL}); /* no LISTEN_FDS: fd 3 is not handed */
+	rsk_spawn_prepare(&fa1, NULL, (char *[]){NULL}); /* no LISTEN_FDS: fd 3 is not handed */
 	assert_false(shut(&la));
-	rsk_spawn_prepare(&fa1, sd_env);
+	rsk_spawn_prepare(&fa1, NULL, sd_env);
 	assert_true(shut(&la));
 	assert_false(shut(&ka)); /* close-on-exec, in no action */
 	rsk_spawn_forget(&fa1);
@@ -73,14 +74,14 @@ static void test_dup2_not_handed(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	rsk_spawn_dup2(&fa1, l, 7); /* LISTEN_FDS=1 names 3 only */
 	rsk_spawn_dup2(&fa1, sv[0], 3); /* not a listener */
-	rsk_spawn_prepare(&fa1, sd_env);
+	rsk_spawn_prepare(&fa1, NULL, sd_env);
 	assert_false(shut(&la));
-	rsk_spawn_prepare(NULL, sd_env);
+	rsk_spawn_prepare(NULL, NULL, sd_env);
 	assert_false(shut(&la));
 	/* forgotten (destroyed, or the address initialised again): its dup2 no longer counts */
 	rsk_spawn_dup2(&fa1, l, 3);
 	rsk_spawn_forget(&fa1);
-	rsk_spawn_prepare(&fa1, sd_env);
+	rsk_spawn_prepare(&fa1, NULL, sd_env);
 	assert_false(shut(&la));
 	close(sv[0]);
 	close(sv[1]);
@@ -100,14 +101,39 @@ static void test_inherited(void **state)
 	assert_true(l >= 3 && l < 1003);
 	snprintf(me, sizeof(me), "LISTEN_PID=%d", (int)getpid());
 	snprintf(other, sizeof(other), "LISTEN_PID=%d", (int)getpid() + 1);
-	rsk_spawn_prepare(NULL, theirs); /* close-on-exec: not inherited */
+	rsk_spawn_prepare(NULL, NULL, theirs); /* close-on-exec: not inherited */
 	assert_false(shut(&la));
 	assert_int_equal(fcntl(l, F_SETFD, 0), 0);
-	rsk_spawn_prepare(NULL, mine); /* for this process, not the new one */
+	rsk_spawn_prepare(NULL, NULL, mine); /* for this process, not the new one */
 	assert_false(shut(&la));
-	rsk_spawn_prepare(NULL, theirs); /* the new program's pid may be that one */
+	rsk_spawn_prepare(NULL, NULL, theirs); /* the new program's pid may be that one */
 	assert_true(shut(&la));
 	ucm_listener_close(l);
+}
+
+/* The new program's command line names the listener's number: a dup2 action's target
+ * (posix_spawn's argv), or an inherited number (system()'s one command line). */
+static void test_argv_names(void **state)
+{
+	struct sockaddr_in la, ka;
+	int l = ucm_listener_open(&la), k = ucm_listener_open(&ka);
+	char cmd[64];
+
+	(void)state;
+	rsk_spawn_dup2(&fa1, l, 9);
+	rsk_spawn_prepare(&fa1, (char *[]){"srv", "--fd=8", NULL}, NULL); /* another number */
+	assert_false(shut(&la));
+	rsk_spawn_prepare(&fa1, (char *[]){"srv", "--fd", "9", NULL}, NULL);
+	assert_true(shut(&la));
+	rsk_spawn_forget(&fa1);
+	snprintf(cmd, sizeof(cmd), "srv --bind fd://%d &", k);
+	rsk_spawn_prepare(NULL, (char *[]){cmd, NULL}, NULL); /* close-on-exec: not inherited */
+	assert_false(shut(&ka));
+	assert_int_equal(fcntl(k, F_SETFD, 0), 0);
+	rsk_spawn_prepare(NULL, (char *[]){cmd, NULL}, NULL);
+	assert_true(shut(&ka));
+	ucm_listener_close(l);
+	ucm_listener_close(k);
 }
 
 /* No place left for a listener's dup2: spawns with actions count every listener as handed
@@ -121,19 +147,19 @@ static void test_table_full(void **state)
 	(void)state;
 	for (i = 0; i < 40; i++)
 		rsk_spawn_dup2(&objs[i], 1, 3); /* not a listener: takes no place */
-	rsk_spawn_prepare(&fa2, sd_env);
+	rsk_spawn_prepare(&fa2, NULL, sd_env);
 	assert_false(shut(&ka));
 	for (i = 0; i < 40; i++)
 		rsk_spawn_dup2(&objs[i], l, 9); /* 9: handed by no convention here */
-	rsk_spawn_prepare(NULL, sd_env);
+	rsk_spawn_prepare(NULL, NULL, sd_env);
 	assert_false(shut(&ka));
 	for (i = 0; i < 40; i++)
 		rsk_spawn_forget(&objs[i]);
-	rsk_spawn_prepare(&fa2, sd_env); /* empty again: judged by its own actions */
+	rsk_spawn_prepare(&fa2, NULL, sd_env); /* empty again: judged by its own actions */
 	assert_false(shut(&ka));
 	for (i = 0; i < 40; i++)
 		rsk_spawn_dup2(&objs[i], l, 9);
-	rsk_spawn_prepare(&fa2, sd_env);
+	rsk_spawn_prepare(&fa2, NULL, sd_env);
 	assert_true(shut(&ka));
 	assert_true(shut(&la));
 	for (i = 0; i < 40; i++)
@@ -148,6 +174,7 @@ int main(void)
 		cmocka_unit_test_setup(test_dup2_hands, setup),
 		cmocka_unit_test_setup(test_dup2_not_handed, setup),
 		cmocka_unit_test_setup(test_inherited, setup),
+		cmocka_unit_test_setup(test_argv_names, setup),
 		cmocka_unit_test_setup(test_table_full, setup),
 	};
 
