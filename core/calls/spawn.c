@@ -9,9 +9,12 @@
  * back at the spawn.
  */
 #include <stdint.h>
+#include <unistd.h>
 
 #include "base/log.h"
+#include "base/proc.h"
 #include "calls.h"
+#include "fastwait.h"
 #include "sock/face.h"
 #include "sock/sock.h"
 
@@ -129,4 +132,8 @@ void rsk_spawn_prepare(const void *fa, char *const argv[], char *const envp[])
 	 * turning faces off covers it. */
 	(void)rsk_face_restore_all(rsk_spawn_dup_of(fa, -1, NULL));
 	rsk_sock_exec_listeners(rsk_spawn_handed, &w);
+	/* An epoll set it inherits holds what the application asked at this moment, as at an
+	 * exec (not from a vfork child, whose mirrors are its parent's). */
+	if (rsk_fw_on() && rsk_proc_pid() == getpid())
+		rsk_fw_flush_all();
 }

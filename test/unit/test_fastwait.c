@@ -1207,6 +1207,25 @@ static void test_held_del_then_fork(void **state)
 	drain();
 }
 
+/* A DEL held back, then an exec or a spawn (rsk_fw_flush_all): the new program may inherit
+ * the set, which must hold only what the application registered; this process goes on with
+ * its mirror, which still serves its waits. */
+static void test_held_del_then_flush_all(void **state)
+{
+	struct epoll_event ev;
+
+	(void)state;
+	held_del(5);
+	rsk_fw_flush_all();
+	assert_int_equal(kernel_events(F.sv), -1);
+	send1("x");
+	assert_never_reported(F.ep, 5);
+	assert_int_equal(app_ctl(EPOLL_CTL_ADD, F.sv, EPOLLIN, 6), 0);
+	assert_int_equal(fw_wait(&ev, 1, 1000), 1);
+	assert_int_equal(ev.data.u64, 6);
+	drain();
+}
+
 /* A set closed with a DEL held back while another reference to the set lives on (a copy the
  * mirror does not know): that copy holds no registration the application deleted. */
 static void test_held_del_then_set_closed(void **state)
@@ -1634,6 +1653,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_held_del_then_dup2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_del_then_fork, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_del_then_flush_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_del_then_set_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_del_then_new_file_same_number, setup,
 						teardown),
