@@ -125,10 +125,10 @@ int rsk_door_open(rsk_knock_fn fn)
 	pid_t me = rsk_proc_pid();
 	int fd;
 
-	__atomic_store_n(&rsk_door_fn, fn, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&rsk_door_pid, __ATOMIC_ACQUIRE) == me)
-		return 0;
+		return 0; /* (no store on this path: every accept comes here) */
 	pthread_mutex_lock(&rsk_door_lock);
+	__atomic_store_n(&rsk_door_fn, fn, __ATOMIC_RELEASE); /* before the door can be read */
 	if (rsk_door_pid == me) {
 		pthread_mutex_unlock(&rsk_door_lock);
 		return 0;
