@@ -5,13 +5,15 @@ nginx's binary upgrade hands it in NGINX), one it started with posix_spawn (a du
 onto fd 3, LISTEN_FDS) or with system() (the listener inherited on fd 3, LISTEN_FDS in the
 environment; glibc's system() spawns inside libc), or a child it was passed to with
 SCM_RIGHTS; or a program whose command line names the listener's number, exec'd in a child
-("argv": --listen-fd=N) or run by system() ("sysargv": fd://N), with no variable saying so.
+("argv": --listen-fd=N) or run by system() ("sysargv": fd://N), with no variable saying so;
+or exec'd through libc's syscall() ("rawexec", LISTEN_FDS), where no exec wrapper runs.
 A client connects and must get its echo, as without the library. "own" is the
 control: this process accepts on the listener itself; "helper" and "spawnhelper" too, after
 exec'ing (or posix_spawn'ing, with a dup2 action of another fd) a helper that does not take
 the listener, which must change nothing.
-Usage: passed_listener.py exec|spawn|system|argv|sysargv|scm|own|helper|spawnhelper
+Usage: passed_listener.py exec|spawn|system|argv|sysargv|rawexec|scm|own|helper|spawnhelper
 (prints "echo ok" or what went wrong)"""
+import ctypes
 import os
 import socket
 import sys
@@ -35,6 +37,21 @@ def echo_here(l, port):
     return c.recv(4)
 
 
+# execve's number for syscall(2), where this test knows it
+SYS_EXECVE = {"x86_64": 59, "aarch64": 221, "riscv64": 221, "i686": 11}
+
+
+def raw_execve(args, env):
+    """execve through libc's syscall(): no exec wrapper runs, only syscall()'s."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
+    envl = ["%s=%s" % kv for kv in env.items()]
+    envp = (ctypes.c_char_p * (len(envl) + 1))(*[e.encode() for e in envl], None)
+    libc.syscall.argtypes = [ctypes.c_long, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p]
+    libc.syscall(SYS_EXECVE[os.uname().machine], args[0].encode(), argv, envp)
+    os._exit(127)
+
+
 def spawn(l, role):
     """fork + exec this script as @role with the listener inherited ("argv": on its own
     number, which the command line names)."""
@@ -48,6 +65,10 @@ def spawn(l, role):
             env.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
         elif role == "argv":
             args = [sys.executable, __file__, "child", "--listen-fd=%d" % l.fileno()]
+        elif role == "rawexec":
+            os.dup2(l.fileno(), 3)
+            env.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+            raw_execve([sys.executable, __file__, "child"], env)
         os.execve(sys.executable, args, env)
     return pid
 
@@ -119,8 +140,8 @@ def main():
         return 0 if got == b"ping" else 1
     if sys.argv[1] == "exec":
         pid = spawn(l, "child")
-    elif sys.argv[1] == "argv":
-        pid = spawn(l, "argv")
+    elif sys.argv[1] in ("argv", "rawexec"):
+        pid = spawn(l, sys.argv[1])
     elif sys.argv[1] == "sysargv":
         pid = sysargv(l)
     elif sys.argv[1] == "spawn":

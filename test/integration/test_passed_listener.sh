@@ -3,7 +3,8 @@
 # program exec'd in a child and handed it (LISTEN_FDS, as nginx's binary upgrade hands it in
 # NGINX), one started by posix_spawn (a dup2 action) or system() (inherited; glibc execs
 # inside libc there, where no exec wrapper sees it), a program whose command line names its
-# number (exec'd: "argv"; by system(): "sysargv"), or a child it was passed to with
+# number (exec'd: "argv"; by system(): "sysargv"), one exec'd through libc's syscall()
+# ("rawexec"), or a child it was passed to with
 # SCM_RIGHTS. Its rendezvous would take offers that
 # no accept claims, and a client set up directly on shm would wait for ever while the
 # acceptor reads the TCP connection (docs/design.md, "A listener another program accepts
@@ -16,7 +17,7 @@
 need python3
 prog=$(dirname "$0")/passed_listener.py
 [ "$RSK_TEST_TRANSPORT" = kernel ] && skip "no rendezvous on the kernel transport"
-for how in own helper spawnhelper exec spawn system argv sysargv scm; do
+for how in own helper spawnhelper exec spawn system argv sysargv rawexec scm; do
 	out=$(timeout 30 python3 "$prog" "$how" 2>&1) || fail "$how without the library: $out"
 	RSK_STATS=$RSK_TMP/stats.$how # (stats*: lib.sh counts faces in them)
 	out=$(RSK_TCP_FIRST=off pre timeout 30 python3 "$prog" "$how" 2>&1) ||

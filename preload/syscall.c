@@ -1,0 +1,56 @@
+/*
+ * syscall(): libc's door to any system call by number. The calls behind it that the library
+ * must see go the way their named wrappers do: io_uring_setup marks the process
+ * (preload/iouring.c), and execve and execveat apply the exec rules first (preload/exec.c:
+ * relays handed to a helper, faces put back, a listener the new program is handed by a
+ * convention noted). Everything else goes straight through. A raw system call made without
+ * libc (inline assembly, Go) is not seen.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+
+#include "preload.h"
+#include "calls/calls.h"
+
+/* An exec through syscall(): @argv and @envp are the kernel's arguments. */
+static long rsk_syscall_exec(long number, const long *a, char *const *argv, char *const *envp)
+{
+	int h = rsk_life_exec_prepare(argv, envp), err;
+	long rc = RSK_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+
+	err = errno;
+	if (h)
+		rsk_life_exec_failed();
+	errno = err;
+	return rc;
+}
+
+RSK_EXPORT long syscall(long number, ...)
+{
+	long a[6];
+	va_list ap;
+	int i;
+
+	/* The kernel takes six register arguments; read them all, as libc's own syscall() does. */
+	va_start(ap, number);
+	for (i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (number) {
+#ifdef __NR_io_uring_setup
+	case __NR_io_uring_setup:
+		rsk_life_io_uring();
+		break;
+#endif
+	case __NR_execve:
+		return rsk_syscall_exec(number, a, (char *const *)a[1], (char *const *)a[2]);
+#ifdef __NR_execveat
+	case __NR_execveat:
+		return rsk_syscall_exec(number, a, (char *const *)a[2], (char *const *)a[3]);
+#endif
+	default:
+		break;
+	}
+	return RSK_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
