@@ -11,7 +11,8 @@
 # server (the issue's check: each run within 20% of the six's median).
 #   bash bench/connrate.sh [REPS] [TOTAL]      (defaults 5, 3000; every run <= 15 s)
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
-#   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=unix), connrate only
+#   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=face), connrate only
+#   BEARER=1: instead, the library with the same-host bearer (RDMASOCK_BEARER=unix)
 # Needs root (unshare -n). Prints one line per run, then the tables.
 #
 # Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG; with the defaults about 4
@@ -126,7 +127,7 @@ fi
 one_run() { # mode conc -> prints the client line (+ error lines)
 	local mode=$1 conc=$2 pre=""
 	[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
-	[ "$mode" = face ] && pre="LD_PRELOAD=$LIB RDMASOCK_BEARER=unix"
+	[ "$mode" = face ] && pre="LD_PRELOAD=$LIB RDMASOCK_BEARER=$THIRD"
 	unshare -n bash -c '
 		ip link set lo up || exit 1
 		env '"$pre"' "$0" server 18500 20 >"$1/srv.txt" 2>&1 &
@@ -141,10 +142,14 @@ one_run() { # mode conc -> prints the client line (+ error lines)
 
 # Which side runs first alternates per repetition: a later run may find the machine warmer
 # or busier, and that must not always favour one side.
-# FACE=1 adds a third side, the library with RDMASOCK_BEARER=unix (the listener's face,
-# docs/design.md: what the face alone costs), rotated with the other two.
+# FACE=1 adds a third side, the library with RDMASOCK_BEARER=face (the listener's face,
+# docs/design.md: what the face alone costs), rotated with the other two; BEARER=1 the
+# library with RDMASOCK_BEARER=unix (the same-host bearer) in that place.
+THIRD=
+[ "${FACE:-0}" = 1 ] && THIRD=face
+[ "${BEARER:-0}" = 1 ] && THIRD=unix
 order() {
-	if [ "${FACE:-0}" = 1 ]; then
+	if [ -n "$THIRD" ]; then
 		case $(($1 % 3)) in 1) echo "kernel lib face" ;; 2) echo "lib face kernel" ;; *) echo "face kernel lib" ;; esac
 	else
 		[ $(($1 % 2)) = 1 ] && echo "kernel lib" || echo "lib kernel"
@@ -177,8 +182,8 @@ for conc in $CONCS; do
 	printf '| %s | %s | %s | %s | %s us | %s us | %s |\n' "$conc" "$k" "$l" \
 		"$(awk -v a="$l" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$kl" "$ll" "$lf"
 done
-if [ "${FACE:-0}" = 1 ]; then
-	printf '\n| concurrent | library conn/s | with the face | face / library | face / kernel |\n|---|---|---|---|---|\n'
+if [ -n "$THIRD" ]; then
+	printf '\n| concurrent | library conn/s | RDMASOCK_BEARER=%s | it / library | it / kernel |\n|---|---|---|---|---|\n' "$THIRD"
 	for conc in $CONCS; do
 		k=$(grep " conc=$conc mode=kernel" "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)
 		l=$(grep " conc=$conc mode=lib" "$OUT/runs.txt" | grep -o 'conn_per_s=[0-9]*' | cut -d= -f2 | median)

@@ -120,6 +120,11 @@ struct rdmasock_stats {
 	/* Listening sockets given a face for a same-host bearer (RDMASOCK_BEARER=unix): an epoll
 	 * set on their number, the TCP listener behind it. */
 	uint64_t listener_faces;
+	/* Connections carried by the same-host bearer (RDMASOCK_BEARER=unix): a unix stream
+	 * connection made in place of a TCP one, counted at each end that made or accepted it.
+	 * Not in connections[] (no transport's stream carries them: the kernel's unix socket
+	 * does). */
+	uint64_t bearer_connections;
 	/* new fields here, and only here */
 };
 

@@ -26,8 +26,10 @@ static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigne
 	if (rsk_unlikely(rsk_fw_on()) && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		rsk_fw_fd_shared(fd); /* as dup */
 	rc = real(fd, cmd, arg);
-	if (rsk_unlikely(to == RSK_FACE_TO_BOTH) && rc >= 0)
+	if (rsk_unlikely(to == RSK_FACE_TO_BOTH) && rc >= 0) {
 		(void)real(kfd, cmd, arg);
+		rsk_face_flags_changed(fd);
+	}
 
 	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
 		rsk_io_setfl(fd, (int)arg);
@@ -72,8 +74,10 @@ static int rsk_ioctl_face(int fd, unsigned long req, unsigned long arg)
 	if (to == RSK_FACE_TO_LISTENER)
 		return RSK_REAL(ioctl)(rsk_face_kfd(fd), req, arg);
 	rc = RSK_REAL(ioctl)(fd, req, arg);
-	if (rc == 0 && to == RSK_FACE_TO_BOTH)
+	if (rc == 0 && to == RSK_FACE_TO_BOTH) {
 		(void)RSK_REAL(ioctl)(rsk_face_kfd(fd), req, arg);
+		rsk_face_flags_changed(fd);
+	}
 	return rc;
 }
 

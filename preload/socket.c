@@ -40,11 +40,16 @@ RSK_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 RSK_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	int rc;
+
 	if (rsk_unlikely(rsk_fdtab_is_accel(rsk_fdtab_load(fd)))) {
 		errno = EINVAL; /* already bound and connected, as the kernel would say */
 		return -1;
 	}
-	return RSK_REAL(bind)(rsk_face_kfd(fd), addr, len);
+	rc = RSK_REAL(bind)(rsk_face_kfd(fd), addr, len);
+	if (rc == 0 && rsk_tracked(fd))
+		rsk_sock_bind_seen(fd); /* (its connect keeps the address: no bearer) */
+	return rc;
 }
 
 RSK_EXPORT int listen(int fd, int backlog)
@@ -72,6 +77,10 @@ static int rsk_accept_tracked(int fd, struct sockaddr *addr, socklen_t *len, int
 	int nfd = rsk_accept_begin(fd);
 
 	if (nfd < 0)
+		return (int)rsk_ret(nfd);
+	/* A same-host bearer's client first (untracked: its number names a unix socket). */
+	nfd = rsk_accept_bearer(fd, addr, len, flags);
+	if (nfd != -EAGAIN)
 		return (int)rsk_ret(nfd);
 	/* (a bad @len is one the kernel would fault on too; NULL: it fails with EFAULT) */
 	in = alen != NULL ? *alen : 0;
@@ -118,6 +127,8 @@ RSK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (rsk_tracked(fd)) {
 		rsk_connect_done(fd, rc < 0 ? -saved : 0);
 		errno = saved;
+	} else if (rc < 0 && saved == EINVAL && addr != NULL && addr->sa_family != AF_UNIX) {
+		errno = -rsk_opt_plain_connect_err(fd, -EINVAL); /* a stand-in, connected */
 	}
 	return rc;
 }

@@ -179,6 +179,12 @@ static int rsk_addr_name_ok(const struct sockaddr *sa, socklen_t len)
 	       (sa->sa_family == AF_INET6 && len == sizeof(struct sockaddr_in6));
 }
 
+socklen_t rsk_addr_name_of(struct sockaddr_un *un, const struct sockaddr *sa, socklen_t len,
+			   uint64_t uniq)
+{
+	return rsk_addr_name_ok(sa, len) ? rsk_addr_name_make(un, sa, len, uniq) : 0;
+}
+
 int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	static uint32_t seq;

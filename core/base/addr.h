@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 static inline socklen_t rsk_sa_len(const struct sockaddr *a)
 {
@@ -68,6 +69,12 @@ uint16_t rsk_addr_peer_port(int fd);
 /* Bind unix socket @fd to the stand-in name of @sa (@len bytes, AF_INET or AF_INET6).
  * 0 or -errno (-EINVAL for another family or length, or a socket already bound). */
 int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len);
+
+/* The stand-in name of @sa with unique part @uniq, made in *@un: its length, or 0 for
+ * another family or length. A name anyone can compute (a same-host bearer's rendezvous,
+ * sock/bearer.c). */
+socklen_t rsk_addr_name_of(struct sockaddr_un *un, const struct sockaddr *sa, socklen_t len,
+			   uint64_t uniq);
 
 /* The TCP address carried by unix address @un (@unlen bytes, as getsockname reported it):
  * its length, copied into *@out, and the name's unique part in *@uniq (if not NULL); or 0

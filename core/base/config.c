@@ -24,7 +24,7 @@ static const char *const rsk_mode_names[] = {"auto", "kernel", "shm", "verbs"};
 static const char *const rsk_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const rsk_tcp_first_names[] = {"auto", "on", "off", "learn"};
 static const char *const rsk_coalesce_names[] = {"safe", "always"};
-static const char *const rsk_bearer_names[] = {"none", "unix"};
+static const char *const rsk_bearer_names[] = {"none", "unix", "face"};
 
 void rsk_config_defaults(struct rsk_config *c)
 {
@@ -238,7 +238,7 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_enum(&ctx, RDMASOCK_ENV_COALESCE, rsk_coalesce_names, 2, "safe or always", &v);
 	c->coalesce = (enum rsk_coalesce)v;
 	v = (int)c->bearer;
-	rsk_config_enum(&ctx, RDMASOCK_ENV_BEARER, rsk_bearer_names, 2, "none or unix", &v);
+	rsk_config_enum(&ctx, RDMASOCK_ENV_BEARER, rsk_bearer_names, 3, "none, unix or face", &v);
 	c->bearer = (enum rsk_bearer)v;
 	return ctx.bad;
 }

@@ -41,7 +41,8 @@ enum rsk_coalesce {
 /* A same-host bearer for short connections (RDMASOCK_BEARER). */
 enum rsk_bearer {
 	RSK_BEARER_NONE = 0,
-	RSK_BEARER_UNIX, /* listeners get their face (sock/face.c) */
+	RSK_BEARER_UNIX, /* faces, and same-host clients connect through them (sock/bearer.c) */
+	RSK_BEARER_FACE, /* listeners get their face (sock/face.c), no bearer connection yet */
 };
 
 #define RSK_CONFIG_MAX_RULES 32

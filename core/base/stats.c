@@ -194,7 +194,9 @@ int rsk_stats_format(const struct rdmasock_stats *s, int pid, const char *progra
 			       (unsigned long long)s->fallbacks[r]);
 	rsk_buf_printf(&b, "},\"writes_coalesced\":%llu", (unsigned long long)s->writes_coalesced);
 	rsk_buf_printf(&b, ",\"credit_messages\":%llu", (unsigned long long)s->credit_messages);
-	rsk_buf_printf(&b, ",\"listener_faces\":%llu}", (unsigned long long)s->listener_faces);
+	rsk_buf_printf(&b, ",\"listener_faces\":%llu", (unsigned long long)s->listener_faces);
+	rsk_buf_printf(&b, ",\"bearer_connections\":%llu}",
+		       (unsigned long long)s->bearer_connections);
 	return b.overflow ? -ENOSPC : (int)b.len;
 }
 

@@ -12,8 +12,9 @@
 #include "rdmasock.h"
 
 #define RSK_STATSEG_MAGIC 0x54534b52u /* "RKST" */
-/* 2: rdmasock_stats.fallbacks[] at fixed capacity; 3: listener_faces after credit_messages */
-#define RSK_STATSEG_VERSION 3u
+/* 2: rdmasock_stats.fallbacks[] at fixed capacity; 3: listener_faces after credit_messages;
+ * 4: bearer_connections after listener_faces */
+#define RSK_STATSEG_VERSION 4u
 
 /* Segments live in this directory (RDMASOCK_STAT_DIR overrides it), one per process. */
 #define RSK_STATSEG_DIR "/dev/shm"

@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
 
@@ -18,7 +20,9 @@
 #include "base/stats.h"
 #include "base/sys.h"
 #include "calls.h"
+#include "sockopt.h"
 #include "conn/conn.h"
+#include "sock/bearer.h"
 #include "sock/face.h"
 #include "sock/listener.h"
 #include "sock/sock.h"
@@ -45,6 +49,9 @@ void rsk_accept_listen_done(int fd, int backlog)
 	    (rc = rsk_face_open(s, fd)) < 0)
 		rsk_info("fd %d: no face for the listener (%s); it stays a plain socket", fd,
 			 strerror(-rc));
+	if (s->face_fd != 0 && s->bearer_fd == 0 && rsk_bearer_allowed() &&
+	    (rc = rsk_bearer_listen(s, fd)) < 0)
+		rsk_info("fd %d: no bearer rendezvous (%s); TCP clients only", fd, strerror(-rc));
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }
@@ -70,6 +77,44 @@ int rsk_accept_begin(int fd)
 	}
 	rsk_sock_put(s);
 	return rc;
+}
+
+/* Bearer errors the TCP listener's accept would give too (the process's limits). */
+static int rsk_accept_bearer_fatal(int rc)
+{
+	return rc == -EMFILE || rc == -ENFILE || rc == -ENOBUFS || rc == -ENOMEM;
+}
+
+/* Does an accept on face @fd (of @s) block? Its flags as last seen (sock.h face_nb). */
+static int rsk_accept_blocks(struct rsk_sock *s, int fd)
+{
+	int nb = __atomic_load_n(&s->face_nb, __ATOMIC_ACQUIRE), fl;
+
+	if (nb == 0) {
+		if ((fl = rsk_sys_fcntl(fd, F_GETFL, 0)) < 0)
+			return 0;
+		nb = (fl & O_NONBLOCK) ? 1 : 2;
+		__atomic_store_n(&s->face_nb, nb, __ATOMIC_RELEASE);
+	}
+	return nb == 2;
+}
+
+int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct rsk_sock *s;
+	int rc;
+
+	if (!rsk_face_is(fd) || (s = rsk_sock_get(fd)) == NULL)
+		return -EAGAIN;
+	rc = rsk_bearer_accept(s, 0, addr, len, flags);
+	/* A blocking accept would wait in the TCP listener alone: it shuts the rendezvous. */
+	if (rc == -EAGAIN && !__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE) &&
+	    rsk_accept_blocks(s, fd))
+		rc = rsk_bearer_accept(s, 1, addr, len, flags);
+	if (rc >= 0 && (rsk_sock_tcp_opts(s) & RSK_SOCK_OPT_NODELAY)) /* inherited, as TCP's */
+		(void)rsk_opt_plain_set(rc, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	rsk_sock_put(s);
+	return rc >= 0 || rsk_accept_bearer_fatal(rc) ? rc : -EAGAIN;
 }
 
 /*

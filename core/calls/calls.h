@@ -47,6 +47,13 @@ void rsk_accept_listen_done(int fd, int backlog);
 int rsk_accept_begin(int fd);
 
 /*
+ * accept() on listener @fd: a client queued at its same-host bearer rendezvous (sock/
+ * bearer.h), as accept4 with @flags would return it, its TCP address in @addr; -EAGAIN when
+ * there is none (the listener has no rendezvous, or nobody waits there): accept from TCP.
+ */
+int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+
+/*
  * accept() on @lfd returned kernel socket @fd (accept4 @flags) and its peer's address (@len
  * bytes at @addr, as accept() reported it; NULL if not asked for or truncated): track it
  * and, if a preloaded client offered a faster path, switch it over. Returns @fd, or -errno

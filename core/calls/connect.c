@@ -20,6 +20,7 @@
 #include "base/sys.h"
 #include "calls.h"
 #include "conn/conn.h"
+#include "sock/bearer.h"
 #include "sock/sock.h"
 #include "transport/registry.h"
 #include "history.h"
@@ -245,6 +246,29 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 	return inprogress ? -EINPROGRESS : 0;
 }
 
+/*
+ * Through a listener's same-host bearer (sock/bearer.h), if it has one: @fd's number names
+ * the unix connection, which is not ours to track (1, with *@rc as the kernel's connect
+ * says it: EINPROGRESS for a non-blocking socket, whose connection is writable and whose
+ * SO_ERROR reads 0 at once). 0: connect as usual, nothing changed.
+ */
+static int rsk_connect_bearer(struct rsk_sock *s, int fd, const struct sockaddr *addr,
+			      socklen_t len, int *rc)
+{
+	int r;
+
+	/* (TCP options set before the connect read back as TCP's defaults afterwards: the
+	 * stand-in's table is filled only by setsockopt calls on it) */
+	if (__atomic_load_n(&s->app_bound, __ATOMIC_ACQUIRE))
+		return 0; /* its own address: TCP's */
+	if ((r = rsk_bearer_connect(fd, addr, len)) < 0)
+		return 0;
+	__atomic_store_n(&s->accounted, 1, __ATOMIC_RELEASE); /* no TCP bytes to count */
+	(void)rsk_sock_release_fd(fd);
+	*rc = r == 1 ? -EINPROGRESS : 0;
+	return 1;
+}
+
 int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 {
 	struct rsk_client u = {.app = -1, .ctl = -1, .tcp = -1};
@@ -261,6 +285,10 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	}
 	s->port = rsk_sa_port(addr); /* (the kernel's connect rejects a short @addr) */
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
+	if (why < 0 && rsk_bearer_allowed() && rsk_connect_bearer(s, fd, addr, len, rc)) {
+		rsk_sock_put(s);
+		return 1;
+	}
 	if (why < 0 && s->upg == NULL && (first = rsk_connect_tcp_first(s, fd, u.cm, addr)) >= 0 &&
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
 		why = first; /* the kernel connect; it may move later */

@@ -557,6 +557,11 @@ static int rsk_opt_standin_family(int fd, uint64_t *uniq)
 	return rsk_opt_standin(fd, 0, &tcp, uniq) > 0 ? tcp.ss_family : 0;
 }
 
+int rsk_opt_plain_connect_err(int fd, int err)
+{
+	return err == -EINVAL && rsk_opt_standin_family(fd, NULL) != 0 ? -EISCONN : err;
+}
+
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 {
 	int rc = rsk_sys_getsockopt(rsk_face_kfd(fd), level, name, val, len), fam;

@@ -16,6 +16,10 @@ int rsk_opt_peername(int fd, struct sockaddr *addr, socklen_t *len);
  * stand-in unix socket (conn/relay.c), which answers as its TCP socket: names, SO_DOMAIN,
  * SO_PROTOCOL, and TCP/IP options (accepted as TCP would, read as TCP's defaults). */
 int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer);
+/* A connect() on untracked @fd failed with @err: the error the kernel gives a TCP socket
+ * when @fd stands in for one (a bearer's or a relay's, already connected: EISCONN where a
+ * unix socket says EINVAL for the TCP address); @err otherwise. */
+int rsk_opt_plain_connect_err(int fd, int err);
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len);
 int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len);
 

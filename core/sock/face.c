@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/stats.h"
 #include "base/sys.h"
+#include "bearer.h"
 #include "face.h"
 
 int rsk_face_live;
@@ -22,7 +23,7 @@ static int rsk_face_never; /* io_uring: no more faces */
 
 int rsk_face_allowed(void)
 {
-	return rsk_config.bearer == RSK_BEARER_UNIX &&
+	return rsk_config.bearer != RSK_BEARER_NONE &&
 	       !__atomic_load_n(&rsk_face_never, __ATOMIC_RELAXED);
 }
 
@@ -77,6 +78,16 @@ int rsk_face_open(struct rsk_sock *s, int fd)
 	return 0;
 }
 
+void rsk_face_flags_changed(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	__atomic_store_n(&s->face_nb, 0, __ATOMIC_RELEASE);
+	rsk_sock_put(s);
+}
+
 struct rsk_face_walk {
 	int inherit_only; /* an exec: only numbers the new image keeps, and no epoll change */
 	int changed;
@@ -107,8 +118,10 @@ static int rsk_face_off(int fd, uintptr_t v, void *arg)
 
 	(void)fd;
 	(void)arg;
-	if (s != NULL)
-		__atomic_store_n(&s->face_on, 0, __ATOMIC_RELEASE);
+	if (s == NULL)
+		return 0;
+	__atomic_store_n(&s->face_on, 0, __ATOMIC_RELEASE);
+	rsk_bearer_shut(s); /* waits on the number no longer see its clients */
 	return 0;
 }
 

@@ -73,6 +73,10 @@ static inline int rsk_face_kfd(int fd)
 	return h > 0 ? h - 1 : fd;
 }
 
+/* The file flags of face @fd's number were set (F_SETFL, FIONBIO): whether it blocks is
+ * asked again at the next accept that needs to know. */
+void rsk_face_flags_changed(int fd);
+
 /* @fd is a face (its number names our epoll set, not a socket). */
 static inline int rsk_face_is(int fd)
 {

@@ -22,6 +22,7 @@
 #include "base/statseg.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
+#include "bearer.h"
 #include "conn/conn.h"
 #include "listener.h"
 #include "sock.h"
@@ -71,6 +72,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->setup_held = 0;
 	s->lst = NULL;
 	s->face_fd = s->face_on = 0;
+	s->bearer_fd = s->bearer_shut = s->app_bound = s->face_nb = 0;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;
 	s->own_sent = s->own_rcvd = 0;
@@ -171,6 +173,16 @@ void rsk_sock_opt_seen(int fd, int name, int on)
 		o = on ? (o | bit) : (o & ~bit);
 	__atomic_store_n(&s->tcpopt, o, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_sock_bind_seen(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	__atomic_store_n(&s->app_bound, 1, __ATOMIC_RELEASE);
 	rsk_sock_put(s);
 }
 
@@ -364,6 +376,7 @@ int rsk_sock_release_fd(int fd)
 			rsk_listener_close(s->lst);
 		if (s->face_fd != 0) /* a listener's face (face.c): its TCP listener goes too */
 			rsk_sock_face_gone(s);
+		rsk_bearer_close(s); /* and its bearer rendezvous (bearer.c) */
 		s->conn = NULL;
 		s->lst = NULL;
 	}

@@ -70,6 +70,13 @@ struct rsk_sock {
 	/* listening with a face (sock/face.c): its hidden TCP listener + 1 (0: none), and the
 	 * same while its numbers name the face's epoll set (0 once put back: exec, io_uring) */
 	int face_fd, face_on;
+	/* listening with a face: its bearer rendezvous + 1 (0: none; sock/bearer.c), and
+	 * whether it takes no new clients (atomic) */
+	int bearer_fd, bearer_shut;
+	/* listening with a face: its number's O_NONBLOCK as last seen, 1 set, 2 clear, 0 not
+	 * known (asked at the next accept that needs it; face.c forgets it at F_SETFL) */
+	int face_nb;
+	int app_bound; /* the application bound it (atomic): a bearer would not keep its address */
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	int fd_paused;  /* listening: its listener was paused for fds once (calls/accept.c) */
 	/* listening: its port (every connection it accepts has it locally); connecting: the
@@ -132,6 +139,8 @@ void rsk_sock_opts_set(struct rsk_sock *s, int bits);
 void rsk_sock_opt_seen(int fd, int name, int on);
 /* RSK_SOCK_OPT_* bits of @s if known (KNOWN set), else 0: ask the kernel. */
 int rsk_sock_tcp_opts(const struct rsk_sock *s);
+/* The application bound tracked socket @fd (bind() succeeded). */
+void rsk_sock_bind_seen(int fd);
 
 /* Is this (domain, type) a socket the library manages? (AF_INET/AF_INET6 stream only.) */
 int rsk_sock_wanted(int domain, int type);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A listening socket used every way a program may use it: what the library's listener face
-(RDMASOCK_BEARER=unix) must keep exactly as over a plain TCP listener. Prints one line per
+(RDMASOCK_BEARER=face) must keep exactly as over a plain TCP listener. Prints one line per
 check; test_face.sh runs it with and without the library and compares the outputs.
 
 Checks: the number is a socket (fstat), its name and options; select, poll and epoll (level,

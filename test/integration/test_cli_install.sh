@@ -44,7 +44,7 @@ RSK_SRC=${RSK_SRC:?RSK_SRC must name the source tree}
 for v in $(sed -n 's/^#define RDMASOCK_ENV_[A-Z_]* "\(RDMASOCK_[A-Z_]*\)".*/\1/p' "$P/include/rdmasock.h") \
 	$(sed -n 's/^\t\[RDMASOCK_FB_[A-Z_]*\] = "\([a-z_]*\)",$/\1/p' "$RSK_SRC/core/base/stats.c") \
 	connections bytes_sent bytes_received messages_sent messages_received credit_stalls \
-	fallbacks writes_coalesced credit_messages listener_faces; do
+	fallbacks writes_coalesced credit_messages listener_faces bearer_connections; do
 	grep -qw -- "$v" man7.txt || fail "librdmasock(7) does not document $v"
 done
 [ "$(grep -c "^#define RDMASOCK_ENV_" "$P/include/rdmasock.h")" -ge 14 ] || fail "header parse"

@@ -242,6 +242,8 @@ static void test_bearer_values(void **state)
 	(void)state;
 	expect_accepted(RDMASOCK_ENV_BEARER, "unix");
 	assert_int_equal(cfg.bearer, RSK_BEARER_UNIX);
+	expect_accepted(RDMASOCK_ENV_BEARER, "face");
+	assert_int_equal(cfg.bearer, RSK_BEARER_FACE);
 	expect_accepted(RDMASOCK_ENV_BEARER, "None");
 	assert_int_equal(cfg.bearer, RSK_BEARER_NONE);
 }

@@ -1,5 +1,5 @@
 /*
- * Unit tests for core/sock/face.c, a listener's face (RDMASOCK_BEARER=unix): listen() with
+ * Unit tests for core/sock/face.c, a listener's face (RDMASOCK_BEARER=face): listen() with
  * the bearer on puts an epoll set on the listener's number, the TCP listener hidden behind
  * it, blocking and close-on-exec as the number was, and counted; the number's waits wake for
  * a connection through the set, and its calls reach the TCP listener (rsk_face_kfd); the
@@ -36,7 +36,7 @@ static int setup(void **state)
 {
 	(void)state;
 	ucl_config_shm();
-	rsk_config.bearer = RSK_BEARER_UNIX;
+	rsk_config.bearer = RSK_BEARER_FACE;
 	return 0;
 }
 
@@ -167,7 +167,7 @@ static void test_bearer_off_no_face(void **state)
 	assert_int_equal(rsk_stats.listener_faces, faces);
 	ucl_close(l);
 	/* kernel mode leaves listeners alone too */
-	rsk_config.bearer = RSK_BEARER_UNIX;
+	rsk_config.bearer = RSK_BEARER_FACE;
 	rsk_config.mode = RSK_MODE_KERNEL;
 	l = ucl_listen(&a);
 	assert_false(rsk_face_is(l));

@@ -286,7 +286,7 @@ static const uint64_t *per_transport(const struct rdmasock_stats *s, unsigned in
 /*
  * The parsed doc must hold exactly: pid, program, the five per-transport objects with one key
  * per transport, credit_stalls, fallbacks with one key per reason, writes_coalesced,
- * credit_messages, listener_faces; values as in @s.
+ * credit_messages, listener_faces, bearer_connections; values as in @s.
  */
 static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *program)
 {
@@ -323,6 +323,8 @@ static void jexpect_stats(const struct rdmasock_stats *s, int pid, const char *p
 	jexpect_num("credit_messages", s->credit_messages);
 	want++;
 	jexpect_num("listener_faces", s->listener_faces);
+	want++;
+	jexpect_num("bearer_connections", s->bearer_connections);
 	want++;
 	/* Nothing else: every leaf was one of the expected keys. */
 	assert_int_equal(doc.n, want);
@@ -381,6 +383,7 @@ static void fill(struct rdmasock_stats *s)
 	s->writes_coalesced = 4242;
 	s->credit_messages = 4343;
 	s->listener_faces = 4444;
+	s->bearer_connections = 5555;
 }
 
 static void test_format_keys_and_values(void **state)

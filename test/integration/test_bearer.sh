@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The same-host bearer (RDMASOCK_BEARER=unix, docs/design.md "A same-host bearer", stage 2):
+# bearer_echo.py's short connections (blocking and non-blocking connects, payloads up to
+# 1 MiB, half closes, names, SO_DOMAIN, TCP_NODELAY) must behave as without the library,
+# and the stats must say which way they went:
+# - both ends preloaded, a non-blocking server (as nginx and redis accept): every connection
+#   on the bearer, counted by both, none on a transport or on kernel TCP; also for a
+#   wildcard listener (found at 127.0.0.1);
+# - a blocking server: its first blocking accept that finds nobody shuts the rendezvous, so
+#   at most the one client already queued takes the bearer, and every other goes TCP;
+# - a server without the library: the client finds no rendezvous and takes TCP;
+# - the bearer off (RDMASOCK_BEARER=face): no bearer connection.
+. "$(dirname "$0")/lib.sh"
+need python3
+prog=$(dirname "$0")/bearer_echo.py
+[ "$RSK_TEST_TRANSPORT" = kernel ] && skip "the kernel transport makes no faces, so no bearer"
+N=30
+
+# bearer_count FILE: bearer_connections summed over FILE's stats lines
+bearer_count() {
+	python3 - "$1" <<'PY'
+import json, sys
+n = 0
+try:
+    for line in open(sys.argv[1]).read().splitlines():
+        n += json.loads(line)["bearer_connections"]
+except FileNotFoundError:
+    pass
+print(n)
+PY
+}
+
+# run NAME SERVER_PRE CLIENT_PRE [SERVER_MODE] [BEARER]: one server, N clients, both checked
+run() {
+	local name=$1 spre=$2 cpre=$3 how=${4:-} bearer=${5:-unix} port out sp i
+	rm -f "$RSK_TMP/port"
+	RSK_STATS=$RSK_TMP/stats.$name.srv RDMASOCK_BEARER=$bearer $spre timeout 60 \
+		python3 "$prog" server "$RSK_TMP/port" "$N" $how >"$RSK_TMP/$name.srv" 2>&1 &
+	sp=$!
+	RSK_PIDS+=("$sp")
+	for i in $(seq 200); do [ -s "$RSK_TMP/port" ] && break; sleep 0.05; done
+	port=$(cat "$RSK_TMP/port" 2>/dev/null) || fail "$name: the server did not start: $(cat "$RSK_TMP/$name.srv")"
+	out=$(RSK_STATS=$RSK_TMP/stats.$name.cli RDMASOCK_BEARER=$bearer $cpre timeout 60 \
+		python3 "$prog" client "$port" "$N" 2>&1) || fail "$name: client: $out"
+	wait "$sp" || fail "$name: server: $(cat "$RSK_TMP/$name.srv")"
+	grep -q "^server ok $N" "$RSK_TMP/$name.srv" || fail "$name: server: $(cat "$RSK_TMP/$name.srv")"
+	SRV=$(bearer_count "$RSK_TMP/stats.$name.srv")
+	CLI=$(bearer_count "$RSK_TMP/stats.$name.cli")
+	echo "$name: $out; bearer connections: server $SRV, client $CLI"
+}
+
+run plain "" ""
+[ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "plain: bearer counts without the library"
+
+run both pre pre
+[ "$SRV" = "$N" ] && [ "$CLI" = "$N" ] || fail "both: not every connection took the bearer"
+RSK_STATS=$RSK_TMP/stats.both.cli
+[ "$(stats_get connections kernel)" = 0 ] && [ "$(stats_get connections shm)" = 0 ] ||
+	fail "both: the client counted connections on a transport too"
+
+run wildcard pre pre wildcard
+[ "$SRV" = "$N" ] && [ "$CLI" = "$N" ] || fail "wildcard: not every connection took the bearer"
+
+run blocking pre pre blocking
+[ "$SRV" -le 1 ] && [ "$CLI" = "$SRV" ] ||
+	fail "blocking: a blocking server took more than the one queued client from the bearer"
+
+run server_plain "" pre
+[ "$CLI" = 0 ] || fail "server_plain: the client found a rendezvous nobody made"
+
+run face_only pre pre "" face
+[ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "face_only: bearer connections with the bearer off"
+echo "PASS"
