@@ -125,10 +125,7 @@ int rsk_door_open(rsk_knock_fn fn)
 	pid_t me = rsk_proc_pid();
 	int fd;
 
-	/* Stored only when it changes: every accept of a shared listener comes here, and a
-	 * store each time would pull the line away from every other accepting thread. */
-	if (__atomic_load_n(&rsk_door_fn, __ATOMIC_ACQUIRE) != fn)
-		__atomic_store_n(&rsk_door_fn, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&rsk_door_fn, fn, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&rsk_door_pid, __ATOMIC_ACQUIRE) == me)
 		return 0;
 	pthread_mutex_lock(&rsk_door_lock);

@@ -15,8 +15,8 @@ typedef void (*rsk_knock_fn)(const struct sockaddr_storage *peer);
 /*
  * Open this process's door and have the event loop watch it, once per process (a forked
  * child opens its own; it never watches its parent's); its knocks go to @fn (the last one
- * given). Cheap once open: two loads, no store while @fn stays the same. 0, or -errno
- * (tried again a second later at the earliest).
+ * given). Cheap once open: one load. 0, or -errno (tried again a second later at the
+ * earliest).
  */
 int rsk_door_open(rsk_knock_fn fn);
 
