@@ -21,12 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/compiler.h"
 #include "base/config.h"
 #include "base/fdtab.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "base/real.h"
 #include "base/sys.h"
 #include "conn/conn.h"
@@ -1641,7 +1643,9 @@ void rsk_fw_flush_all(void)
 	struct rsk_fw *m;
 	int i;
 
-	if (__atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0)
+	/* (not from a vfork child: the mirrors are its parent's, who goes on with them, and a
+	 * lock a parent's thread holds would never be let go) */
+	if (__atomic_load_n(&rsk_fw_nheld, __ATOMIC_RELAXED) == 0 || rsk_proc_pid() != getpid())
 		return;
 	for (i = 0; (m = rsk_fw_next(&i)) != NULL;) {
 		pthread_mutex_lock(&m->lock);

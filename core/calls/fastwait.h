@@ -127,8 +127,8 @@ void rsk_fw_fd_relayed(int fd);
 void rsk_fw_poll_shared(void *pollfds, unsigned long n);
 void rsk_fw_select_shared(int n, const void *r, const void *w, const void *e);
 
-/* exec: every epoll_ctl held back in user space reaches the kernel (a set that survives the
- * exec holds only what the application registered). */
+/* exec or spawn: every epoll_ctl held back in user space reaches the kernel (a set that
+ * survives the exec holds only what the application registered). Nothing in a vfork child. */
 void rsk_fw_flush_all(void);
 
 /* fork or io_uring: other processes or the kernel itself may wait on anything: every

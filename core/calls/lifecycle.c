@@ -776,9 +776,7 @@ int rsk_life_exec_prepare(char *const argv[], char *const envp[])
 	/* ... and may be handed one to accept on where no library sees it: no new clients for
 	 * such a listener */
 	rsk_sock_exec_listeners(rsk_life_exec_handed, &p);
-	/* (not a vfork child's: the mirrors are its parent's, who goes on with them) */
-	if (rsk_fw_on() && rsk_proc_pid() == getpid())
-		rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */
+	rsk_fw_flush_all(); /* a set that outlives the image holds what was asked */
 	/* Nothing to hand over; or a vfork child, whose relays are its parent's and stay. */
 	if (rsk_relay_count() == 0 || rsk_proc_pid() != getpid() || !rsk_relay_pause_all())
 		return 0;

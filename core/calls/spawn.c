@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "base/proc.h"
 #include "calls.h"
 #include "fastwait.h"
 #include "sock/face.h"
@@ -133,7 +132,6 @@ void rsk_spawn_prepare(const void *fa, char *const argv[], char *const envp[])
 	(void)rsk_face_restore_all(rsk_spawn_dup_of(fa, -1, NULL));
 	rsk_sock_exec_listeners(rsk_spawn_handed, &w);
 	/* An epoll set it inherits holds what the application asked at this moment, as at an
-	 * exec (not from a vfork child, whose mirrors are its parent's). */
-	if (rsk_fw_on() && rsk_proc_pid() == getpid())
-		rsk_fw_flush_all();
+	 * exec. */
+	rsk_fw_flush_all();
 }
