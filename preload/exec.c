@@ -28,7 +28,7 @@ static int rsk_exec_count(const char *first, va_list ap)
 	return n;
 }
 
-static int rsk_exec_done(int rc, int handed)
+long rsk_exec_done(long rc, int handed)
 {
 	int err = errno;
 
@@ -42,35 +42,35 @@ RSK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	int h = rsk_life_exec_prepare(argv, envp);
 
-	return rsk_exec_done(RSK_REAL(execve)(path, argv, envp), h);
+	return (int)rsk_exec_done(RSK_REAL(execve)(path, argv, envp), h);
 }
 
 RSK_EXPORT int execv(const char *path, char *const argv[])
 {
 	int h = rsk_life_exec_prepare(argv, environ);
 
-	return rsk_exec_done(RSK_REAL(execv)(path, argv), h);
+	return (int)rsk_exec_done(RSK_REAL(execv)(path, argv), h);
 }
 
 RSK_EXPORT int execvp(const char *file, char *const argv[])
 {
 	int h = rsk_life_exec_prepare(argv, environ);
 
-	return rsk_exec_done(RSK_REAL(execvp)(file, argv), h);
+	return (int)rsk_exec_done(RSK_REAL(execvp)(file, argv), h);
 }
 
 RSK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	int h = rsk_life_exec_prepare(argv, envp);
 
-	return rsk_exec_done(RSK_REAL(execvpe)(file, argv, envp), h);
+	return (int)rsk_exec_done(RSK_REAL(execvpe)(file, argv, envp), h);
 }
 
 RSK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	int h = rsk_life_exec_prepare(argv, envp);
 
-	return rsk_exec_done(RSK_REAL(fexecve)(fd, argv, envp), h);
+	return (int)rsk_exec_done(RSK_REAL(fexecve)(fd, argv, envp), h);
 }
 
 /* Fill @argv (n + 1 slots) from @first and the rest of @ap; execle's envp (after the NULL)

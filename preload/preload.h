@@ -36,6 +36,10 @@ static inline long rsk_ret(long rc)
 	return rc;
 }
 
+/* An exec returned (it failed) with @rc: relays it handed over come back when @handed
+ * (rsk_life_exec_prepare said so), errno as the call left it (preload/exec.c; syscall.c). */
+long rsk_exec_done(long rc, int handed);
+
 /* Real call result as core's convention (for hooks that want the errno value). */
 static inline int rsk_rc(long rc)
 {

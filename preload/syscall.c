@@ -16,14 +16,9 @@
 /* An exec through syscall(): @argv and @envp are the kernel's arguments. */
 static long rsk_syscall_exec(long number, const long *a, char *const *argv, char *const *envp)
 {
-	int h = rsk_life_exec_prepare(argv, envp), err;
-	long rc = RSK_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	int h = rsk_life_exec_prepare(argv, envp);
 
-	err = errno;
-	if (h)
-		rsk_life_exec_failed();
-	errno = err;
-	return rc;
+	return rsk_exec_done(RSK_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]), h);
 }
 
 RSK_EXPORT long syscall(long number, ...)
