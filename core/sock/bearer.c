@@ -58,18 +58,6 @@ static void rsk_bearer_rdv_addr(const struct sockaddr *sa, struct sockaddr_stora
 	}
 }
 
-/* Name of the rendezvous for TCP address @sa, for user @uid; 0 when @sa has none. */
-static socklen_t rsk_bearer_rdv_name(const struct sockaddr *sa, uid_t uid, struct sockaddr_un *un)
-{
-	struct sockaddr_storage a;
-
-	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
-		return 0;
-	rsk_bearer_rdv_addr(sa, &a);
-	return rsk_addr_name_of(un, (const struct sockaddr *)&a, rsk_sa_len(sa),
-				RSK_BEARER_UNIQ(uid));
-}
-
 /* This process's effective user, asked once (a process that changes it later keeps
  * finding the rendezvous of the user it started as). */
 static uid_t rsk_bearer_uid(void)
@@ -86,7 +74,13 @@ static uid_t rsk_bearer_uid(void)
 
 socklen_t rsk_bearer_name(const struct sockaddr *sa, struct sockaddr_un *un)
 {
-	return rsk_bearer_rdv_name(sa, rsk_bearer_uid(), un);
+	struct sockaddr_storage a;
+
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return 0;
+	rsk_bearer_rdv_addr(sa, &a);
+	return rsk_addr_name_of(un, (const struct sockaddr *)&a, rsk_sa_len(sa),
+				RSK_BEARER_UNIQ(rsk_bearer_uid()));
 }
 
 /* Did a process of ours (this user, or root) make the other end of unix socket @fd? */
@@ -112,7 +106,7 @@ int rsk_bearer_listen(struct rsk_sock *s, int fd)
 	rc = rsk_sys_getsockname(s->face_fd - 1, (struct sockaddr *)&bound, &blen);
 	if (rc < 0)
 		return rc;
-	if ((n = rsk_bearer_rdv_name((struct sockaddr *)&bound, rsk_bearer_uid(), &un)) == 0)
+	if ((n = rsk_bearer_name((struct sockaddr *)&bound, &un)) == 0)
 		return -EAFNOSUPPORT;
 	r = rsk_sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (r < 0)
@@ -263,7 +257,7 @@ int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len)
 	socklen_t n;
 	int fl, fdfl, u, rc;
 
-	if (len < rsk_sa_len(dest) || (n = rsk_bearer_rdv_name(dest, rsk_bearer_uid(), &un)) == 0)
+	if (len < rsk_sa_len(dest) || (n = rsk_bearer_name(dest, &un)) == 0)
 		return -EAFNOSUPPORT;
 	if ((fl = rsk_sys_fcntl(fd, F_GETFL, 0)) < 0 || (fdfl = rsk_sys_fcntl(fd, F_GETFD, 0)) < 0)
 		return -EBADF;
