@@ -1154,10 +1154,14 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	}
 	rsk_pending_hide(l);
 	/* The upgrade offers this look read for other connections are the loop's to announce
-	 * (armed to fire at once). Not paused or shared: no look would announce them then (a
-	 * resume arms what is left). */
+	 * (armed to fire at once), and the offers of entries it took are the loop's to read
+	 * when they come. Not paused or shared: no look would announce them then (a resume
+	 * arms what is left). */
 	if (rsk_listen_looks(l))
 		late = rsk_shm_arm_late(l, 1);
+	for (struct rsk_offer *x = l->pending; x; x = x->next)
+		rsk_dbg("TMP find: pending have %d waited %d late %d upg %d", x->have, x->waited, x->late, x->have ? (int)x->o.upgrade : -1);
+	rsk_dbg("TMP find: e %p late %d", (void *)e, late);
 	pthread_mutex_unlock(&l->lock);
 	if (late)
 		rsk_shm_late_open(l);
@@ -1533,6 +1537,7 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 				break;
 		}
 		e->waited |= !e->have; /* (its deadline passed, or the wait failed: EINTR) */
+		rsk_dbg("TMP collect e have %d waited %d late %d conn %d upg %d ann %d", e->have, e->waited, e->late, e->conn, e->have ? (int)e->o.upgrade : -1, e->announced);
 		if (rsk_offer_update(e) < 0) { /* malformed, or given up: its fds go now */
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
@@ -1557,18 +1562,26 @@ static void rsk_pending_hide(struct rsk_shm_listener *l)
 		rsk_offer_hide(e);
 }
 
-/* Every entry still without its offer into late_ep (armed again: the late event that woke
- * this look used its one shot up), or with @only_due only the upgrade offers read and not
- * announced (after an accept's look). Locked. 1: this process needs its late_ep made
- * first. */
-static int rsk_shm_arm_late(struct rsk_shm_listener *l, int only_due)
+/*
+ * Every entry still without its offer into late_ep (armed again: the late event that woke
+ * this look used its one shot up). After an accept's look (@accepted), what no rendezvous
+ * event will bring the loop to: the upgrade offers it read and did not announce, and the
+ * entries it took whose offer has not come. The accept emptied the rendezvous before the
+ * loop looked, so a client whose offer came a moment after its rendezvous connect waited for
+ * a look that never came (a TCP-first connection of test_version_mix stayed on TCP so).
+ * Locked. 1: this process needs its late_ep made first.
+ */
+static int rsk_shm_arm_late(struct rsk_shm_listener *l, int accepted)
 {
 	struct rsk_offer *e;
 	int late = 0;
 
-	for (e = l->pending; e != NULL; e = e->next)
-		if (!only_due || rsk_offer_due(e))
+	for (e = l->pending; e != NULL; e = e->next) {
+		if (accepted && !e->have)
+			e->waited = 1; /* (no look waits for it: its offer wakes the loop) */
+		if (!accepted || rsk_offer_due(e) || !e->have)
 			late |= rsk_offer_late(l, e);
+	}
 	return late;
 }
 
@@ -1594,6 +1607,7 @@ static void rsk_shm_listen_event(void *lh, int i)
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */
+		rsk_dbg("TMP listen_event pass %d looks %d n %d late %d", pass, looks, n, late);
 		for (k = 0; k < n; k++)
 			(void)rsk_transport_upgrade_offer(&peers[k]);
 	} while (n == RSK_ANNOUNCE_MAX);
@@ -1607,6 +1621,7 @@ static void rsk_shm_late_event(void *lh, uint32_t events)
 	struct rsk_shm_listener *l = lh;
 
 	(void)events;
+	rsk_dbg("TMP late_event");
 	pthread_mutex_lock(&l->lock);
 	rsk_shm_late_drain(l);
 	pthread_mutex_unlock(&l->lock);

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/evloop.h"
 #include "fuzz.h"
 #include "transport/shm.h"
 #include "transport/shm_cm.h"
@@ -239,6 +240,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&laddr, sizeof(laddr)) < 0 ||
 	    listen(lfd, 64) < 0 || getsockname(lfd, (struct sockaddr *)&laddr, &len) < 0)
 		abort(); /* no loopback TCP: the target cannot run at all */
+	/* The process's event loop (its epoll set and wake-up fd) lives as long as the process:
+	 * started here, not by the first input whose claim leaves an entry for the loop to watch
+	 * (the replay counts each input's fds). */
+	if (rsk_evloop_start() < 0)
+		abort();
 	return 0;
 }
 
