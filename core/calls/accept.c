@@ -222,6 +222,7 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
 			    const struct sockaddr_storage *peer, int flags)
 {
 	const struct rsk_cm_ops *cm = NULL;
+	uint32_t unheard = rsk_upg_unheard_mark();
 	struct rsk_claim cl;
 	int rc;
 
@@ -235,12 +236,12 @@ static int rsk_accept_claim(struct rsk_sock *ls, struct rsk_sock *s, int fd,
 		s->fb_reason = cl.why; /* a plain TCP client, or one that stays on TCP for now */
 		/* A TCP-first client offers later: its offer finds us through the address map. */
 		if (rsk_config.tcp_first != RSK_TCP_FIRST_OFF)
-			(void)rsk_upg_server(s, fd, ls->lst, peer, NULL, NULL);
+			(void)rsk_upg_server(s, fd, ls->lst, peer, NULL, NULL, unheard);
 		return fd;
 	}
 	if (rc > 0 && cl.upgrade) { /* it offered before we accepted: it moves at its first call */
 		s->fb_reason = RDMASOCK_FB_TCP_FIRST;
-		if (rsk_upg_server(s, fd, ls->lst, peer, &cl, cm) < 0) {
+		if (rsk_upg_server(s, fd, ls->lst, peer, &cl, cm, unheard) < 0) {
 			cm->unclaim(&cl, 0);
 			if (cl.ep != NULL)
 				rsk_ep_destroy(cl.ep);

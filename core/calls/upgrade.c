@@ -261,6 +261,19 @@ static void rsk_upg_key_of(const struct sockaddr_storage *ss, struct rsk_upg_key
 	}
 }
 
+/*
+ * Announcements that found no socket, counted under the map's lock. An accept reads it
+ * before its claim (rsk_upg_unheard_mark) and looks again once its socket is in the map
+ * (rsk_upg_server): an offer the loop announced in between, after the claim's look and
+ * before the socket could be found, was heard by nobody, and the client stayed on TCP.
+ */
+static uint32_t rsk_upg_unheard;
+
+uint32_t rsk_upg_unheard_mark(void)
+{
+	return __atomic_load_n(&rsk_upg_unheard, __ATOMIC_SEQ_CST);
+}
+
 /* A listener's event loop: an offer for the client at @peer arrived. */
 static int rsk_upg_announced(const struct sockaddr_storage *peer)
 {
@@ -272,6 +285,8 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 	HASH_FIND(hh, rsk_upg_map, &k, sizeof(k), u);
 	if (u == &rsk_upg_keeper)
 		u = NULL; /* (no client has its key: family 0; never act on it) */
+	if (u == NULL)
+		__atomic_add_fetch(&rsk_upg_unheard, 1, __ATOMIC_SEQ_CST);
 	if (u != NULL) {
 		__atomic_store_n(&u->offer, 1, __ATOMIC_SEQ_CST);
 		rsk_upg_fast_off(u->s); /* its next call takes the lock, and the offer */
@@ -351,7 +366,7 @@ int rsk_upg_client(struct rsk_sock *s, int fd, const struct sockaddr *dest, sock
 
 int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
-		   const struct rsk_cm_ops *cm)
+		   const struct rsk_cm_ops *cm, uint32_t unheard)
 {
 	struct rsk_upg *u, *dup;
 	unsigned int hv;
@@ -385,6 +400,10 @@ int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		u->in_map = 1;
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
+	/* An offer announced unheard since the accept's claim may be ours: the first call
+	 * claims (nothing there costs one look, and the socket stays on TCP). */
+	if (rsk_upg_unheard_mark() != unheard)
+		__atomic_store_n(&u->offer, 1, __ATOMIC_SEQ_CST);
 	if (!u->have_claim) /* (an offer found at accept: its first call takes the lock) */
 		rsk_upg_fast_on(s, u);
 	/* Every data call comes to us from the start, not only once an offer is announced: a

@@ -30,10 +30,14 @@ struct rsk_listener;
 
 /* Server: @s (at @fd), accepted from listener @lst from @peer (the address accept()
  * read already), may move when its client offers. @cl (may be NULL) is an upgrade offer
- * accept() already found for it (taken over). */
+ * accept() already found for it (taken over). @unheard: rsk_upg_unheard_mark() read before
+ * accept()'s claim. */
 int rsk_upg_server(struct rsk_sock *s, int fd, struct rsk_listener *lst,
 		   const struct sockaddr_storage *peer, struct rsk_claim *cl,
-		   const struct rsk_cm_ops *cm);
+		   const struct rsk_cm_ops *cm, uint32_t unheard);
+
+/* The count of announced offers no socket was found for (read before an accept's claim). */
+uint32_t rsk_upg_unheard_mark(void);
 
 /* Where a data-path call on an upgradable socket goes. */
 struct rsk_upg_route {

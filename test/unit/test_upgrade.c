@@ -567,6 +567,73 @@ static void test_move_byte_exact(void **state)
 	ucl_close(p.l);
 }
 
+/*
+ * The accept's claim finds no offer (the client has not dialed yet), and the listener's loop
+ * announces the client's offer before the accepted socket is in the address map: nobody
+ * hears it. The accept looks at the count of unheard announcements once its socket is in
+ * the map, so the server's first call claims the offer and both sides move. Before, the
+ * offer sat unclaimed and the connection stayed on TCP (CI's int_version_mix_shm). The race
+ * is made certain here: the claim is wrapped, and the client dials inside it.
+ */
+int __real_rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
+			      int fd, struct rsk_claim *cl, const struct rsk_cm_ops **cm);
+int __wrap_rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
+			      int fd, struct rsk_claim *cl, const struct rsk_cm_ops **cm);
+static int race_cl = -1;
+static uint64_t race_c2s;
+
+int __wrap_rsk_listener_claim(struct rsk_listener *l, const struct sockaddr_storage *peer,
+			      int fd, struct rsk_claim *cl, const struct rsk_cm_ops **cm)
+{
+	int rc = __real_rsk_listener_claim(l, peer, fd, cl, cm), i;
+	uint32_t mark = rsk_upg_unheard_mark();
+
+	if (rc != 0 || race_cl < 0)
+		return rc;
+	send_pat(race_cl, &race_c2s, 1500); /* past the threshold */
+	send_pat(race_cl, &race_c2s, 100);  /* dials and offers */
+	assert_non_null(ucl_sock(race_cl)->upg);
+	for (i = 0; i < 2000 && rsk_upg_unheard_mark() == mark; i++)
+		unit_sleep_ms(1); /* the loop announces it: no socket has the client's address */
+	assert_int_not_equal(rsk_upg_unheard_mark(), mark);
+	return rc;
+}
+
+static void test_offer_announced_before_mapped(void **state)
+{
+	struct sockaddr_in a;
+	struct pair p;
+	uint64_t s2c = 0, got_s = 0, got_c = 0;
+	int64_t end;
+
+	(void)state;
+	p.l = ucl_listen(&a);
+	p.cl = ucl_socket(0);
+	assert_int_equal(ucl_connect(p.cl, &a, NULL), 0);
+	race_cl = p.cl;
+	race_c2s = 0;
+	p.sv = ucl_accept(p.l, 0);
+	race_cl = -1;
+	assert_true(p.sv >= 0);
+	assert_non_null(ucl_sock(p.sv)->upg);
+	send_pat(p.sv, &s2c, 700);
+	end = rsk_now_ms() + 3000;
+	while ((ucl_sock(p.cl)->conn == NULL || ucl_sock(p.sv)->conn == NULL) &&
+	       rsk_now_ms() < end) {
+		(void)recv_pat(p.sv, &got_s); /* takes the offer, then TCP up to the client's FIN */
+		(void)recv_pat(p.cl, &got_c);
+		unit_sleep_ms(1);
+	}
+	assert_non_null(ucl_sock(p.cl)->conn);
+	assert_non_null(ucl_sock(p.sv)->conn);
+	assert_int_equal(rsk_stats.connections[SHM], 2);
+	assert_int_equal(rsk_stats.connections[KERNEL], 0);
+	send_pat(p.cl, &race_c2s, 3000);
+	recv_until(p.sv, &got_s, race_c2s);
+	recv_until(p.cl, &got_c, s2c);
+	pair_close(&p);
+}
+
 /* Used where the library cannot see (stdio, a fork): the kernel's data path from then on. */
 static void test_never(void **state)
 {
@@ -1675,6 +1742,7 @@ int main(void)
 		T(test_moved_server_notes_no_history),
 		T(test_age_zero),
 		T(test_move_byte_exact),
+		T(test_offer_announced_before_mapped),
 		T(test_never),
 		T(test_unmovable_gives_up),
 		T(test_map_key_folding),
