@@ -557,9 +557,24 @@ static int rsk_opt_standin_family(int fd, uint64_t *uniq)
 	return rsk_opt_standin(fd, 0, &tcp, uniq) > 0 ? tcp.ss_family : 0;
 }
 
+/*
+ * Is @fd's own name a stand-in's? Enough to turn a connect again's EINVAL into EISCONN: that
+ * answer claims no address, so rsk_opt_standin's checks of the partner and its creator
+ * (two more system calls, on every connection of a client that asks for the result of its
+ * non-blocking connect so, as APR's ab does over the bearer) guard nothing here.
+ */
+static int rsk_opt_standin_named(int fd)
+{
+	struct sockaddr_storage name, tcp;
+	socklen_t len = sizeof(name);
+
+	return rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) == 0 &&
+	       rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, NULL) != 0;
+}
+
 int rsk_opt_plain_connect_err(int fd, int err)
 {
-	return err == -EINVAL && rsk_opt_standin_family(fd, NULL) != 0 ? -EISCONN : err;
+	return err == -EINVAL && rsk_opt_standin_named(fd) ? -EISCONN : err;
 }
 
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)

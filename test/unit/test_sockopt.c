@@ -550,6 +550,30 @@ static void test_standin_names(void **state)
 	close(st[1]);
 }
 
+/*
+ * A connect again on a stand-in (a bearer connection's number; the kernel says EINVAL, as the
+ * address is TCP's) says EISCONN, as the TCP socket it stands for would. Its own name decides:
+ * one system call, where the full stand-in check made three on every such connection. An
+ * unnamed pair keeps EINVAL, and other errors pass.
+ */
+static void test_standin_connect_again(void **state)
+{
+	struct sockaddr_in local, peer;
+	int st[2], sv[2];
+
+	(void)state;
+	standin_pair(st, &local, &peer);
+	assert_int_equal(rsk_opt_plain_connect_err(st[0], -EINVAL), -EISCONN);
+	assert_int_equal(rsk_opt_plain_connect_err(st[1], -EINVAL), -EISCONN);
+	assert_int_equal(rsk_opt_plain_connect_err(st[0], -ECONNREFUSED), -ECONNREFUSED);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(rsk_opt_plain_connect_err(sv[0], -EINVAL), -EINVAL);
+	close(sv[0]);
+	close(sv[1]);
+	close(st[0]);
+	close(st[1]);
+}
+
 /* Any other socket gets the kernel's answer unchanged: an unnamed pair, a named one. */
 static void test_plain_names_unchanged(void **state)
 {
@@ -704,6 +728,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_not_accelerated),
 		cmocka_unit_test(test_standin_names),
+		cmocka_unit_test(test_standin_connect_again),
 		cmocka_unit_test(test_plain_names_unchanged),
 		cmocka_unit_test(test_standin_options),
 		cmocka_unit_test(test_standin_forged_peer),
