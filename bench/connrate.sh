@@ -11,7 +11,8 @@
 # server (the issue's check: each run within 20% of the six's median).
 #   bash bench/connrate.sh [REPS] [TOTAL]      (defaults 5, 3000; every run <= 15 s)
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
-#   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=face), connrate only
+#   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=face), connrate and
+#     the applications
 #   BEARER=1: instead, the library with the same-host bearer (RDMASOCK_BEARER=unix)
 # Needs root (unshare -n). Prints one line per run, then the tables.
 #
@@ -286,6 +287,7 @@ for ((r = 1; r <= REPS; r++)); do
 	for mode in $(order "$r"); do
 		pre=""
 		[ "$mode" = lib ] && pre="LD_PRELOAD=$LIB"
+		[ "$mode" = face ] && pre="LD_PRELOAD=$LIB RDMASOCK_BEARER=$THIRD"
 		unshare -n bash "$OUT/apps.sh" "$OUT" "$pre" "$AB_N" "$RK_N" "$ROOT" 2>&1 | sed "s/^/rep=$r mode=$mode /" |
 			tee -a "$OUT/apps.txt"
 	done
@@ -302,8 +304,20 @@ for w in ab_1k ab_100k redis_k0; do
 	printf '| %s | %s req/s | %s req/s | %s | %s |\n' "$w" "$k" "$l" \
 		"$(awk -v a="$l" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$lf"
 done
+if [ -n "$THIRD" ]; then
+	printf '\n| workload | library | RDMASOCK_BEARER=%s | it / library | it / kernel | it failed (sum) |\n|---|---|---|---|---|---|\n' "$THIRD"
+	for w in ab_1k ab_100k redis_k0; do
+		k=$(rps_of kernel "$w" | median)
+		l=$(rps_of lib "$w" | median)
+		f=$(rps_of face "$w" | median)
+		ff=$(grep " mode=face $w " "$OUT/apps.txt" | grep -o 'failed=[0-9]*' | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
+		printf '| %s | %s req/s | %s req/s | %s | %s | %s |\n' "$w" "$l" "$f" \
+			"$(awk -v a="$f" -v b="$l" 'BEGIN {printf "%.2f", b ? a / b : 0}')" \
+			"$(awk -v a="$f" -v b="$k" 'BEGIN {printf "%.2f", b ? a / b : 0}')" "$ff"
+	done
+fi
 # redis -k 0: the six runs of one repetition (one server), each against their median
-for mode in kernel lib; do
+for mode in kernel lib ${THIRD:+face}; do
 	for ((r = 1; r <= REPS; r++)); do
 		runs=$(grep "^rep=$r mode=$mode redis_k0 " "$OUT/apps.txt" | grep -o 'rps=[0-9.]*' | cut -d= -f2)
 		m=$(echo "$runs" | median)
