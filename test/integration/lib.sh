@@ -28,23 +28,28 @@ RSK_STATS=$RSK_TMP/stats.jsonl
 export RDMASOCK_STAT_DIR=${RDMASOCK_STAT_DIR:-$RSK_TMP}
 RSK_PIDS=()
 
-# rsk_faces_seen [FILE...]: listener faces (stats listener_faces) the stats lines in FILEs
-# count, by default in every stats file of the test. The face variant (RDMASOCK_BEARER=face
-# from ctest; unix makes faces too): a test that passed must show that some process it ran
-# listened through one.
-rsk_faces_seen() {
+# rsk_stats_sum FIELD [FILE...]: the stats lines' FIELD (a number) summed over FILEs, by
+# default every stats file of the test (a line cut short by a killed process is passed over;
+# one without FIELD fails).
+rsk_stats_sum() {
 	python3 - "$RSK_TMP" "$@" <<'PY'
 import glob, json, os, sys
-n = 0
-for path in sys.argv[2:] or glob.glob(os.path.join(sys.argv[1], "stats*")):
+field, n = sys.argv[2], 0
+for path in sys.argv[3:] or glob.glob(os.path.join(sys.argv[1], "stats*")):
     for line in open(path).read().splitlines():
         try:
-            o = json.loads(line)
+            n += json.loads(line)[field]  # (a KeyError: a line without it fails)
         except ValueError:
-            continue  # a line cut short by a killed process
-        n += o["listener_faces"]
+            continue
 print(n)
 PY
+}
+
+# rsk_faces_seen [FILE...]: listener faces (stats listener_faces). The face variant
+# (RDMASOCK_BEARER=face from ctest; unix makes faces too): a test that passed must show that
+# some process it ran listened through one.
+rsk_faces_seen() {
+	rsk_stats_sum listener_faces "$@"
 }
 
 # rsk_bearer_on: the bearer variant (RDMASOCK_BEARER=unix from ctest): connections between
@@ -53,20 +58,9 @@ rsk_bearer_on() {
 	[ "${RDMASOCK_BEARER:-none}" = unix ]
 }
 
-# rsk_bearer_seen [FILE...]: bearer connections (stats bearer_connections) in FILEs, by
-# default in every stats file of the test.
+# rsk_bearer_seen [FILE...]: bearer connections (stats bearer_connections).
 rsk_bearer_seen() {
-	python3 - "$RSK_TMP" "$@" <<'PY'
-import glob, json, os, sys
-n = 0
-for path in sys.argv[2:] or glob.glob(os.path.join(sys.argv[1], "stats*")):
-    for line in open(path).read().splitlines():
-        try:
-            n += json.loads(line).get("bearer_connections", 0)
-        except ValueError:
-            pass
-print(n)
-PY
+	rsk_stats_sum bearer_connections "$@"
 }
 
 rsk_cleanup() {

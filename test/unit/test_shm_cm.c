@@ -1508,14 +1508,17 @@ static void test_child_drops_inherited_late_set(void **state)
 }
 
 /*
- * An accept's look reads every queued offer on its way to its own, upgrade offers of other
- * connections too, and takes them off the rendezvous: if it emptied the rendezvous before
- * the loop saw it readable, no rendezvous event comes for them. The loop now announces them
- * (armed to fire at once); before, they waited for the next client to knock.
+ * An accept's look on the way to its own offer passes a mover's rendezvous connection: with
+ * its upgrade offer queued already (@offered; the look reads it) or before its offer came
+ * (the client writes it a moment after connecting). Either way the look took it off the
+ * rendezvous, so if the loop had not seen the rendezvous readable, no rendezvous event comes
+ * for it. The loop announces it all the same, once: the offer read is armed to fire at once,
+ * the connection without one waits in late_ep. Before, the first waited for the next client
+ * to knock, and the second sat unread (CI's int_version_mix_shm: a TCP-first connection,
+ * all three of one run, stayed on TCP).
  */
-static void test_accept_read_offer_announced(void **state)
+static void accept_passes_mover(const struct fix *f, int offered)
 {
-	struct fix *f = *state;
 	struct cli c;
 	struct srv s;
 	int srv, fd;
@@ -1523,8 +1526,11 @@ static void test_accept_read_offer_announced(void **state)
 	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
 	rsk_transport_set_upgrade_hook(count_announce);
 	upg_dial(&c, f, &srv);
-	upg_offer(&c); /* queued: the fixture's loop does not watch the rendezvous */
-	fd = plain_claimed(f, &s, NULL); /* its look reads the offer, and it is not its own */
+	if (offered)
+		upg_offer(&c); /* queued: the fixture's loop does not watch the rendezvous */
+	fd = plain_claimed(f, &s, NULL); /* its look takes the mover's, not its own */
+	if (!offered)
+		upg_offer(&c); /* now: no rendezvous event, and no look calls */
 	assert_int_equal(announced_wait(1), 1);
 	cm->listen_event(f->lh, 0);
 	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1); /* once */
@@ -1535,33 +1541,14 @@ static void test_accept_read_offer_announced(void **state)
 	close(srv);
 }
 
-/*
- * An accept's look that takes a mover's rendezvous connection before its offer came (the
- * client writes it a moment after connecting) leaves the loop nothing to wake for: the
- * rendezvous is empty. The entry goes into late_ep, so the offer is announced when it comes.
- * Before, it sat unread until the next client's event: a TCP-first connection stayed on TCP
- * (CI's int_version_mix_shm, all three connections of one run).
- */
+static void test_accept_read_offer_announced(void **state)
+{
+	accept_passes_mover(*state, 1);
+}
+
 static void test_accept_took_unoffered_announced(void **state)
 {
-	struct fix *f = *state;
-	struct cli c;
-	struct srv s;
-	int srv, fd;
-
-	__atomic_store_n(&announced_n, 0, __ATOMIC_SEQ_CST);
-	rsk_transport_set_upgrade_hook(count_announce);
-	upg_dial(&c, f, &srv); /* connected to the rendezvous, nothing sent */
-	fd = plain_claimed(f, &s, NULL); /* its look takes that connection on the way */
-	upg_offer(&c); /* now the offer: no rendezvous event, and no look calls */
-	assert_int_equal(announced_wait(1), 1);
-	cm->listen_event(f->lh, 0);
-	assert_int_equal(__atomic_load_n(&announced_n, __ATOMIC_SEQ_CST), 1); /* once */
-	rsk_transport_set_upgrade_hook(NULL);
-	srv_close(&s);
-	close(fd);
-	cli_close(&c);
-	close(srv);
+	accept_passes_mover(*state, 0);
 }
 
 /* A knock at this process's own door for client @c's move, as the client sends one to each
