@@ -1159,9 +1159,6 @@ static struct rsk_offer *rsk_listen_find(struct rsk_shm_listener *l, struct rsk_
 	 * arms what is left). */
 	if (rsk_listen_looks(l))
 		late = rsk_shm_arm_late(l, 1);
-	for (struct rsk_offer *x = l->pending; x; x = x->next)
-		rsk_dbg("TMP find: pending have %d waited %d late %d upg %d", x->have, x->waited, x->late, x->have ? (int)x->o.upgrade : -1);
-	rsk_dbg("TMP find: e %p late %d", (void *)e, late);
 	pthread_mutex_unlock(&l->lock);
 	if (late)
 		rsk_shm_late_open(l);
@@ -1537,7 +1534,6 @@ static int rsk_shm_collect(struct rsk_shm_listener *l,
 				break;
 		}
 		e->waited |= !e->have; /* (its deadline passed, or the wait failed: EINTR) */
-		rsk_dbg("TMP collect e have %d waited %d late %d conn %d upg %d ann %d", e->have, e->waited, e->late, e->conn, e->have ? (int)e->o.upgrade : -1, e->announced);
 		if (rsk_offer_update(e) < 0) { /* malformed, or given up: its fds go now */
 			rsk_offer_free(rsk_offer_unlink(l, pp));
 			continue;
@@ -1607,7 +1603,6 @@ static void rsk_shm_listen_event(void *lh, int i)
 		pthread_mutex_unlock(&l->lock);
 		/* Outside the lock: the connection that wants it claims it from its own call (one
 		 * not accepted yet claims it at accept). */
-		rsk_dbg("TMP listen_event pass %d looks %d n %d late %d", pass, looks, n, late);
 		for (k = 0; k < n; k++)
 			(void)rsk_transport_upgrade_offer(&peers[k]);
 	} while (n == RSK_ANNOUNCE_MAX);
@@ -1621,7 +1616,6 @@ static void rsk_shm_late_event(void *lh, uint32_t events)
 	struct rsk_shm_listener *l = lh;
 
 	(void)events;
-	rsk_dbg("TMP late_event");
 	pthread_mutex_lock(&l->lock);
 	rsk_shm_late_drain(l);
 	pthread_mutex_unlock(&l->lock);
