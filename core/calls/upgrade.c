@@ -285,13 +285,13 @@ static int rsk_upg_announced(const struct sockaddr_storage *peer)
 	HASH_FIND(hh, rsk_upg_map, &k, sizeof(k), u);
 	if (u == &rsk_upg_keeper)
 		u = NULL; /* (no client has its key: family 0; never act on it) */
-	if (u == NULL)
-		__atomic_add_fetch(&rsk_upg_unheard, 1, __ATOMIC_SEQ_CST);
 	if (u != NULL) {
 		__atomic_store_n(&u->offer, 1, __ATOMIC_SEQ_CST);
 		rsk_upg_fast_off(u->s); /* its next call takes the lock, and the offer */
 		/* Its next data-path call comes to us and takes the offer. */
 		rsk_sock_divert(u->s, u->fd, 1);
+	} else {
+		__atomic_add_fetch(&rsk_upg_unheard, 1, __ATOMIC_SEQ_CST);
 	}
 	pthread_mutex_unlock(&rsk_upg_map_lock);
 	rsk_dbg("an offer for a connection %s", u != NULL ? "of ours: it moves at its next call"
