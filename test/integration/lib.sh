@@ -23,6 +23,20 @@ RSK_PROGS=${RSK_PROGS:-}
 RSK_TEST_TRANSPORT=${RSK_TEST_TRANSPORT:-kernel}
 RSK_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsk-test.XXXXXX")
 RSK_STATS=$RSK_TMP/stats.jsonl
+
+# python3 on PATH may be a version manager's shim: pyenv's is a bash script that runs some 40
+# processes (0.4 s here) before the interpreter, and a test calls python3 tens of times
+# (helpers, stats, preloaded peers). The interpreter's own path, asked once per machine and
+# kept as a link, goes first on PATH instead. (Not kept across users or a missing target.)
+rsk_py_direct() {
+	local link=${TMPDIR:-/tmp}/rsk-python3.$(id -u) py
+	if ! [ -x "$link" ]; then
+		py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$py" ] || return 0
+		ln -sfn "$py" "$link.$$" && mv -fT "$link.$$" "$link" || return 0
+	fi
+	mkdir -p "$RSK_TMP/bin" && ln -s "$link" "$RSK_TMP/bin/python3" && PATH=$RSK_TMP/bin:$PATH
+}
+rsk_py_direct
 # Live stats segments (rdmasock stat) of the programs we start stay in our scratch directory:
 # one a test SIGKILLs would otherwise stay in /dev/shm until someone runs rdmasock stat.
 export RDMASOCK_STAT_DIR=${RDMASOCK_STAT_DIR:-$RSK_TMP}
