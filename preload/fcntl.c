@@ -33,6 +33,9 @@ static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigne
 
 	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
 		rsk_io_setfl(fd, (int)arg);
+	else if (rc >= 0 && (cmd == F_SETFL || cmd == F_SETFD) && rsk_fdtab_load(fd) != 0 &&
+		 !rsk_fd_is_internal(fd))
+		rsk_sock_fl_seen(fd, cmd, arg); /* (a connect need not ask them) */
 	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rsk_fdtab_load(fd) != 0 &&
 	    !rsk_fd_is_internal(fd))
 		(void)rsk_sock_dup(fd, rc);
@@ -85,13 +88,19 @@ RSK_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	unsigned long arg;
 	va_list ap;
+	uintptr_t v;
+	int rc;
 
 	va_start(ap, req);
 	arg = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (rsk_unlikely(rsk_face_is(fd)))
 		return rsk_ioctl_face(fd, req, arg);
-	if (rsk_likely(!rsk_fdtab_is_accel(rsk_fdtab_load(fd))))
-		return RSK_REAL(ioctl)(fd, req, arg);
+	if (rsk_likely(!rsk_fdtab_is_accel(v = rsk_fdtab_load(fd)))) {
+		rc = RSK_REAL(ioctl)(fd, req, arg);
+		if (rsk_unlikely(req == FIONBIO) && v != 0 && rc == 0 && !rsk_fd_is_internal(fd))
+			rsk_sock_fl_seen(fd, 0, 0); /* O_NONBLOCK changed: not known any more */
+		return rc;
+	}
 	return (int)rsk_ret(rsk_opt_ioctl(fd, req, arg));
 }

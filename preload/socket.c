@@ -29,7 +29,7 @@ RSK_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0 || rsk_guard || !rsk_sock_wanted(domain, type))
 		return fd;
 	rsk_init_ensure();
-	(void)rsk_sock_track(fd, domain, RSK_SOCK_NEW); /* untracked = plain kernel socket */
+	(void)rsk_sock_track_made(fd, domain, type); /* untracked = plain kernel socket */
 	return fd;
 }
 

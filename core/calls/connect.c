@@ -68,7 +68,7 @@ static int rsk_connect_tcp_first(struct rsk_sock *s, int fd, const struct rsk_cm
 		return RDMASOCK_FB_TCP_FIRST;
 	/* (a destination whose connections live on earns every setup back: direct) */
 	if (st != RSK_START_LEARN || verdict == 0 || cm->dial_sync ||
-	    !(rsk_sys_fcntl(fd, F_GETFL, 0) & O_NONBLOCK))
+	    !(rsk_sock_getfl(s, fd, F_GETFL) & O_NONBLOCK))
 		return -1;
 	if (!rsk_hist_setup_begin())
 		return RDMASOCK_FB_SETUP_LIMIT;
@@ -131,8 +131,8 @@ static int rsk_client_setup(struct rsk_client *u, struct rsk_sock *s, int fd,
 		return u->d.why;
 	u->dialed = 1;
 	u->c->ep = u->d.ep;
-	/* Asked once, here: the readiness pair is made with it, and the switch needs it. */
-	rsk_conn_know(u->c, NULL, NULL, rsk_sys_fcntl(fd, F_GETFL, 0), -1);
+	/* Known once, here: the readiness pair is made with them, and the switch needs them. */
+	rsk_conn_know(u->c, NULL, NULL, rsk_sock_getfl(s, fd, F_GETFL), rsk_sock_getfl(s, fd, F_GETFD));
 	if (rsk_conn_prepare(u->c, fd, &u->app, &u->ctl, &u->tcp) < 0)
 		return RDMASOCK_FB_RESOURCES;
 	if ((opts = rsk_sock_tcp_opts(s)) != 0) /* every setsockopt on it came through us */
@@ -179,7 +179,7 @@ static int rsk_connect_sync(struct rsk_sock *s, int fd, const struct sockaddr *a
 			    socklen_t len, struct rsk_client *u)
 {
 	int64_t deadline = rsk_now_ms() + (int64_t)rsk_config.connect_timeout_ms;
-	int nonblock = (rsk_sys_fcntl(fd, F_GETFL, 0) & O_NONBLOCK) != 0;
+	int nonblock = (rsk_sock_getfl(s, fd, F_GETFL) & O_NONBLOCK) != 0;
 	int rc = rsk_connect_tcp_bounded(fd, addr, len, deadline);
 
 	if (rc < 0) {
@@ -261,7 +261,9 @@ static int rsk_connect_bearer(struct rsk_sock *s, int fd, const struct sockaddr 
 	 * stand-in's table is filled only by setsockopt calls on it) */
 	if (__atomic_load_n(&s->app_bound, __ATOMIC_ACQUIRE))
 		return 0; /* its own address: TCP's */
-	if ((r = rsk_bearer_connect(fd, addr, len)) < 0)
+	r = rsk_bearer_connect(fd, addr, len, rsk_sock_getfl(s, fd, F_GETFL),
+			       rsk_sock_getfl(s, fd, F_GETFD));
+	if (r < 0)
 		return 0;
 	__atomic_store_n(&s->accounted, 1, __ATOMIC_RELEASE); /* no TCP bytes to count */
 	(void)rsk_sock_release_fd(fd);

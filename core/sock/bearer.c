@@ -251,15 +251,15 @@ static int rsk_bearer_dial(const struct sockaddr *dest, const struct sockaddr_un
 	return u;
 }
 
-int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len)
+int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len, int fl, int fdfl)
 {
 	struct sockaddr_un un;
 	socklen_t n;
-	int fl, fdfl, u, rc;
+	int u, rc;
 
 	if (len < rsk_sa_len(dest) || (n = rsk_bearer_name(dest, &un)) == 0)
 		return -EAFNOSUPPORT;
-	if ((fl = rsk_sys_fcntl(fd, F_GETFL, 0)) < 0 || (fdfl = rsk_sys_fcntl(fd, F_GETFD, 0)) < 0)
+	if (fl < 0 || fdfl < 0)
 		return -EBADF;
 	if ((u = rsk_bearer_dial(dest, &un, n)) < 0)
 		return u;

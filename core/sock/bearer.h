@@ -52,10 +52,10 @@ void rsk_bearer_close(struct rsk_sock *s);
 /*
  * Client: connect socket @fd to @dest (@len bytes) through a listener's rendezvous, if one
  * of this user's listens there: @fd's number then names the unix connection, with its file
- * flags and close-on-exec kept. 0 (1: the socket is non-blocking), or -errno with nothing
- * changed (no rendezvous, a full backlog, another user's listener): the caller connects
- * over TCP.
+ * flags and close-on-exec kept (@fl and @fdfl: its F_GETFL and F_GETFD, or -errno). 0 (1:
+ * the socket is non-blocking), or -errno with nothing changed (no rendezvous, a full
+ * backlog, another user's listener): the caller connects over TCP.
  */
-int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len);
+int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len, int fl, int fdfl);
 
 #endif

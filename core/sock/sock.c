@@ -127,7 +127,8 @@ void rsk_sock_set_close_hook(void (*fn)(struct rsk_sock *s, int fd))
 	rsk_sock_close_hook = fn;
 }
 
-int rsk_sock_track(int fd, int domain, int state)
+/* Track @fd in @state; made by socket() with @type, or (-1) flags not known. */
+static int rsk_sock_track_as(int fd, int domain, int state, int type)
 {
 	struct rsk_sock *s = rsk_sock_alloc();
 	int rc;
@@ -141,6 +142,8 @@ int rsk_sock_track(int fd, int domain, int state)
 	/* A socket socket() just made has the kernel's defaults; any other (accepted, adopted)
 	 * is told or stays unknown. */
 	rsk_sock_opts_set(s, state == RSK_SOCK_NEW ? RSK_SOCK_OPT_KNOWN : 0);
+	s->known_fl = type < 0 ? -1 : O_RDWR | ((type & SOCK_NONBLOCK) ? O_NONBLOCK : 0);
+	s->known_fdfl = type < 0 ? -1 : (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0;
 	__atomic_store_n(&s->refs, 1, __ATOMIC_RELEASE);
 	rc = rsk_fdtab_store(fd, rsk_sock_slot(s));
 	if (rc < 0) {
@@ -148,6 +151,47 @@ int rsk_sock_track(int fd, int domain, int state)
 		rsk_sock_free(s);
 	}
 	return rc;
+}
+
+int rsk_sock_track(int fd, int domain, int state)
+{
+	return rsk_sock_track_as(fd, domain, state, -1);
+}
+
+int rsk_sock_track_made(int fd, int domain, int type)
+{
+	return rsk_sock_track_as(fd, domain, RSK_SOCK_NEW, type);
+}
+
+int rsk_sock_getfl(struct rsk_sock *s, int fd, int cmd)
+{
+	int v = __atomic_load_n(cmd == F_GETFL ? &s->known_fl : &s->known_fdfl, __ATOMIC_ACQUIRE);
+
+	/* (the stamp of rsk_sock_opts_set, made with them at socket()) */
+	if (v < 0 || s->tcpopt_pid != rsk_proc_pid() || s->tcpopt_forks != rsk_proc_forks())
+		return rsk_sys_fcntl(fd, cmd, 0);
+	return v;
+}
+
+void rsk_sock_fl_seen(int fd, int cmd, unsigned long arg)
+{
+	/* F_SETFL's flags that a socket keeps (it sets them all; the access mode and creation
+	 * flags in @arg are ignored). Only O_NONBLOCK is followed: another makes them unknown. */
+	const unsigned long settable = O_APPEND | O_ASYNC | O_DIRECT | O_NOATIME | O_NONBLOCK;
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	if (cmd == F_SETFL && !(arg & settable & ~(unsigned long)O_NONBLOCK))
+		__atomic_store_n(&s->known_fl, O_RDWR | (int)(arg & O_NONBLOCK), __ATOMIC_RELEASE);
+	else if (cmd == F_SETFD) { /* (not after a dup: each number has its own) */
+		if (__atomic_load_n(&s->known_fdfl, __ATOMIC_ACQUIRE) >= 0)
+			__atomic_store_n(&s->known_fdfl, (int)(arg & FD_CLOEXEC), __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&s->known_fl, -1, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->known_fdfl, -1, __ATOMIC_RELEASE);
+	}
+	rsk_sock_put(s);
 }
 
 void rsk_sock_opts_set(struct rsk_sock *s, int bits)
@@ -243,6 +287,9 @@ int rsk_sock_dup(int oldfd, int newfd)
 		return 0;
 	__atomic_add_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&s->own_exact, 0, __ATOMIC_RELAXED); /* its calls may pass us by */
+	/* (the new number has close-on-exec of its own) */
+	__atomic_store_n(&s->known_fl, -1, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->known_fdfl, -1, __ATOMIC_RELEASE);
 	rc = rsk_fdtab_store(newfd, rsk_sock_slot(s)); /* the reference we took is the slot's */
 	if (rc < 0) {
 		__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL);

@@ -125,6 +125,11 @@ struct rsk_sock {
 	int tcpopt;
 	pid_t tcpopt_pid;
 	unsigned int tcpopt_forks;
+	/* What F_GETFL and F_GETFD say for its number, while every change went through us since
+	 * socket() made it (-1: not known, ask the kernel; rsk_sock_getfl). Valid as tcpopt is:
+	 * in the process that learnt them, before it forked (O_NONBLOCK belongs to the open
+	 * file, which a child shares). Atomic. */
+	int known_fl, known_fdfl;
 	struct rsk_sock *next_free;
 };
 
@@ -139,6 +144,12 @@ void rsk_sock_opts_set(struct rsk_sock *s, int bits);
 void rsk_sock_opt_seen(int fd, int name, int on);
 /* RSK_SOCK_OPT_* bits of @s if known (KNOWN set), else 0: ask the kernel. */
 int rsk_sock_tcp_opts(const struct rsk_sock *s);
+/* F_GETFL (@cmd F_GETFL) or F_GETFD (F_GETFD) of @s's number @fd: as known, or asked of
+ * the kernel (-errno on failure). A connect asks both; most sockets told us at socket(). */
+int rsk_sock_getfl(struct rsk_sock *s, int fd, int cmd);
+/* The application changed tracked @fd's flags: fcntl @cmd (F_SETFL, F_SETFD) with @arg
+ * succeeded. Any other @cmd (a dup's, FIONBIO's: 0) makes them unknown. */
+void rsk_sock_fl_seen(int fd, int cmd, unsigned long arg);
 /* The application bound tracked socket @fd (bind() succeeded). */
 void rsk_sock_bind_seen(int fd);
 
@@ -150,6 +161,9 @@ int rsk_sock_wanted(int domain, int type);
  * simply stays untracked and works as a plain kernel socket.
  */
 int rsk_sock_track(int fd, int domain, int state);
+/* rsk_sock_track(@fd, @domain, RSK_SOCK_NEW) for a socket socket() just made with @type
+ * (its SOCK_NONBLOCK and SOCK_CLOEXEC: the flags a connect will not have to ask). */
+int rsk_sock_track_made(int fd, int domain, int type);
 
 /* Take a reference on the socket in @fd's slot, or NULL if none. Pair with rsk_sock_put(). */
 struct rsk_sock *rsk_sock_get(int fd);

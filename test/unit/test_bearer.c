@@ -63,7 +63,8 @@ static int bearer_client(const struct sockaddr_in *a, int flags, int *rc)
 	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
 
 	assert_true(c >= 0);
-	*rc = rsk_bearer_connect(c, (const struct sockaddr *)a, sizeof(*a));
+	*rc = rsk_bearer_connect(c, (const struct sockaddr *)a, sizeof(*a), fcntl(c, F_GETFL),
+				 fcntl(c, F_GETFD));
 	return c;
 }
 

@@ -6,7 +6,9 @@
  * TCP_INFO at the last close (a non-blocking connect that nobody confirmed is counted if the
  * kernel got past SYN_SENT, one that failed is not), the exit-time account of what is still
  * open, a forked child's baseline, the walks (every fd; accelerated objects once), retagging
- * and detaching. rsk_sock_become needs a connection (core/conn), which is tested elsewhere.
+ * and detaching, the file flags a connect need not ask (known from socket() and fcntl,
+ * forgotten at a dup, FIONBIO or a fork). rsk_sock_become needs a connection (core/conn),
+ * which is tested elsewhere.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +28,7 @@
 #include "base/config.h"
 #include "base/fdhide.h"
 #include "base/fdtab.h"
+#include "base/proc.h"
 #include "base/stats.h"
 #include "sock/sock.h"
 #include "unit.h"
@@ -333,6 +336,75 @@ static void test_baseline(void **state)
 	close(srv);
 }
 
+/* ---- file flags known from socket() and fcntl ---- */
+
+/* What rsk_sock_getfl says for @fd (tracked) and @cmd. */
+static int getfl(int fd, int cmd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int v;
+
+	assert_non_null(s);
+	v = rsk_sock_getfl(s, fd, cmd);
+	rsk_sock_put(s);
+	return v;
+}
+
+/* A connect asks the kernel for neither flag while every change came through us: the
+ * socket is told it was made non-blocking but the kernel's is blocking, so an answer of
+ * O_NONBLOCK proves nothing was asked; unknown ones (FIONBIO, a dup, a fork since) are. */
+static void test_flags_known(void **state)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), d; /* (blocking, no close-on-exec) */
+
+	(void)state;
+	assert_int_equal(rsk_sock_track_made(fd, AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC), 0);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR | O_NONBLOCK);
+	assert_int_equal(getfl(fd, F_GETFD), FD_CLOEXEC);
+	/* F_SETFL sets every flag a socket keeps (the access mode in @arg is ignored) */
+	rsk_sock_fl_seen(fd, F_SETFL, O_RDWR);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR);
+	rsk_sock_fl_seen(fd, F_SETFL, O_NONBLOCK);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR | O_NONBLOCK);
+	rsk_sock_fl_seen(fd, F_SETFD, 0);
+	assert_int_equal(getfl(fd, F_GETFD), 0);
+	assert_int_equal(fcntl(fd, F_SETFD, FD_CLOEXEC), 0); /* (unseen: the kernel's now) */
+	/* another settable flag than O_NONBLOCK: unknown, asked */
+	rsk_sock_fl_seen(fd, F_SETFL, O_NONBLOCK | O_ASYNC);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR);
+	/* FIONBIO: both asked */
+	rsk_sock_fl_seen(fd, F_SETFL, O_NONBLOCK);
+	rsk_sock_fl_seen(fd, 0, 0);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR);
+	assert_int_equal(getfl(fd, F_GETFD), FD_CLOEXEC);
+	/* a dup: the numbers' close-on-exec differ, so F_SETFD on one teaches nothing */
+	rsk_sock_fl_seen(fd, F_SETFL, O_NONBLOCK);
+	d = dup(fd);
+	assert_int_equal(rsk_sock_dup(fd, d), 0);
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR);
+	rsk_sock_fl_seen(d, F_SETFD, 0);
+	assert_int_equal(getfl(fd, F_GETFD), FD_CLOEXEC);
+	rsk_sock_fl_seen(d, F_SETFL, O_NONBLOCK); /* O_NONBLOCK is the open file's: shared */
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR | O_NONBLOCK);
+	assert_int_equal(rsk_sock_release_fd(d), 1);
+	close(d);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+	/* a fork since: the child may have changed the open file's flags unseen */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(rsk_sock_track_made(fd, AF_INET, SOCK_STREAM | SOCK_NONBLOCK), 0);
+	rsk_proc_forking();
+	assert_int_equal(getfl(fd, F_GETFL), O_RDWR);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+	/* an accepted or adopted socket's are not known */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	assert_int_equal(getfl(fd, F_GETFD), FD_CLOEXEC);
+	assert_int_equal(rsk_sock_release_fd(fd), 1);
+	close(fd);
+}
+
 /* ---- walks, retag, detach ---- */
 
 static int walk_calls, walk_fds[8];
@@ -509,6 +581,7 @@ int main(void)
 		T(test_unconfirmed_connect),
 		T(test_account_open),
 		T(test_baseline),
+		T(test_flags_known),
 		T(test_walks_retag_detach),
 		T(test_track_release_take_no_lock),
 	};
