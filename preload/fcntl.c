@@ -20,6 +20,7 @@
 static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
 {
 	int kfd = rsk_face_kfd(fd), to = RSK_FACE_TO_NUMBER, rc;
+	uintptr_t v;
 
 	if (rsk_unlikely(kfd != fd) && (to = rsk_face_fcntl_to(cmd)) == RSK_FACE_TO_LISTENER)
 		return real(kfd, cmd, arg);
@@ -31,13 +32,13 @@ static int rsk_fcntl_common(int (*real)(int, int, ...), int fd, int cmd, unsigne
 		rsk_face_flags_changed(fd);
 	}
 
-	if (rc >= 0 && cmd == F_SETFL && rsk_fdtab_is_accel(rsk_fdtab_load(fd)))
+	if (rc < 0 || (v = rsk_fdtab_load(fd)) == 0)
+		return rc;
+	if (cmd == F_SETFL && rsk_fdtab_is_accel(v))
 		rsk_io_setfl(fd, (int)arg);
-	else if (rc >= 0 && (cmd == F_SETFL || cmd == F_SETFD) && rsk_fdtab_load(fd) != 0 &&
-		 !rsk_fd_is_internal(fd))
+	else if ((cmd == F_SETFL || cmd == F_SETFD) && !rsk_fd_is_internal(fd))
 		rsk_sock_fl_seen(fd, cmd, arg); /* (a connect need not ask them) */
-	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && rsk_fdtab_load(fd) != 0 &&
-	    !rsk_fd_is_internal(fd))
+	else if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !rsk_fd_is_internal(fd))
 		(void)rsk_sock_dup(fd, rc);
 	return rc;
 }

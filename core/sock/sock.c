@@ -163,12 +163,19 @@ int rsk_sock_track_made(int fd, int domain, int type)
 	return rsk_sock_track_as(fd, domain, RSK_SOCK_NEW, type);
 }
 
+/* Is what @s learnt from the application's calls (options, flags) still all there is? Not
+ * after a fork, nor in the child: the process it shares the socket with calls unseen.
+ * (The stamp is rsk_sock_opts_set's, made at track with the flags too.) */
+static int rsk_sock_learnt_here(const struct rsk_sock *s)
+{
+	return s->tcpopt_pid == rsk_proc_pid() && s->tcpopt_forks == rsk_proc_forks();
+}
+
 int rsk_sock_getfl(struct rsk_sock *s, int fd, int cmd)
 {
 	int v = __atomic_load_n(cmd == F_GETFL ? &s->known_fl : &s->known_fdfl, __ATOMIC_ACQUIRE);
 
-	/* (the stamp of rsk_sock_opts_set, made with them at socket()) */
-	if (v < 0 || s->tcpopt_pid != rsk_proc_pid() || s->tcpopt_forks != rsk_proc_forks())
+	if (v < 0 || !rsk_sock_learnt_here(s))
 		return rsk_sys_fcntl(fd, cmd, 0);
 	return v;
 }
@@ -234,10 +241,7 @@ int rsk_sock_tcp_opts(const struct rsk_sock *s)
 {
 	int o = __atomic_load_n(&s->tcpopt, __ATOMIC_ACQUIRE);
 
-	/* A fork since (or in the child) shares the socket with a process whose setsockopt
-	 * calls we do not see. */
-	if (!(o & RSK_SOCK_OPT_KNOWN) || s->tcpopt_pid != rsk_proc_pid() ||
-	    s->tcpopt_forks != rsk_proc_forks())
+	if (!(o & RSK_SOCK_OPT_KNOWN) || !rsk_sock_learnt_here(s))
 		return 0;
 	return o;
 }
