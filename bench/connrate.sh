@@ -13,7 +13,10 @@
 #   AB_N (3000) and RK_N (5000): requests per ab / redis-benchmark run
 #   FACE=1: also the library with the listener's face (RDMASOCK_BEARER=face), connrate and
 #     the applications
-#   BEARER=1: instead, the library with the same-host bearer (RDMASOCK_BEARER=unix)
+#   BEARER=1: instead, the library with the same-host bearer for every connection
+#     (RDMASOCK_BEARER=unix)
+#   NOBEARER=1: instead, the library without it (RDMASOCK_BEARER=none: TCP first alone, the
+#     default before 2026-12-06; the default, auto, takes the bearer for short connections)
 # Needs root (unshare -n). Prints one line per run, then the tables.
 #
 # Over verbs in the Soft-RoCE guest (opt-in, heavy: boots qemu TCG; with the defaults about 4
@@ -149,6 +152,7 @@ one_run() { # mode conc -> prints the client line (+ error lines)
 THIRD=
 [ "${FACE:-0}" = 1 ] && THIRD=face
 [ "${BEARER:-0}" = 1 ] && THIRD=unix
+[ "${NOBEARER:-0}" = 1 ] && THIRD=none
 order() {
 	if [ -n "$THIRD" ]; then
 		case $(($1 % 3)) in 1) echo "kernel lib face" ;; 2) echo "lib face kernel" ;; *) echo "face kernel lib" ;; esac

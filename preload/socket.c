@@ -74,20 +74,28 @@ static int rsk_accept_tracked(int fd, struct sockaddr *addr, socklen_t *len, int
 	socklen_t olen = sizeof(own), in;
 	struct sockaddr *a = addr != NULL ? addr : (struct sockaddr *)&own;
 	socklen_t *alen = addr != NULL ? len : &olen;
-	int nfd = rsk_accept_begin(fd);
+	int nfd = rsk_accept_begin(fd), later;
 
 	if (nfd < 0)
 		return (int)rsk_ret(nfd);
-	/* A same-host bearer's client first (untracked: its number names a unix socket). */
-	nfd = rsk_accept_bearer(fd, addr, len, flags);
+	/* A same-host bearer's client (untracked: its number names a unix socket), first or
+	 * after TCP's said EAGAIN. */
+	nfd = rsk_accept_bearer(fd, addr, len, flags, &later);
 	if (nfd != -EAGAIN)
 		return (int)rsk_ret(nfd);
 	/* (a bad @len is one the kernel would fault on too; NULL: it fails with EFAULT) */
 	in = alen != NULL ? *alen : 0;
 	/* (a listener's face: its TCP listener, which blocks as the number does) */
 	nfd = RSK_REAL(accept4)(rsk_face_kfd(fd), a, alen, flags);
-	if (nfd < 0)
-		return nfd;
+	if (nfd < 0) {
+		int e = errno;
+
+		if (later && (e == EAGAIN || e == EWOULDBLOCK) &&
+		    (nfd = rsk_accept_bearer_later(fd, addr, len, flags)) != -EAGAIN)
+			return (int)rsk_ret(nfd);
+		errno = e;
+		return -1;
+	}
 	/* truncated: core asks itself */
 	return (int)rsk_ret(rsk_accept_done(fd, nfd, flags, *alen <= in ? a : NULL, *alen));
 }

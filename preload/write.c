@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "calls/calls.h"
+#include "calls/sockopt.h"
 #include "sock/face.h"
 #include "calls/io.h"
 #include "preload.h"
@@ -49,10 +50,39 @@ RSK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return rsk_write_one(fd, buf, n, flags);
 }
 
+/* A send with an address that a stand-in refused (a bearer connection's unix socket says
+ * EISCONN where a connected TCP socket ignores the address): again without it. Else -1 with
+ * errno as it was. */
+static __attribute__((noinline)) ssize_t rsk_send_unnamed(int fd, const struct msghdr *msg,
+							  int flags)
+{
+	struct msghdr m;
+
+	if (!rsk_opt_plain_is_standin(fd)) {
+		errno = EISCONN;
+		return -1;
+	}
+	m = *msg;
+	m.msg_name = NULL;
+	m.msg_namelen = 0;
+	return RSK_REAL(sendmsg)(fd, &m, flags);
+}
+
 RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
 			  socklen_t alen)
 {
-	RSK_PASS_UNLESS_ACCEL(fd, sendto, fd, buf, n, flags, addr, alen);
+	ssize_t rc;
+
+	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
+		rc = RSK_REAL(sendto)(fd, buf, n, flags, addr, alen);
+		if (rsk_unlikely(rc < 0 && addr != NULL && errno == EISCONN)) {
+			struct iovec iov = {(void *)buf, n};
+			struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+			return rsk_send_unnamed(fd, &m, flags);
+		}
+		return rc;
+	}
 	/* A connected stream ignores the address, as TCP does (EISCONN only for other types). */
 	return rsk_write_one(fd, buf, n, flags);
 }
@@ -67,7 +97,13 @@ static __attribute__((noinline)) ssize_t rsk_sendmsg_faces(int fd, const struct 
 
 	if (rsk_face_msg(msg, &m, cm, sizeof(cm)))
 		msg = &m;
-	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
+	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
+		ssize_t rc = RSK_REAL(sendmsg)(fd, msg, flags);
+
+		if (rsk_unlikely(rc < 0 && msg != NULL && msg->msg_name != NULL && errno == EISCONN))
+			return rsk_send_unnamed(fd, msg, flags);
+		return rc;
+	}
 	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
 }
 
@@ -79,7 +115,13 @@ RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		if (rsk_face_live)
 			return rsk_sendmsg_faces(fd, msg, flags);
 	}
-	RSK_PASS_UNLESS_ACCEL(fd, sendmsg, fd, msg, flags);
+	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
+		ssize_t rc = RSK_REAL(sendmsg)(fd, msg, flags);
+
+		if (rsk_unlikely(rc < 0 && msg != NULL && msg->msg_name != NULL && errno == EISCONN))
+			return rsk_send_unnamed(fd, msg, flags);
+		return rc;
+	}
 	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
 }
 

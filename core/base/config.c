@@ -24,7 +24,7 @@ static const char *const rsk_mode_names[] = {"auto", "kernel", "shm", "verbs"};
 static const char *const rsk_level_names[] = {"error", "warn", "info", "debug"};
 static const char *const rsk_tcp_first_names[] = {"auto", "on", "off", "learn"};
 static const char *const rsk_coalesce_names[] = {"safe", "always"};
-static const char *const rsk_bearer_names[] = {"none", "unix", "face"};
+static const char *const rsk_bearer_names[] = {"none", "unix", "face", "auto"};
 
 void rsk_config_defaults(struct rsk_config *c)
 {
@@ -41,6 +41,7 @@ void rsk_config_defaults(struct rsk_config *c)
 	c->upgrade_ms = RSK_DEFAULT_UPGRADE_MS;
 	c->orphan_ms = RSK_DEFAULT_ORPHAN_MS;
 	c->fastwait = 1; /* eager tokens (0) stay for comparison and as a way out */
+	c->bearer = RSK_BEARER_AUTO; /* short same-host connections: cheaper than TCP's */
 }
 
 enum rsk_start rsk_config_start(const struct rsk_config *c, int slow_setup)
@@ -238,7 +239,7 @@ int rsk_config_parse(struct rsk_config *c, const char *(*get)(const char *name),
 	rsk_config_enum(&ctx, RDMASOCK_ENV_COALESCE, rsk_coalesce_names, 2, "safe or always", &v);
 	c->coalesce = (enum rsk_coalesce)v;
 	v = (int)c->bearer;
-	rsk_config_enum(&ctx, RDMASOCK_ENV_BEARER, rsk_bearer_names, 3, "none, unix or face", &v);
+	rsk_config_enum(&ctx, RDMASOCK_ENV_BEARER, rsk_bearer_names, 4, "none, unix, face or auto", &v);
 	c->bearer = (enum rsk_bearer)v;
 	return ctx.bad;
 }

@@ -43,6 +43,8 @@ enum rsk_bearer {
 	RSK_BEARER_NONE = 0,
 	RSK_BEARER_UNIX, /* faces, and same-host clients connect through them (sock/bearer.c) */
 	RSK_BEARER_FACE, /* listeners get their face (sock/face.c), no bearer connection yet */
+	RSK_BEARER_AUTO, /* faces; a client takes the bearer where a setup would not pay
+			  * (calls/connect.c: its destination's connections end short) */
 };
 
 #define RSK_CONFIG_MAX_RULES 32

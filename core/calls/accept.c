@@ -99,22 +99,51 @@ static int rsk_accept_blocks(struct rsk_sock *s, int fd)
 	return nb == 2;
 }
 
-int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+/* A bearer client @rc taken from listener @s's rendezvous (or an error, made -EAGAIN unless
+ * TCP's accept would give it too): TCP_NODELAY inherited, as TCP's accept does. */
+static int rsk_accept_bearer_got(struct rsk_sock *s, int rc)
+{
+	if (rc >= 0) {
+		if (__atomic_load_n(&s->bearer_tcp_last, __ATOMIC_RELAXED))
+			__atomic_store_n(&s->bearer_tcp_last, 0, __ATOMIC_RELAXED);
+		if (rsk_sock_tcp_opts(s) & RSK_SOCK_OPT_NODELAY)
+			(void)rsk_opt_plain_set(rc, IPPROTO_TCP, TCP_NODELAY, &(int){1},
+						sizeof(int));
+	}
+	rsk_sock_put(s);
+	return rc >= 0 || rsk_accept_bearer_fatal(rc) ? rc : -EAGAIN;
+}
+
+int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags, int *later)
 {
 	struct rsk_sock *s;
 	int rc;
 
+	*later = 0;
 	if (!rsk_face_is(fd) || (s = rsk_sock_get(fd)) == NULL)
 		return -EAGAIN;
-	rc = rsk_bearer_accept(s, 0, addr, len, flags);
+	/* (only where TCP's accept does not block: a blocking one must look here first) */
+	if (__atomic_load_n(&s->bearer_tcp_last, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&s->face_nb, __ATOMIC_ACQUIRE) == 1) {
+		*later = 1;
+		rsk_sock_put(s);
+		return -EAGAIN;
+	}
+	rc = rsk_bearer_accept(s, -1, addr, len, flags);
 	/* A blocking accept would wait in the TCP listener alone: it shuts the rendezvous. */
 	if (rc == -EAGAIN && !__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE) &&
 	    rsk_accept_blocks(s, fd))
-		rc = rsk_bearer_accept(s, 1, addr, len, flags);
-	if (rc >= 0 && (rsk_sock_tcp_opts(s) & RSK_SOCK_OPT_NODELAY)) /* inherited, as TCP's */
-		(void)rsk_opt_plain_set(rc, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
-	rsk_sock_put(s);
-	return rc >= 0 || rsk_accept_bearer_fatal(rc) ? rc : -EAGAIN;
+		rc = rsk_bearer_accept(s, fd, addr, len, flags);
+	return rsk_accept_bearer_got(s, rc);
+}
+
+int rsk_accept_bearer_later(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return -EAGAIN;
+	return rsk_accept_bearer_got(s, rsk_bearer_accept(s, -1, addr, len, flags));
 }
 
 /*
@@ -279,6 +308,9 @@ int rsk_accept_done(int lfd, int fd, int flags, const struct sockaddr *addr, soc
 
 	if (ls == NULL)
 		return fd;
+	/* (from TCP: the next accept on a non-blocking face looks there first) */
+	if (ls->bearer_fd != 0 && !__atomic_load_n(&ls->bearer_tcp_last, __ATOMIC_RELAXED))
+		__atomic_store_n(&ls->bearer_tcp_last, 1, __ATOMIC_RELAXED);
 	if (rsk_sock_track(fd, ls->domain, RSK_SOCK_CONNECTED) == 0 &&
 	    (s = rsk_sock_get(fd)) != NULL) {
 		s->accepted = 1;

@@ -50,8 +50,13 @@ int rsk_accept_begin(int fd);
  * accept() on listener @fd: a client queued at its same-host bearer rendezvous (sock/
  * bearer.h), as accept4 with @flags would return it, its TCP address in @addr; -EAGAIN when
  * there is none (the listener has no rendezvous, or nobody waits there): accept from TCP.
+ * A non-blocking listener whose last connection came over TCP looks there first: *@later
+ * set, the rendezvous is looked at only if TCP says EAGAIN (rsk_accept_bearer_later), so a
+ * listener whose clients come over TCP (from other hosts) pays no empty look per connection.
  */
-int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags, int *later);
+/* The look rsk_accept_bearer left for later, after TCP's accept said EAGAIN. */
+int rsk_accept_bearer_later(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 
 /*
  * accept() on @lfd returned kernel socket @fd (accept4 @flags) and its peer's address (@len

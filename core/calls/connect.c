@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/addr.h"
@@ -24,6 +25,7 @@
 #include "sock/sock.h"
 #include "transport/registry.h"
 #include "history.h"
+#include "sockopt.h"
 #include "upgrade.h"
 
 /*
@@ -255,20 +257,67 @@ static int rsk_connect_async(struct rsk_sock *s, int fd, const struct sockaddr *
 static int rsk_connect_bearer(struct rsk_sock *s, int fd, const struct sockaddr *addr,
 			      socklen_t len, int *rc)
 {
+	struct rsk_sock_newopts *opts;
 	int r;
 
-	/* (TCP options set before the connect read back as TCP's defaults afterwards: the
-	 * stand-in's table is filled only by setsockopt calls on it) */
-	if (__atomic_load_n(&s->app_bound, __ATOMIC_ACQUIRE))
-		return 0; /* its own address: TCP's */
+	/* Its own address (TCP's), or an option set before the connect that a unix socket
+	 * cannot carry (SO_LINGER: its close never resets the peer; sock/bearer.h). */
+	if (__atomic_load_n(&s->app_bound, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&s->app_opts, __ATOMIC_ACQUIRE))
+		return 0;
 	r = rsk_bearer_connect(fd, addr, len, rsk_sock_getfl(s, fd, F_GETFL),
 			       rsk_sock_getfl(s, fd, F_GETFD));
+	rsk_hist_set_no_bearer(addr, r < 0 && r != -EAGAIN); /* (a full backlog: not for long) */
 	if (r < 0)
 		return 0;
 	__atomic_store_n(&s->accounted, 1, __ATOMIC_RELEASE); /* no TCP bytes to count */
+	/* The options set before it, set again on the unix socket (read back as set). */
+	pthread_mutex_lock(&s->lock);
+	opts = s->newopts;
+	s->newopts = NULL;
+	pthread_mutex_unlock(&s->lock);
 	(void)rsk_sock_release_fd(fd);
+	rsk_opt_standin_adopt(fd, opts);
+	free(opts);
 	*rc = r == 1 ? -EINPROGRESS : 0;
 	return 1;
+}
+
+/* One connect in RSK_CONNECT_SAMPLE, spread evenly over any interleaving of destinations
+ * (the top bits of a counter times the golden ratio: a Weyl sequence). */
+#define RSK_CONNECT_SAMPLE_BITS 3
+static int rsk_connect_sampled(void)
+{
+	static uint32_t n;
+	uint32_t x = __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED) * 2654435761u;
+
+	return (x >> (32 - RSK_CONNECT_SAMPLE_BITS)) == 0;
+}
+
+/*
+ * Try the same-host bearer for this connect (the policy chose transport @cm)? With
+ * RDMASOCK_BEARER=unix wherever a listener has one. By default (auto) only where TCP first
+ * would keep the connection on TCP anyway, the setup not paying: a transport that learns
+ * (RSK_START_LEARN: shm) and a destination whose connections end short (history.h). A
+ * bearer connection is the kernel's unix socket and never moves to a transport, and its end
+ * writes no history, so one such connect in eight takes TCP first still: its end keeps the
+ * verdict true, and a destination whose connections begin to live on goes direct again.
+ * Where the bearer found no rendezvous lately (a server without the library), only that
+ * one in eight tries it again.
+ */
+static int rsk_connect_bearer_wanted(const struct rsk_cm_ops *cm, const struct sockaddr *dest)
+{
+	int sampled;
+
+	if (!rsk_bearer_allowed())
+		return 0;
+	if (rsk_config.bearer != RSK_BEARER_AUTO)
+		return 1;
+	if (rsk_config_start(&rsk_config, cm->slow_setup) != RSK_START_LEARN ||
+	    rsk_hist_verdict(dest) != 1)
+		return 0;
+	sampled = rsk_connect_sampled();
+	return rsk_hist_no_bearer(dest) ? sampled : !sampled;
 }
 
 int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
@@ -287,7 +336,8 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	}
 	s->port = rsk_sa_port(addr); /* (the kernel's connect rejects a short @addr) */
 	why = rsk_connect_policy(s, fd, addr, len, &u.cm);
-	if (why < 0 && rsk_bearer_allowed() && rsk_connect_bearer(s, fd, addr, len, rc)) {
+	if (why < 0 && rsk_connect_bearer_wanted(u.cm, addr) &&
+	    rsk_connect_bearer(s, fd, addr, len, rc)) {
 		rsk_sock_put(s);
 		return 1;
 	}

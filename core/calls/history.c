@@ -20,10 +20,12 @@
 #define RSK_HIST_SLOTS 256
 #define RSK_HIST_DEPTH 8 /* connections remembered per destination */
 
-/* A slot: fingerprint << RSK_HIST_FP_SHIFT | n << RSK_HIST_N_SHIFT | bits; n connections
- * remembered (<= RSK_HIST_DEPTH), bits 1 = short, newest in bit 0. 0: empty. */
+/* A slot: fingerprint << RSK_HIST_FP_SHIFT | RSK_HIST_NO_BEARER | n << RSK_HIST_N_SHIFT |
+ * bits; n connections remembered (<= RSK_HIST_DEPTH), bits 1 = short, newest in bit 0. 0:
+ * empty. */
 #define RSK_HIST_N_SHIFT 8
-#define RSK_HIST_FP_SHIFT 12
+#define RSK_HIST_NO_BEARER (1ull << 12) /* a bearer connect there found no rendezvous */
+#define RSK_HIST_FP_SHIFT 13
 
 static uint64_t rsk_hist[RSK_HIST_SLOTS];
 static int rsk_hist_nsetups; /* direct setups in progress (atomic) */
@@ -116,7 +118,7 @@ int rsk_hist_short(const struct sockaddr *dest)
 
 void rsk_hist_note(const struct sockaddr *dest, int short_lived)
 {
-	uint64_t h, *sl, v, nv, fp;
+	uint64_t h, *sl, v, nv, fp, nb;
 	unsigned int n, bits;
 
 	if (rsk_hist_hash(dest, &h) < 0)
@@ -127,14 +129,43 @@ void rsk_hist_note(const struct sockaddr *dest, int short_lived)
 	do {
 		n = 0;
 		bits = 0;
+		nb = 0;
 		if (v >> RSK_HIST_FP_SHIFT == fp) {
 			n = (unsigned int)(v >> RSK_HIST_N_SHIFT) & 0xf;
 			bits = (unsigned int)v & 0xffu;
+			nb = v & RSK_HIST_NO_BEARER;
 		}
 		bits = ((bits << 1) | (short_lived ? 1u : 0u)) & 0xffu;
 		if (n < RSK_HIST_DEPTH)
 			n++;
-		nv = fp << RSK_HIST_FP_SHIFT | (uint64_t)n << RSK_HIST_N_SHIFT | bits;
+		nv = fp << RSK_HIST_FP_SHIFT | nb | (uint64_t)n << RSK_HIST_N_SHIFT | bits;
+	} while (!__atomic_compare_exchange_n(sl, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+int rsk_hist_no_bearer(const struct sockaddr *dest)
+{
+	uint64_t h, v;
+
+	if (rsk_hist_hash(dest, &h) < 0)
+		return 0;
+	v = __atomic_load_n(rsk_hist_slot(h), __ATOMIC_RELAXED);
+	return v >> RSK_HIST_FP_SHIFT == h >> RSK_HIST_FP_SHIFT && (v & RSK_HIST_NO_BEARER);
+}
+
+void rsk_hist_set_no_bearer(const struct sockaddr *dest, int none)
+{
+	uint64_t h, *sl, v, nv;
+
+	if (rsk_hist_hash(dest, &h) < 0)
+		return;
+	sl = rsk_hist_slot(h);
+	v = __atomic_load_n(sl, __ATOMIC_RELAXED);
+	do { /* (only a destination with a history: the bearer is asked after a verdict) */
+		if (v >> RSK_HIST_FP_SHIFT != h >> RSK_HIST_FP_SHIFT)
+			return;
+		nv = none ? v | RSK_HIST_NO_BEARER : v & ~RSK_HIST_NO_BEARER;
+		if (nv == v)
+			return;
 	} while (!__atomic_compare_exchange_n(sl, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 

@@ -46,6 +46,15 @@ int rsk_hist_verdict(const struct sockaddr *dest);
 void rsk_hist_note(const struct sockaddr *dest, int short_lived);
 
 /*
+ * A same-host bearer connect to @dest found no rendezvous lately (a server without the
+ * library or its face, another user's, a blocking accept's shut one): @none set by the
+ * connect that failed, cleared by one that got through. Kept with @dest's history, so only
+ * for a destination that has one (the bearer is only asked after a verdict).
+ */
+int rsk_hist_no_bearer(const struct sockaddr *dest);
+void rsk_hist_set_no_bearer(const struct sockaddr *dest, int none);
+
+/*
  * Direct setups in progress: connections set up on a transport at connect whose connect the
  * application has not seen finish yet (calls/connect.c holds one per such socket, and
  * releases it when the application asks for the result, makes a data call, or closes, or

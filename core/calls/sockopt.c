@@ -577,6 +577,32 @@ int rsk_opt_plain_connect_err(int fd, int err)
 	return err == -EINVAL && rsk_opt_standin_named(fd) ? -EISCONN : err;
 }
 
+int rsk_opt_plain_is_standin(int fd)
+{
+	return rsk_opt_standin_named(fd);
+}
+
+void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o)
+{
+	struct sockaddr_storage name, tcp;
+	socklen_t len = sizeof(name);
+	struct rsk_opt_verdict v;
+	uint64_t uniq;
+	int i;
+
+	if (o == NULL || rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) < 0 ||
+	    rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, &uniq) == 0)
+		return;
+	for (i = 0; i < o->n; i++) {
+		if (!rsk_opt_tcp_level(o->o[i].level))
+			(void)rsk_sys_setsockopt(fd, o->o[i].level, o->o[i].name, o->o[i].val,
+						 o->o[i].len);
+		else if (rsk_opt_verdict(tcp.ss_family, o->o[i].level, o->o[i].name, o->o[i].val,
+					 o->o[i].len, &v) == 0 && v.elen > 0)
+			rsk_opt_sset_keep(uniq, o->o[i].level, o->o[i].name, v.eff, v.elen);
+	}
+}
+
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 {
 	int rc = rsk_sys_getsockopt(rsk_face_kfd(fd), level, name, val, len), fam;
@@ -608,6 +634,9 @@ int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t le
 		memcpy(&on, val, sizeof(on));
 		rsk_sock_opt_seen(fd, name, on != 0);
 	}
+	/* (on a new socket: a bearer sets it again, or connects over TCP; see sock.h) */
+	if (rc == 0)
+		rsk_sock_opt_new(fd, level, name, val, len);
 	if (rc != -EOPNOTSUPP || !rsk_opt_tcp_level(level) ||
 	    (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
 		return rc;

@@ -20,6 +20,14 @@ int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer);
  * when @fd stands in for one (a bearer's or a relay's, already connected: EISCONN where a
  * unix socket says EINVAL for the TCP address); @err otherwise. */
 int rsk_opt_plain_connect_err(int fd, int err);
+/* Does @fd's own name make it a stand-in (a bearer connection's unix socket)? For a send with
+ * an address that the kernel refused with EISCONN: a connected TCP socket ignores it. */
+int rsk_opt_plain_is_standin(int fd);
+/* Options @o, set on a new socket whose number @fd now names our own stand-in (a bearer's
+ * unix socket, just connected): set again on it, the TCP and IP ones in the stand-in's
+ * table (one getsockname for all). */
+struct rsk_sock_newopts;
+void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o);
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len);
 int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len);
 

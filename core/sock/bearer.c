@@ -35,7 +35,28 @@
 
 int rsk_bearer_allowed(void)
 {
-	return rsk_config.bearer == RSK_BEARER_UNIX;
+	return rsk_config.bearer == RSK_BEARER_UNIX || rsk_config.bearer == RSK_BEARER_AUTO;
+}
+
+int rsk_bearer_carries(int level, int name)
+{
+	if (level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6)
+		return 1;
+	if (level != SOL_SOCKET)
+		return 0;
+	switch (name) {
+	case SO_KEEPALIVE:
+	case SO_RCVBUF:
+	case SO_SNDBUF:
+	case SO_RCVTIMEO:
+	case SO_SNDTIMEO:
+	case SO_REUSEADDR:
+	case SO_PRIORITY:
+	case SO_RCVLOWAT:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 /* The address a client of listener address @sa finds the rendezvous by: the listener's own,
@@ -162,7 +183,20 @@ static int rsk_bearer_take(int r, struct sockaddr *addr, socklen_t *len, int fla
 	return c;
 }
 
-int rsk_bearer_accept(struct rsk_sock *s, int blocking, struct sockaddr *addr, socklen_t *len,
+/*
+ * Shut @s's rendezvous @r for good, and take it out of the face's set (@set: the number the
+ * accept was called on): a shut unix listener polls readable for ever, and a server that
+ * waits for its listener before a blocking accept (select, then accept: iperf3) would wake
+ * at once and then block in the TCP listener's accept, with nobody coming.
+ */
+static void rsk_bearer_shut_in(struct rsk_sock *s, int r, int set)
+{
+	rsk_bearer_shut(s);
+	if (!__atomic_exchange_n(&s->bearer_unset, 1, __ATOMIC_ACQ_REL))
+		(void)rsk_sys_epoll_ctl(set, EPOLL_CTL_DEL, r, NULL);
+}
+
+int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, socklen_t *len,
 		      int flags)
 {
 	int r = __atomic_load_n(&s->bearer_fd, __ATOMIC_ACQUIRE) - 1, c, i, stranger;
@@ -175,9 +209,9 @@ int rsk_bearer_accept(struct rsk_sock *s, int blocking, struct sockaddr *addr, s
 		if (c >= 0 || !stranger)
 			break;
 	}
-	if (c != -EAGAIN || !blocking)
+	if (c != -EAGAIN || set < 0)
 		return c;
-	rsk_bearer_shut(s);
+	rsk_bearer_shut_in(s, r, set);
 	stranger = 0;
 	return rsk_bearer_take(r, addr, len, flags, &stranger); /* one that came meanwhile */
 }

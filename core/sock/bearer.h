@@ -18,8 +18,17 @@
 
 #include "sock.h"
 
-/* Bearer connections may be made (configured). */
+/* Bearer connections may be made (configured: unix, or auto where calls/connect.c says). */
 int rsk_bearer_allowed(void);
+
+/*
+ * Can a bearer connection carry option @level/@name, set on its socket before the connect?
+ * The socket options a unix socket keeps as a TCP socket does (SO_KEEPALIVE, buffer sizes,
+ * timeouts, SO_REUSEADDR, SO_PRIORITY, SO_RCVLOWAT), set again on it; and the TCP and IP
+ * levels, which the stand-in keeps and reads back (calls/sockopt.c). Not SO_LINGER (a unix
+ * socket's close never resets its peer) nor any other.
+ */
+int rsk_bearer_carries(int level, int name);
 
 /* The name of the rendezvous a client of TCP address @sa looks for (this process's user):
  * its length in *@un, 0 for another family. */
@@ -35,11 +44,12 @@ int rsk_bearer_listen(struct rsk_sock *s, int fd);
 /*
  * Take a bearer client queued at listener @s's rendezvous: its socket (accept4's @flags),
  * with its TCP address in @addr as accept() reports it; -EAGAIN when none is queued. A
- * @blocking accept that finds none shuts the rendezvous for good first: such an accept
- * then waits in the TCP listener's accept, where a bearer client would never be seen (it
- * takes one that came meanwhile instead).
+ * blocking accept (@set: the face's number it was called on; -1 for one that does not
+ * block) that finds none shuts the rendezvous for good first and takes it out of the face's
+ * set: such an accept then waits in the TCP listener's accept, where a bearer client would
+ * never be seen (it takes one that came meanwhile instead).
  */
-int rsk_bearer_accept(struct rsk_sock *s, int blocking, struct sockaddr *addr, socklen_t *len,
+int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, socklen_t *len,
 		      int flags);
 
 /* No new clients at @s's rendezvous (its face is gone for good: io_uring, a spawn handed

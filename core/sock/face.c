@@ -23,7 +23,10 @@ static int rsk_face_never; /* io_uring: no more faces */
 
 int rsk_face_allowed(void)
 {
+	/* (by default not in a process confined to verbs: none of its clients takes the
+	 * same-host bearer, so a face would only cost its listener an empty look per accept) */
 	return rsk_config.bearer != RSK_BEARER_NONE &&
+	       !(rsk_config.bearer == RSK_BEARER_AUTO && rsk_config.mode == RSK_MODE_VERBS) &&
 	       !__atomic_load_n(&rsk_face_never, __ATOMIC_RELAXED);
 }
 

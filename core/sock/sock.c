@@ -72,7 +72,10 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->setup_held = 0;
 	s->lst = NULL;
 	s->face_fd = s->face_on = 0;
-	s->bearer_fd = s->bearer_shut = s->app_bound = s->face_nb = 0;
+	s->bearer_fd = s->bearer_shut = s->bearer_unset = s->bearer_tcp_last = 0;
+	s->app_bound = s->app_opts = 0;
+	s->newopts = NULL;
+	s->face_nb = 0;
 	s->nepregs = 0;
 	s->base_sent = s->base_rcvd = 0;
 	s->own_sent = s->own_rcvd = 0;
@@ -90,6 +93,8 @@ static struct rsk_sock *rsk_sock_alloc(void)
 
 static void rsk_sock_free(struct rsk_sock *s)
 {
+	free(s->newopts);
+	s->newopts = NULL;
 	if ((s = rsk_spares_give(rsk_sock_spares, RSK_SOCK_SPARES, s)) == NULL)
 		return;
 	pthread_mutex_lock(&rsk_pool_lock);
@@ -223,6 +228,46 @@ void rsk_sock_opt_seen(int fd, int name, int on)
 	else
 		o = on ? (o | bit) : (o & ~bit);
 	__atomic_store_n(&s->tcpopt, o, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+/* Keep option @level/@name of new socket @s for a bearer: 0, or -1 when it cannot. */
+static int rsk_sock_newopt_keep(struct rsk_sock *s, int level, int name, const void *val,
+				socklen_t len)
+{
+	struct rsk_sock_newopt *o;
+	int i;
+
+	if (!rsk_bearer_carries(level, name) || val == NULL || len > sizeof(o->val))
+		return -1;
+	if (s->newopts == NULL && (s->newopts = calloc(1, sizeof(*s->newopts))) == NULL)
+		return -1;
+	for (i = 0; i < s->newopts->n; i++) /* (set again: the last value counts) */
+		if (s->newopts->o[i].level == level && s->newopts->o[i].name == name)
+			break;
+	if (i == RSK_SOCK_NEWOPTS)
+		return -1;
+	o = &s->newopts->o[i];
+	o->level = level;
+	o->name = name;
+	o->len = len;
+	memcpy(o->val, val, len);
+	if (i == s->newopts->n)
+		s->newopts->n++;
+	return 0;
+}
+
+void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+
+	if (s == NULL)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->state == RSK_SOCK_NEW && !__atomic_load_n(&s->app_opts, __ATOMIC_RELAXED) &&
+	    rsk_sock_newopt_keep(s, level, name, val, len) < 0)
+		__atomic_store_n(&s->app_opts, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->lock);
 	rsk_sock_put(s);
 }

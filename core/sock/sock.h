@@ -70,13 +70,20 @@ struct rsk_sock {
 	/* listening with a face (sock/face.c): its hidden TCP listener + 1 (0: none), and the
 	 * same while its numbers name the face's epoll set (0 once put back: exec, io_uring) */
 	int face_fd, face_on;
-	/* listening with a face: its bearer rendezvous + 1 (0: none; sock/bearer.c), and
-	 * whether it takes no new clients (atomic) */
-	int bearer_fd, bearer_shut;
+	/* listening with a face: its bearer rendezvous + 1 (0: none; sock/bearer.c), whether
+	 * it takes no new clients, whether it left the face's set, and whether the last
+	 * connection accepted came over TCP (calls/accept.c looks there first then; atomic) */
+	int bearer_fd, bearer_shut, bearer_unset, bearer_tcp_last;
 	/* listening with a face: its number's O_NONBLOCK as last seen, 1 set, 2 clear, 0 not
 	 * known (asked at the next accept that needs it; face.c forgets it at F_SETFL) */
 	int face_nb;
 	int app_bound; /* the application bound it (atomic): a bearer would not keep its address */
+	/* It set a socket option while new that a bearer's unix socket cannot carry, or more
+	 * than newopts holds (atomic): it connects over TCP (calls/connect.c). */
+	int app_opts;
+	/* The options it set while new that a bearer carries (sock/bearer.h), for it to set
+	 * again on its unix socket; NULL: none (under lock, made at the first). */
+	struct rsk_sock_newopts *newopts;
 	int fd_pressed; /* listening: the process is short of fds (calls/accept.c) */
 	int fd_paused;  /* listening: its listener was paused for fds once (calls/accept.c) */
 	/* listening: its port (every connection it accepts has it locally); connecting: the
@@ -133,6 +140,18 @@ struct rsk_sock {
 	struct rsk_sock *next_free;
 };
 
+/* A socket option set on a new socket, kept for a bearer to set again (newopts). */
+#define RSK_SOCK_NEWOPTS 8
+struct rsk_sock_newopt {
+	int level, name;
+	socklen_t len;
+	unsigned char val[16]; /* (a struct timeval: SO_RCVTIMEO) */
+};
+struct rsk_sock_newopts {
+	int n;
+	struct rsk_sock_newopt o[RSK_SOCK_NEWOPTS];
+};
+
 #define RSK_SOCK_OPT_KNOWN 1
 #define RSK_SOCK_OPT_NODELAY 2
 #define RSK_SOCK_OPT_CORK 4
@@ -151,6 +170,10 @@ int rsk_sock_getfl(struct rsk_sock *s, int fd, int cmd);
  * succeeded. Any other @cmd (a dup's, FIONBIO's: 0) makes them unknown. */
 void rsk_sock_fl_seen(int fd, int cmd, unsigned long arg);
 /* The application bound tracked socket @fd (bind() succeeded). */
+/* The application set option @level/@name to @val (@len bytes) on tracked @fd,
+ * successfully: kept in newopts while the socket is new, if a bearer carries it (else
+ * app_opts). */
+void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t len);
 void rsk_sock_bind_seen(int fd);
 
 /* Is this (domain, type) a socket the library manages? (AF_INET/AF_INET6 stream only.) */

@@ -10,6 +10,7 @@
 #include "base/statseg.h"
 #include "base/sys.h"
 #include "conn/conn.h"
+#include "face.h"
 #include "sock.h"
 #include "sockstat.h"
 
@@ -39,11 +40,12 @@ static void rsk_sockstat_kernel(struct rsk_sock *s, int fd, struct rsk_statseg_s
 {
 	struct sockaddr_storage local, peer;
 	socklen_t llen = sizeof(local), plen = sizeof(peer);
+	int k = rsk_face_kfd(fd); /* (a listener's face: its TCP listener has the names) */
 
 	memset(&local, 0, sizeof(local));
 	memset(&peer, 0, sizeof(peer));
-	if (rsk_sys_getsockname(fd, (struct sockaddr *)&local, &llen) == 0) {
-		if (rsk_sys_getpeername(fd, (struct sockaddr *)&peer, &plen) < 0)
+	if (rsk_sys_getsockname(k, (struct sockaddr *)&local, &llen) == 0) {
+		if (rsk_sys_getpeername(k, (struct sockaddr *)&peer, &plen) < 0)
 			peer.ss_family = AF_UNSPEC;
 		rsk_statseg_set_addrs(r, &local, &peer);
 	}

@@ -6,10 +6,12 @@ server PORTFILE N [blocking|wildcard]: listen on 127.0.0.1 (wildcard: 0.0.0.0) a
   port, written to PORTFILE; serve N connections, each read to EOF and answered with the
   byte count and SHA-256 of what came, then closed. Accepts from a non-blocking listener in
   a selectors loop (nginx, redis), or "blocking" in a blocking accept (thread-per-connection
-  servers). Checks every accepted socket's names and family as TCP's.
+  servers), or "select": blocking accepts, each after select() says the listener is readable
+  (iperf3), which must not say so once nobody is queued. Checks every accepted socket's names and family as TCP's.
 client PORT N: N connections, blocking and non-blocking ones in turn (EINPROGRESS, then
   writable, SO_ERROR 0, and connect() again says EISCONN, which Python reports as 0), with TCP_NODELAY set and read
-  back, payloads from 1 byte to 1 MiB, a half close (shutdown SHUT_WR) and the answer
+  back (every fourth set before its connect), the first bytes of every fourth sent with
+  sendto and sendmsg naming an address (which a connected TCP socket ignores), payloads from 1 byte to 1 MiB, a half close (shutdown SHUT_WR) and the answer
   checked; names as TCP's.
 Prints "server ok N" / "client ok N", or what went wrong (exit 1)."""
 import errno
@@ -72,12 +74,17 @@ def server(portfile, total, how):
         f.write("%d\n" % lport)
     os.rename(portfile + ".tmp", portfile)
     done = 0
-    if how == "blocking":
+    if how in ("blocking", "select"):
         l.setblocking(True)  # (a timeout would make Python poll a non-blocking socket)
         while done < total:
+            if how == "select" and not select.select([l], [], [], 30)[0]:
+                raise SystemExit("server: no client for 30 s after %d" % done)
             c, a = l.accept()
             serve_one(c, a, lport)
             done += 1
+        # nobody left: the listener must not say readable (a blocking accept would hang)
+        if how == "select" and select.select([l], [], [], 0)[0]:
+            raise SystemExit("server: the listener is readable with nobody queued")
     else:
         l.setblocking(False)
         sel = selectors.DefaultSelector()
@@ -118,6 +125,13 @@ def client(port, total):
     for i in range(total):
         if i % 2:
             s = connect_nonblocking(port)
+        elif i % 4 == 2:  # TCP_NODELAY set before the connect reads back set after it
+            s = socket.socket()
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.settimeout(20)
+            s.connect(("127.0.0.1", port))
+            if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0:
+                raise SystemExit("client %d: TCP_NODELAY set before connect reads 0" % i)
         else:
             s = socket.create_connection(("127.0.0.1", port), timeout=20)
         s.settimeout(20)
@@ -126,7 +140,15 @@ def client(port, total):
         if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0:
             raise SystemExit("client %d: TCP_NODELAY set but reads 0" % i)
         p = payload(i)
-        s.sendall(p)
+        if i % 4 == 0:  # a connected TCP socket ignores an address given to sendto/sendmsg
+            if s.sendto(p[:1], ("127.0.0.2", 9)) != 1:
+                raise SystemExit("client %d: sendto with an address" % i)
+            if len(p) > 1 and s.sendmsg([p[1:2]], [], 0, ("127.0.0.1", 1)) != 1:
+                raise SystemExit("client %d: sendmsg with an address" % i)
+            p_rest = p[2:]
+        else:
+            p_rest = p
+        s.sendall(p_rest)
         s.shutdown(socket.SHUT_WR)
         got = b""
         while True:

@@ -59,6 +59,9 @@ def totals(path, prog):
             conns[t] = conns.get(t, 0) + n
         for r, n in o["fallbacks"].items():
             fbs[r] = fbs.get(r, 0) + n
+        # the same-host bearer's (the default's for short connections): a path of its own
+        if o.get("bearer_connections", 0):
+            conns["bearer"] = conns.get("bearer", 0) + o["bearer_connections"]
     return conns, fbs
 PY
 )
@@ -98,7 +101,8 @@ PY
 # assert_path PROGRAM TOTAL TRANSPORT [ITEM...]: the processes of PROGRAM made exactly TOTAL
 # connections, on TRANSPORT but for what the ITEMs allow: "REASON" any number of fallbacks
 # of that reason, "REASON:MAX" at most MAX of them, "OTHER_TRANSPORT:MAX" at most MAX
-# connections there. Fallbacks of reasons not named, and connections on transports not named,
+# connections there ("bearer": the same-host bearer's, stats bearer_connections; without
+# :MAX any number). Fallbacks of reasons not named, and connections on transports not named,
 # fail it. Prints the counts: which path carried the connections.
 assert_path() {
 	scale_py "$RSK_STATS" "$@" <<'PY' || fail "stats of $1: not the path this variant claims"
@@ -113,7 +117,8 @@ errs = []
 if sum(conns.values()) != total:
     errs.append("%d connections, not %d" % (sum(conns.values()), total))
 for t, n in conns.items():
-    if t != want and t != "kernel" and n > (limit.get(t) or 0):
+    if t != want and t != "kernel" and n and (t not in limit or
+                                              (limit[t] is not None and n > limit[t])):
         errs.append("%d on %s (allowed: %s)" % (n, t, limit.get(t, 0)))
 for r, n in fbs.items():
     if n and r not in limit:

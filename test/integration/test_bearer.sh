@@ -9,7 +9,8 @@
 # - a blocking server: its first blocking accept that finds nobody shuts the rendezvous, so
 #   at most the one client already queued takes the bearer, and every other goes TCP;
 # - a server without the library: the client finds no rendezvous and takes TCP;
-# - the bearer off (RDMASOCK_BEARER=face): no bearer connection.
+# - the bearer off (RDMASOCK_BEARER=face): no bearer connection;
+# - the default (auto): short connections take it once the history has a verdict.
 . "$(dirname "$0")/lib.sh"
 need python3
 prog=$(dirname "$0")/bearer_echo.py
@@ -65,9 +66,33 @@ run blocking pre pre blocking
 [ "$SRV" -le 1 ] && [ "$CLI" = "$SRV" ] ||
 	fail "blocking: a blocking server took more than the one queued client from the bearer"
 
+# A server that waits in select() before each blocking accept (iperf3), its clients over TCP
+# (without the library): its first accept finds the rendezvous empty and shuts it, and the
+# listener must not stay readable after that (it did, for ever: iperf3's server then blocked
+# in an accept nobody came to, with its test's streams waiting). bearer_echo.py's server
+# checks that the listener is not readable at the end. Its clients through the bearer come
+# before any blocking accept looks, so they all take it.
+run select pre "" select
+[ "$SRV" = 0 ] || fail "select: bearer connections from clients without the library"
+run select_bearer pre pre select
+[ "$SRV" = "$N" ] && [ "$CLI" = "$N" ] || fail "select_bearer: not every connection took the bearer"
+
 run server_plain "" pre
 [ "$CLI" = 0 ] || fail "server_plain: the client found a rendezvous nobody made"
 
 run face_only pre pre "" face
 [ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "face_only: bearer connections with the bearer off"
+
+# The default (auto): the bearer only once the destination's history says its connections
+# end short (after the first few, set up on shm; one in eight still on TCP first), and never
+# where every connection is set up at connect (the shm variant: RDMASOCK_TCP_FIRST=off).
+run auto pre pre "" auto
+RSK_STATS=$RSK_TMP/stats.auto.cli
+direct=$(stats_get connections shm)
+if [ "$RSK_TCP_FIRST" = off ]; then
+	[ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "auto: bearer connections with TCP first off"
+else
+	[ "$CLI" -ge $((N / 2)) ] && [ "$SRV" = "$CLI" ] && [ "$direct" -ge 1 ] ||
+		fail "auto: $CLI of $N connections on the bearer (server $SRV), $direct set up on shm"
+fi
 echo "PASS"

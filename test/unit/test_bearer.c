@@ -5,7 +5,9 @@
  * with its flags kept, the accept gives it with the client's TCP address, and both ends
  * answer getsockname, getpeername and SO_DOMAIN as TCP sockets; a wildcard listener is found
  * at 127.0.0.1; a stranger's connection (no stand-in name) is turned away; a blocking accept
- * that finds nobody shuts the rendezvous for new clients, which then take TCP; a client
+ * that finds nobody shuts the rendezvous for new clients, which then take TCP, and takes it
+ * out of the face's set (not readable for ever); a non-blocking face whose last client came
+ * over TCP looks there first and at the rendezvous after TCP's EAGAIN; a client
  * finds no rendezvous where the face alone is configured, or the listener is gone; and a
  * connect() again on a bearer connection says EISCONN, as TCP's.
  */
@@ -86,7 +88,7 @@ static void test_connect_accept_names(void **state)
 	assert_true(fcntl(c, F_GETFD) & FD_CLOEXEC);
 	assert_false(fcntl(c, F_GETFL) & O_NONBLOCK);
 	assert_true(readable(l, 1000)); /* the face wakes for it */
-	s = rsk_accept_bearer(l, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+	s = rsk_accept_bearer(l, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC, &(int){0});
 	assert_true(s >= 0);
 	assert_int_equal(rsk_stats.bearer_connections, before + 2);
 	/* the client's TCP address, as its own getsockname says it */
@@ -111,7 +113,7 @@ static void test_connect_accept_names(void **state)
 	assert_int_equal(read(s, b, 4), 4);
 	assert_memory_equal(b, "ping", 4);
 	assert_int_equal(rsk_opt_plain_connect_err(c, -EINVAL), -EISCONN);
-	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0), -EAGAIN); /* nobody else */
+	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0, &(int){0}), -EAGAIN); /* nobody else */
 	close(s);
 	close(c);
 	ucl_close(l);
@@ -126,7 +128,7 @@ static void test_nonblocking_client(void **state)
 	c = bearer_client(&a, SOCK_NONBLOCK, &rc);
 	assert_int_equal(rc, 1); /* the caller says EINPROGRESS */
 	assert_true(fcntl(c, F_GETFL) & O_NONBLOCK);
-	s = rsk_accept_bearer(l, NULL, NULL, SOCK_NONBLOCK);
+	s = rsk_accept_bearer(l, NULL, NULL, SOCK_NONBLOCK, &(int){0});
 	assert_true(s >= 0);
 	assert_true(fcntl(s, F_GETFL) & O_NONBLOCK);
 	assert_false(fcntl(s, F_GETFD) & FD_CLOEXEC);
@@ -151,7 +153,7 @@ static void test_wildcard_listener(void **state)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c = bearer_client(&a, 0, &rc);
 	assert_int_equal(rc, 0);
-	s = rsk_accept_bearer(fd, NULL, NULL, 0);
+	s = rsk_accept_bearer(fd, NULL, NULL, 0, &(int){0});
 	assert_true(s >= 0);
 	len = sizeof(name);
 	assert_int_equal(rsk_opt_plain_name(s, (struct sockaddr *)&name, &len, 0), 0);
@@ -175,7 +177,7 @@ static void test_stranger_turned_away(void **state)
 	assert_int_equal(connect(u, (struct sockaddr *)&un, n), 0); /* no stand-in name */
 	c = bearer_client(&a, 0, &rc); /* a real client behind it */
 	assert_int_equal(rc, 0);
-	s = rsk_accept_bearer(l, NULL, NULL, 0);
+	s = rsk_accept_bearer(l, NULL, NULL, 0, &(int){0});
 	assert_true(s >= 0); /* the stranger was closed, the client taken */
 	assert_int_equal(read(u, &b, 1), 0);
 	assert_int_equal(write(c, "x", 1), 1);
@@ -195,13 +197,13 @@ static void test_blocking_accept_shuts(void **state)
 	assert_false(fcntl(l, F_GETFL) & O_NONBLOCK); /* a blocking listener */
 	c = bearer_client(&a, 0, &rc);
 	assert_int_equal(rc, 0);
-	s = rsk_accept_bearer(l, NULL, NULL, 0); /* one waits: taken, nothing shut */
+	s = rsk_accept_bearer(l, NULL, NULL, 0, &(int){0}); /* one waits: taken, nothing shut */
 	assert_true(s >= 0);
 	assert_false(ucl_sock(l)->bearer_shut);
 	close(s);
 	close(c);
 	/* nobody waits: this accept will wait in the TCP listener, so no new bearer client */
-	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0), -EAGAIN);
+	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0, &(int){0}), -EAGAIN);
 	assert_true(ucl_sock(l)->bearer_shut);
 	c = bearer_client(&a, 0, &rc);
 	assert_true(rc < 0);

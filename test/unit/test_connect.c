@@ -8,7 +8,9 @@
  * connect's bookkeeping (connect_done, SO_ERROR settling a pending non-blocking connect);
  * the limit on setups in progress (a burst of non-blocking connects: the ones past it start
  * on TCP, and every way a setup ends gives its place back); what a direct connection tells
- * the destination history at its close (its age counts from its calls, not its connect).
+ * the destination history at its close (its age counts from its calls, not its connect);
+ * when the default bearer (auto) takes a connection, and how a missing rendezvous is
+ * remembered.
  * The dial_sync path (verbs) needs a device and is left to the Soft-RoCE guest.
  */
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -656,6 +659,152 @@ static void test_direct_age_counts_from_calls(void **state)
 
 #define T(f) cmocka_unit_test_setup(f, setup)
 
+/* A listener on 127.0.0.1:@port, as ucl_listen makes one (with the face and bearer the
+ * configuration of the moment gives it), on a port a listener before it had. */
+static int listen_again(const struct sockaddr_in *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(bind(fd, (const struct sockaddr *)a, sizeof(*a)), 0);
+	assert_int_equal(rsk_sock_track(fd, AF_INET, RSK_SOCK_NEW), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	rsk_accept_listen_done(fd, 64);
+	return fd;
+}
+
+/* @n connects to @a, each closed at once (a bearer one accepted from listener @l first):
+ * how many took the bearer (the number names a unix socket); each other one is TCP first's. */
+static int bearer_connects(int l, const struct sockaddr_in *a, int n)
+{
+	int i, fd, sv, bearer = 0;
+	struct rsk_sock *s;
+
+	for (i = 0; i < n; i++) {
+		fd = ucl_socket(0);
+		assert_int_equal(ucl_connect(fd, a, NULL), 0);
+		if ((s = rsk_sock_get(fd)) == NULL) { /* the kernel's unix socket: untracked */
+			bearer++;
+			sv = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+			assert_true(sv >= 0);
+			close(sv);
+			close(fd);
+			continue;
+		}
+		assert_int_equal(s->fb_reason, RDMASOCK_FB_TCP_FIRST);
+		rsk_sock_put(s);
+		ucl_close(fd);
+	}
+	return bearer;
+}
+
+/*
+ * RDMASOCK_BEARER=auto, the default: a connect takes the same-host bearer only where TCP
+ * first would keep it on TCP (a destination whose connections end short), and one in eight
+ * of those still starts on TCP first (its end keeps the history true); none without a
+ * verdict or to a destination whose connections live on. A destination whose listener has
+ * no rendezvous is marked at the first refusal, and only the one-in-eight tries it again, so
+ * a rendezvous that appears later is found.
+ */
+static void test_bearer_auto(void **state)
+{
+	struct sockaddr_in a;
+	int l, fd, i, n;
+
+	(void)state;
+	rsk_config.bearer = RSK_BEARER_AUTO;
+	rsk_config.tcp_first = RSK_TCP_FIRST_AUTO;
+	rsk_hist_clear();
+	l = ucl_listen(&a);
+	assert_int_not_equal(ucl_sock(l)->bearer_fd, 0);
+	/* no verdict yet: a direct setup, not the bearer */
+	fd = ucl_socket(0);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_non_null(ucl_sock(fd)->conn);
+	ucl_close(fd);
+	/* short: the bearer, bar the sampled ones (1 in 8, evenly spread: 2-4 of 24) */
+	for (i = 0; i < 8; i++)
+		rsk_hist_note((struct sockaddr *)&a, 1);
+	n = bearer_connects(l, &a, 24);
+	assert_in_range(n, 20, 22);
+	assert_false(rsk_hist_no_bearer((struct sockaddr *)&a));
+	/* connections that live on: direct again */
+	for (i = 0; i < 8; i++)
+		rsk_hist_note((struct sockaddr *)&a, 0);
+	fd = ucl_socket(0);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_non_null(ucl_sock(fd)->conn);
+	ucl_close(fd);
+	ucl_close(l);
+
+	/* no rendezvous (a listener without the bearer): marked, and seldom tried */
+	rsk_config.bearer = RSK_BEARER_FACE;
+	l = listen_again(&a);
+	assert_int_equal(ucl_sock(l)->bearer_fd, 0);
+	rsk_config.bearer = RSK_BEARER_AUTO;
+	for (i = 0; i < 8; i++)
+		rsk_hist_note((struct sockaddr *)&a, 1);
+	assert_int_equal(bearer_connects(l, &a, 3), 0);
+	assert_true(rsk_hist_no_bearer((struct sockaddr *)&a));
+	ucl_close(l);
+	/* the server comes back with its rendezvous: a sampled try finds it, and the rest follow */
+	l = listen_again(&a);
+	assert_int_not_equal(ucl_sock(l)->bearer_fd, 0);
+	for (i = 0; i < 16 && rsk_hist_no_bearer((struct sockaddr *)&a); i++)
+		(void)bearer_connects(l, &a, 1);
+	assert_false(rsk_hist_no_bearer((struct sockaddr *)&a));
+	assert_in_range(bearer_connects(l, &a, 16), 13, 15);
+	ucl_close(l);
+	rsk_hist_clear();
+}
+
+/* A bearer connection keeps the options set before its connect that a unix socket can carry
+ * (TCP_NODELAY and TCP_KEEPIDLE read back from the stand-in's table, SO_KEEPALIVE and
+ * SO_RCVTIMEO from the unix socket itself); one it cannot (SO_LINGER: a unix socket's close
+ * never resets its peer) keeps the connection off the bearer. */
+static void test_bearer_options_before_connect(void **state)
+{
+	struct sockaddr_in a;
+	struct timeval tv = {.tv_sec = 7}, got;
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	int l, fd, sv, v = 0;
+	socklen_t len = sizeof(v);
+
+	(void)state;
+	rsk_config.bearer = RSK_BEARER_UNIX;
+	l = ucl_listen(&a);
+	fd = ucl_socket(0);
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_KEEPIDLE, &(int){33}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(fd, SOL_SOCKET, SO_KEEPALIVE, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_null(rsk_sock_get(fd)); /* the bearer's */
+	assert_int_equal(rsk_opt_plain_get(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+	assert_int_equal(v, 1);
+	len = sizeof(v);
+	assert_int_equal(rsk_opt_plain_get(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
+	assert_int_equal(v, 33);
+	len = sizeof(v);
+	assert_int_equal(rsk_opt_plain_get(fd, SOL_SOCKET, SO_KEEPALIVE, &v, &len), 0);
+	assert_int_equal(v, 1);
+	len = sizeof(got);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &got, &len), 0);
+	assert_int_equal(got.tv_sec, 7);
+	sv = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(sv >= 0);
+	close(sv);
+	close(fd);
+	fd = ucl_socket(0);
+	assert_int_equal(rsk_opt_plain_set(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_non_null(ucl_sock(fd)->conn); /* set up on shm, not the bearer */
+	ucl_close(fd);
+	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0, &(int){0}), -EAGAIN); /* nobody there */
+	ucl_close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +824,8 @@ int main(void)
 		T(test_setup_limit_lived),
 		T(test_setup_limit_ends),
 		T(test_direct_age_counts_from_calls),
+		T(test_bearer_auto),
+		T(test_bearer_options_before_connect),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);

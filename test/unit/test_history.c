@@ -3,7 +3,8 @@
  * verdict once enough connections to a destination ended (most of the last few short: start
  * on TCP), per destination; the count of setups in progress and its limit; that the two
  * spellings of an IPv4 destination share a history, that a look and a note take no lock,
- * and where a connection's age counts from.
+ * and where a connection's age counts from; the mark of a destination without a bearer's
+ * rendezvous.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -186,6 +187,30 @@ static void test_age_marks_after_calls(void **state)
 
 #define T(f) cmocka_unit_test_setup(f, setup)
 
+/* The mark "no rendezvous there" (a bearer connect refused): only on a destination with a
+ * history, kept while its connections are noted, and for that destination alone. */
+static void test_no_bearer_mark(void **state)
+{
+	struct sockaddr_in a = dst(7100), b = dst(7101);
+	int i;
+
+	(void)state;
+	rsk_hist_set_no_bearer(SA(a), 1);
+	assert_false(rsk_hist_no_bearer(SA(a))); /* no history: nothing to keep it with */
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(a), 1);
+	rsk_hist_set_no_bearer(SA(a), 1);
+	assert_true(rsk_hist_no_bearer(SA(a)));
+	assert_false(rsk_hist_no_bearer(SA(b)));
+	for (i = 0; i < 8; i++)
+		rsk_hist_note(SA(a), i & 1);
+	assert_true(rsk_hist_no_bearer(SA(a))); /* notes keep it */
+	assert_int_equal(rsk_hist_verdict(SA(a)), 0); /* and it does not change the verdict */
+	rsk_hist_set_no_bearer(SA(a), 0);
+	assert_false(rsk_hist_no_bearer(SA(a)));
+	assert_int_equal(rsk_hist_verdict(SA(a)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -196,6 +221,7 @@ int main(void)
 		T(test_v4_mapped_folds),
 		T(test_no_lock),
 		T(test_age_marks_after_calls),
+		T(test_no_bearer_mark),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,6 +65,7 @@ static int setup(void **state)
 	rsk_config_defaults(&rsk_config);
 	rsk_config.mode = RSK_MODE_SHM;
 	rsk_config.tcp_first = RSK_TCP_FIRST_ON;
+	rsk_config.bearer = RSK_BEARER_NONE; /* (accepts on the number: no face) */
 	rsk_config.upgrade_bytes = 1000;
 	rsk_config.upgrade_ms = 600000; /* only the bytes decide, unless a test says */
 	rsk_config.spin_us = 0;

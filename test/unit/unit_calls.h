@@ -136,12 +136,15 @@ static inline int ucl_group_setup(void **state)
 	return rsk_evloop_start() < 0 ? -1 : 0;
 }
 
-/* Each test: default configuration, shm set up at connect (no TCP first), counters zero. */
+/* Each test: default configuration, shm set up at connect (no TCP first), counters zero,
+ * and no listener's face: ucl_accept accepts on the number itself, which a face makes an
+ * epoll set (test_face and test_bearer turn it on, and accept through it). */
 static inline void ucl_config_shm(void)
 {
 	rsk_config_defaults(&rsk_config);
 	rsk_config.mode = RSK_MODE_SHM;
 	rsk_config.tcp_first = RSK_TCP_FIRST_OFF;
+	rsk_config.bearer = RSK_BEARER_NONE;
 	rsk_stats_reset();
 }
 
