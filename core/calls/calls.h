@@ -20,14 +20,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc);
 
 struct rsk_sock;
 
-/*
- * The application saw @s's connect finish (asked SO_ERROR, connected again, made a data
- * call) or closed it: a direct setup it held is no longer in progress (history.h,
- * RSK_HIST_SETUPS). Once per setup however many threads get here.
- */
-void rsk_connect_seen(struct rsk_sock *s);
-
-/* connect() again on accelerated @fd (it reports EISCONN): as rsk_connect_seen. */
+/* connect() again on accelerated @fd (it reports EISCONN): as rsk_hist_setup_seen. */
 void rsk_connect_again(int fd);
 
 /* Client side: the kernel connect() on @fd returned @rc (0 or -errno). */

@@ -78,20 +78,13 @@ static int rsk_connect_tcp_first(struct rsk_sock *s, int fd, const struct rsk_cm
 	return -1;
 }
 
-void rsk_connect_seen(struct rsk_sock *s)
-{
-	if (__atomic_load_n(&s->setup_held, __ATOMIC_RELAXED) &&
-	    __atomic_exchange_n(&s->setup_held, 0, __ATOMIC_ACQ_REL))
-		rsk_hist_setup_end();
-}
-
 void rsk_connect_again(int fd)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);
 
 	if (s == NULL)
 		return;
-	rsk_connect_seen(s);
+	rsk_hist_setup_seen(s);
 	rsk_sock_put(s);
 }
 
@@ -355,7 +348,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 		s->fb_reason = (enum rdmasock_fallback)why;
 		rsk_dbg("fd %d: connect stays on the kernel (%s)", fd, rsk_fallback_name(why));
 		rsk_client_undo(&u);
-		rsk_connect_seen(s); /* no setup (any taken above) */
+		rsk_hist_setup_seen(s); /* no setup (any taken above) */
 		rsk_sock_put(s);
 		return 0;
 	}
@@ -364,7 +357,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 	/* Only a setup that went on past this call is in progress: connected at once, failed
 	 * or left on TCP (a withdrawn offer), it is over. */
 	if (*rc != -EINPROGRESS || s->conn == NULL)
-		rsk_connect_seen(s);
+		rsk_hist_setup_seen(s);
 	rsk_sock_put(s);
 	return 1;
 }

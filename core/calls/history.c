@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/config.h"
+#include "sock/sock.h"
 #include "history.h"
 
 #define RSK_HIST_SLOTS 256
@@ -184,6 +185,13 @@ int rsk_hist_setup_begin(void)
 void rsk_hist_setup_end(void)
 {
 	__atomic_sub_fetch(&rsk_hist_nsetups, 1, __ATOMIC_ACQ_REL);
+}
+
+void rsk_hist_setup_seen(struct rsk_sock *s)
+{
+	if (__atomic_load_n(&s->setup_held, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&s->setup_held, 0, __ATOMIC_ACQ_REL))
+		rsk_hist_setup_end();
 }
 
 int rsk_hist_setups(void)

@@ -72,6 +72,13 @@ void rsk_hist_set_no_bearer(const struct sockaddr *dest, int none);
 int rsk_hist_setup_begin(void);
 /* One taken with rsk_hist_setup_begin ended. */
 void rsk_hist_setup_end(void);
+/*
+ * The application saw @s's connect finish (asked SO_ERROR, connected again, made a data
+ * call) or closed it: a direct setup it held (s->setup_held) is no longer in progress. Once
+ * per setup however many threads get here.
+ */
+struct rsk_sock;
+void rsk_hist_setup_seen(struct rsk_sock *s);
 /* Setups in progress now (tests, rdmasock stat). */
 int rsk_hist_setups(void);
 

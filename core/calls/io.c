@@ -179,7 +179,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	}
 	x->c = x->s->conn;
 	if (rsk_unlikely(__atomic_load_n(&x->s->setup_held, __ATOMIC_RELAXED)))
-		rsk_connect_seen(x->s); /* a data call: the connect is over for the application */
+		rsk_hist_setup_seen(x->s); /* a data call: the connect is over for the application */
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);
 	x->deadline = timeo_us ? rsk_now_us() + timeo_us : 0;
 	return 0;

@@ -475,7 +475,7 @@ static void rsk_life_closed(struct rsk_sock *s, int fd)
 	struct rsk_conn *c = s->conn;
 	uint64_t bytes;
 
-	rsk_connect_seen(s); /* closed before the application saw its connect finish */
+	rsk_hist_setup_seen(s); /* closed before the application saw its connect finish */
 	rsk_life_end_lent(s, fd);
 	if (s->upg != NULL) {
 		rsk_upg_release(s, fd);

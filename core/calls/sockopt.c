@@ -29,6 +29,7 @@
 #include "sock/face.h"
 #include "sock/sock.h"
 #include "calls.h"
+#include "history.h"
 #include "sockopt.h"
 
 /* ---- the template sockets and the verdict cache (per process) ---- */
@@ -316,7 +317,7 @@ int rsk_opt_get(int fd, int level, int name, void *val, socklen_t *len)
 	if (c == NULL)
 		return -EBADF;
 	if (level == SOL_SOCKET && name == SO_ERROR)
-		rsk_connect_seen(s); /* a non-blocking connect's result: its setup is over */
+		rsk_hist_setup_seen(s); /* a non-blocking connect's result: its setup is over */
 	rsk_conn_lock(c);
 	own = rsk_opt_own(c, level, name, val, len, &rc);
 	k = own ? NULL : rsk_opt_find(c, level, name);

@@ -64,7 +64,7 @@ struct rsk_sock {
 	int tcp_lent;
 	unsigned int forks_at_lend;
 	/* connected here: a direct setup the application has not seen finish yet holds one of
-	 * the process's setups in progress (calls/connect.c, rsk_connect_seen; atomic) */
+	 * the process's setups in progress (calls/connect.c, rsk_hist_setup_seen; atomic) */
 	int setup_held;
 	struct rsk_listener *lst;   /* listening, with the transports' listeners beside it */
 	/* listening with a face (sock/face.c): its hidden TCP listener + 1 (0: none), and the
