@@ -56,9 +56,10 @@ stats_summary
 # Two preloaded runs; in each the client's own connections are 3 of every 4 cycles (the 4th
 # is a spawned process that dies by SIGKILL, without a stats line), the server accepts all.
 # On auto, short connections start on TCP and stay there by policy (tcp_first, and no_peer on
-# the server): those are explained; the shm variant sets every connection up at connect.
+# the server), or take the default same-host bearer once their destination has a verdict:
+# those are explained; the shm variant sets every connection up at connect.
 if [ "$RSK_TEST_TRANSPORT" = auto ]; then
-	assert_conns stale shm 0 tcp_first no_peer
+	assert_conns stale shm 0 tcp_first no_peer bearer
 else
 	assert_conns stale "$RSK_EXPECT" $((2 * (SEQ + CONC_CYCLES)))
 fi
