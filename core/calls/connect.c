@@ -265,10 +265,7 @@ static int rsk_connect_bearer(struct rsk_sock *s, int fd, const struct sockaddr 
 		return 0;
 	__atomic_store_n(&s->accounted, 1, __ATOMIC_RELEASE); /* no TCP bytes to count */
 	/* The options set before it, set again on the unix socket (read back as set). */
-	pthread_mutex_lock(&s->lock);
-	opts = s->newopts;
-	s->newopts = NULL;
-	pthread_mutex_unlock(&s->lock);
+	opts = rsk_sock_newopts_take(s);
 	(void)rsk_sock_release_fd(fd);
 	rsk_opt_standin_adopt(fd, opts);
 	free(opts);
@@ -334,6 +331,7 @@ int rsk_connect(int fd, const struct sockaddr *addr, socklen_t len, int *rc)
 		rsk_sock_put(s);
 		return 1;
 	}
+	free(rsk_sock_newopts_take(s)); /* (kept for a bearer's connect only) */
 	if (why < 0 && s->upg == NULL && (first = rsk_connect_tcp_first(s, fd, u.cm, addr)) >= 0 &&
 	    rsk_upg_client(s, fd, addr, len, u.cm) == 0)
 		why = first; /* the kernel connect; it may move later */

@@ -258,6 +258,19 @@ static int rsk_sock_newopt_keep(struct rsk_sock *s, int level, int name, const v
 	return 0;
 }
 
+struct rsk_sock_newopts *rsk_sock_newopts_take(struct rsk_sock *s)
+{
+	struct rsk_sock_newopts *o;
+
+	if (__atomic_load_n(&s->newopts, __ATOMIC_RELAXED) == NULL)
+		return NULL; /* (most sockets: no lock) */
+	pthread_mutex_lock(&s->lock);
+	o = s->newopts;
+	s->newopts = NULL;
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
 void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct rsk_sock *s = rsk_sock_get(fd);

@@ -169,11 +169,13 @@ int rsk_sock_getfl(struct rsk_sock *s, int fd, int cmd);
 /* The application changed tracked @fd's flags: fcntl @cmd (F_SETFL, F_SETFD) with @arg
  * succeeded. Any other @cmd (a dup's, FIONBIO's: 0) makes them unknown. */
 void rsk_sock_fl_seen(int fd, int cmd, unsigned long arg);
-/* The application bound tracked socket @fd (bind() succeeded). */
 /* The application set option @level/@name to @val (@len bytes) on tracked @fd,
  * successfully: kept in newopts while the socket is new, if a bearer carries it (else
  * app_opts). */
 void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t len);
+/* @s's newopts, taken (the caller frees them; NULL: none): only its connect needs them. */
+struct rsk_sock_newopts *rsk_sock_newopts_take(struct rsk_sock *s);
+/* The application bound tracked socket @fd (bind() succeeded). */
 void rsk_sock_bind_seen(int fd);
 
 /* Is this (domain, type) a socket the library manages? (AF_INET/AF_INET6 stream only.) */
