@@ -87,14 +87,21 @@ sc_ib_send_bw() {
 }
 
 # ib_bw_once: one server and one client run of ib_send_bw; both must exit 0. The client
-# retries while its server lives (rdma_cm listeners do not show in /proc/net/tcp).
+# retries while its server lives (rdma_cm listeners do not show in /proc/net/tcp), but not
+# after it crashed or hung (a signal, or its 25 s bound): perftest's client once died of
+# SIGSEGV under TCG (CI, 2026-12-06; no library in it), and every retry against the server
+# it left then hung until the scenario's bound. That attempt ends, and the next one gets a
+# fresh server.
 ib_bw_once() {
-	local spid i rc=1
+	local spid i rc=1 crc
 	ib_send_bw -R -d rxe1 -n 500 -s 4096 -p 18515 >/tmp/bw-server.log 2>&1 &
 	spid=$!
 	for ((i = 1; i <= 40; i++)); do
-		ib_send_bw -R -d rxe0 -n 500 -s 4096 -p 18515 "$RSK_ADDR2" \
-			>/tmp/bw-client.log 2>&1 && { rc=0; break; }
+		timeout -s KILL 25 ib_send_bw -R -d rxe0 -n 500 -s 4096 -p 18515 "$RSK_ADDR2" \
+			>/tmp/bw-client.log 2>&1
+		crc=$?
+		[ "$crc" = 0 ] && { rc=0; break; }
+		[ "$crc" -ge 124 ] && { echo "ib_send_bw client: status $crc" >&2; break; }
 		kill -0 "$spid" 2>/dev/null || break
 		sleep 0.25
 	done
@@ -193,6 +200,8 @@ sc_apps() {
 scenario devices sc_devices
 scenario env sc_env
 scenario rping sc_rping
+# (up to 3 attempts, each a fresh server: the default 60 s bound fits one hung attempt only)
+SCENARIO_TIMEOUT_ib_send_bw=${SCENARIO_TIMEOUT_ib_send_bw:-100}
 scenario ib_send_bw sc_ib_send_bw
 scenario tcp_kernel sc_tcp_kernel
 scenario rsocket_preload sc_rsocket_preload
