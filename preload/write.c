@@ -68,6 +68,19 @@ static __attribute__((noinline)) ssize_t rsk_send_unnamed(int fd, const struct m
 	return RSK_REAL(sendmsg)(fd, &m, flags);
 }
 
+/* sendmsg on @fd, accelerated or not (a stand-in's EISCONN for an address answered as TCP's). */
+static inline ssize_t rsk_sendmsg_any(int fd, const struct msghdr *msg, int flags)
+{
+	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
+		ssize_t rc = RSK_REAL(sendmsg)(fd, msg, flags);
+
+		if (rsk_unlikely(rc < 0 && msg != NULL && msg->msg_name != NULL && errno == EISCONN))
+			return rsk_send_unnamed(fd, msg, flags);
+		return rc;
+	}
+	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
+}
+
 RSK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
 			  socklen_t alen)
 {
@@ -97,14 +110,7 @@ static __attribute__((noinline)) ssize_t rsk_sendmsg_faces(int fd, const struct 
 
 	if (rsk_face_msg(msg, &m, cm, sizeof(cm)))
 		msg = &m;
-	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
-		ssize_t rc = RSK_REAL(sendmsg)(fd, msg, flags);
-
-		if (rsk_unlikely(rc < 0 && msg != NULL && msg->msg_name != NULL && errno == EISCONN))
-			return rsk_send_unnamed(fd, msg, flags);
-		return rc;
-	}
-	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
+	return rsk_sendmsg_any(fd, msg, flags);
 }
 
 RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -115,14 +121,7 @@ RSK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 		if (rsk_face_live)
 			return rsk_sendmsg_faces(fd, msg, flags);
 	}
-	if (rsk_likely(!rsk_fdtab_is_data(rsk_fdtab_load(fd)))) {
-		ssize_t rc = RSK_REAL(sendmsg)(fd, msg, flags);
-
-		if (rsk_unlikely(rc < 0 && msg != NULL && msg->msg_name != NULL && errno == EISCONN))
-			return rsk_send_unnamed(fd, msg, flags);
-		return rc;
-	}
-	return rsk_ret(rsk_io_sendmsg(fd, msg, flags));
+	return rsk_sendmsg_any(fd, msg, flags);
 }
 
 RSK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
