@@ -236,13 +236,17 @@ void rsk_sock_opt_seen(int fd, int name, int on)
 static int rsk_sock_newopt_keep(struct rsk_sock *s, int level, int name, const void *val,
 				socklen_t len)
 {
+	struct rsk_sock_newopts *all;
 	struct rsk_sock_newopt *o;
 	int i;
 
 	if (!rsk_bearer_carries(level, name) || val == NULL || len > sizeof(o->val))
 		return -1;
-	if (s->newopts == NULL && (s->newopts = calloc(1, sizeof(*s->newopts))) == NULL)
-		return -1;
+	if (s->newopts == NULL) { /* (stored atomically: rsk_sock_newopts_take looks unlocked) */
+		if ((all = calloc(1, sizeof(*all))) == NULL)
+			return -1;
+		__atomic_store_n(&s->newopts, all, __ATOMIC_RELEASE);
+	}
 	for (i = 0; i < s->newopts->n; i++) /* (set again: the last value counts) */
 		if (s->newopts->o[i].level == level && s->newopts->o[i].name == name)
 			break;
@@ -277,6 +281,12 @@ void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t le
 
 	if (s == NULL)
 		return;
+	/* (connected or listening: nothing to keep, and no lock on a server's per-connection
+	 * setsockopt calls) */
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != RSK_SOCK_NEW) {
+		rsk_sock_put(s);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	if (s->state == RSK_SOCK_NEW && !__atomic_load_n(&s->app_opts, __ATOMIC_RELAXED) &&
 	    rsk_sock_newopt_keep(s, level, name, val, len) < 0)
