@@ -805,6 +805,38 @@ static void test_bearer_options_before_connect(void **state)
 	ucl_close(l);
 }
 
+/* A non-blocking connect through the bearer says 0 (the unix connection is made, as POSIX
+ * allows any connect to say), not EINPROGRESS: the client starts at once, without a wait for
+ * writability and a connect again. Such a connect again still says EISCONN, and SO_ERROR 0. */
+static void test_bearer_nonblocking_connect(void **state)
+{
+	struct sockaddr_in a;
+	struct pollfd p;
+	int l, fd, sv, err = -1;
+	socklen_t len = sizeof(err);
+
+	(void)state;
+	rsk_config.bearer = RSK_BEARER_UNIX;
+	l = ucl_listen(&a);
+	fd = ucl_socket(SOCK_NONBLOCK);
+	assert_int_equal(ucl_connect(fd, &a, NULL), 0);
+	assert_null(rsk_sock_get(fd)); /* the bearer's */
+	assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	p = (struct pollfd){.fd = fd, .events = POLLOUT};
+	assert_int_equal(poll(&p, 1, 0), 1);
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+	assert_int_equal(err, 0);
+	assert_int_equal(connect(fd, (const struct sockaddr *)&a, sizeof(a)), -1);
+	assert_int_equal(rsk_opt_plain_connect_err(fd, -errno), -EISCONN);
+	sv = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(sv >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	assert_int_equal(read(sv, &err, 1), 1);
+	close(sv);
+	close(fd);
+	ucl_close(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -826,6 +858,7 @@ int main(void)
 		T(test_direct_age_counts_from_calls),
 		T(test_bearer_auto),
 		T(test_bearer_options_before_connect),
+		T(test_bearer_nonblocking_connect),
 	};
 
 	return cmocka_run_group_tests(tests, ucl_group_setup, NULL);
