@@ -412,14 +412,11 @@ int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg)
 /* ---- fds that are not accelerated: a relay's stand-in answers for its TCP socket ---- */
 
 /* The TCP address stand-in unix socket @fd carries (its own name, or with @peer its
- * partner's) in *@out and its name's unique part in *@uniq: its length, or 0 when @fd is no
- * stand-in (base/addr.h). */
-static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out,
-				 uint64_t *uniq)
+ * partner's) in *@out: its length, or 0 when @fd is no stand-in (base/addr.h). */
+static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out)
 {
 	struct sockaddr_storage name[2], tcp[2];
 	socklen_t len[2] = {sizeof(name[0]), sizeof(name[1])}, tl[2], cl = sizeof(struct ucred);
-	uint64_t u[2];
 	struct ucred cr;
 	int i;
 
@@ -432,14 +429,12 @@ static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out,
 		return 0;
 	for (i = 0; i < 2; i++)
 		if ((tl[i] = rsk_addr_name_parse((struct sockaddr *)&name[i], len[i], &tcp[i],
-						 &u[i])) == 0)
+						 NULL)) == 0)
 			return 0;
 	if (rsk_sys_getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
 	    (cr.uid != 0 && cr.uid != geteuid()))
 		return 0;
 	*out = tcp[peer != 0];
-	if (uniq != NULL)
-		*uniq = u[peer != 0];
 	return tl[peer != 0];
 }
 
@@ -532,7 +527,7 @@ int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 	rc = peer ? rsk_sys_getpeername(kfd, addr, len) : rsk_sys_getsockname(kfd, addr, len);
 	if (rc < 0 || !rsk_opt_maybe_standin(addr, room, *len))
 		return rc;
-	n = rsk_opt_standin(fd, peer, &tcp, NULL);
+	n = rsk_opt_standin(fd, peer, &tcp);
 	if (n == 0)
 		return rc;
 	/* The unix name the kernel wrote is longer than any TCP address: clear its tail. */
@@ -550,37 +545,34 @@ static int rsk_opt_tcp_level(int level)
 	return level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6;
 }
 
-/* The family stand-in @fd speaks for (and its unique name in *@uniq), 0 if it is none. */
-static int rsk_opt_standin_family(int fd, uint64_t *uniq)
-{
-	struct sockaddr_storage tcp;
-
-	return rsk_opt_standin(fd, 0, &tcp, uniq) > 0 ? tcp.ss_family : 0;
-}
-
 /*
- * Is @fd's own name a stand-in's? Enough to turn a connect again's EINVAL into EISCONN: that
- * answer claims no address, so rsk_opt_standin's checks of the partner and its creator
- * (two more system calls, on every connection of a client that asks for the result of its
- * non-blocking connect so, as APR's ab does over the bearer) guard nothing here.
+ * The family stand-in @fd speaks for by its own name (and the name's unique part in *@uniq),
+ * 0 if it is none. Enough for the answers that claim no address (a connect again's EISCONN,
+ * TCP options, SO_DOMAIN): a socket's own name is given by its process, and only ours (a
+ * bearer's or relay's end, or a rendezvous's accepted socket) carry names of our form.
+ * rsk_opt_standin's checks of the partner and its creator guard a peer's claimed address,
+ * and cost two more system calls: on every TCP option a server sets on a bearer connection
+ * (redis-server: four per connection, 16 system calls where TCP makes 4).
  */
-static int rsk_opt_standin_named(int fd)
+static int rsk_opt_standin_family(int fd, uint64_t *uniq)
 {
 	struct sockaddr_storage name, tcp;
 	socklen_t len = sizeof(name);
 
-	return rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) == 0 &&
-	       rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, NULL) != 0;
+	if (rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) < 0 ||
+	    rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, uniq) == 0)
+		return 0;
+	return tcp.ss_family;
 }
 
 int rsk_opt_plain_connect_err(int fd, int err)
 {
-	return err == -EINVAL && rsk_opt_standin_named(fd) ? -EISCONN : err;
+	return err == -EINVAL && rsk_opt_standin_family(fd, NULL) != 0 ? -EISCONN : err;
 }
 
 int rsk_opt_plain_is_standin(int fd)
 {
-	return rsk_opt_standin_named(fd);
+	return rsk_opt_standin_family(fd, NULL) != 0;
 }
 
 void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o)

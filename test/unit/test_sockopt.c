@@ -43,6 +43,7 @@
 #include "stream/stream.h"
 #include "transport/shm.h"
 #include "unit_cm.h"
+#include "unit_count.h"
 
 #define NBUF 8
 #define BSIZE 4096
@@ -721,6 +722,33 @@ static void test_standin_options(void **state)
 	close(st[1]);
 }
 
+/* A TCP option on a stand-in (a server setting TCP_NODELAY and keep-alive times on each
+ * bearer connection, as redis-server does) asks its own name once: no look at the partner or
+ * its creator (getpeername, SO_PEERCRED), which guard only a peer's claimed address. */
+static void test_standin_option_cost(void **state)
+{
+	struct sockaddr_in local, peer;
+	socklen_t len = sizeof(int);
+	int st[2], v = 0, one = 1;
+
+	(void)state;
+	standin_pair(st, &local, &peer);
+	/* (the kernel's verdict on each value, asked of a TCP socket once per process) */
+	assert_int_equal(rsk_opt_plain_set(st[1], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(st[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
+	assert_int_equal(ucn.getsockname, 3);
+	assert_int_equal(ucn.getpeername, 0);
+	assert_int_equal(ucn.getsockopt, 1); /* (the get itself, which a unix socket refuses) */
+	ucn_count(0);
+	assert_int_equal(v, 30);
+	close(st[0]);
+	close(st[1]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -728,6 +756,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_not_accelerated),
 		cmocka_unit_test(test_standin_names),
+		cmocka_unit_test(test_standin_option_cost),
 		cmocka_unit_test(test_standin_connect_again),
 		cmocka_unit_test(test_plain_names_unchanged),
 		cmocka_unit_test(test_standin_options),
