@@ -412,21 +412,31 @@ int rsk_opt_ioctl(int fd, unsigned long req, unsigned long arg)
 /* ---- fds that are not accelerated: a relay's stand-in answers for its TCP socket ---- */
 
 /* The TCP address stand-in unix socket @fd carries (its own name, or with @peer its
- * partner's) in *@out: its length, or 0 when @fd is no stand-in (base/addr.h). */
-static socklen_t rsk_opt_standin(int fd, int peer, struct sockaddr_storage *out)
+ * partner's) in *@out: its length, or 0 when @fd is no stand-in (base/addr.h). @known
+ * (@klen bytes; NULL: none) is that side's name as the caller already read it. */
+static socklen_t rsk_opt_standin(int fd, int peer, const struct sockaddr *known, socklen_t klen,
+				 struct sockaddr_storage *out)
 {
 	struct sockaddr_storage name[2], tcp[2];
 	socklen_t len[2] = {sizeof(name[0]), sizeof(name[1])}, tl[2], cl = sizeof(struct ucred);
 	struct ucred cr;
-	int i;
+	int i, rc;
 
 	/* Anyone may bind a unix socket to a name of our form and connect to a program's unix
 	 * listener, whose getpeername would then claim any TCP address. Ours are pairs: both
 	 * ends carry such names, and their creator is this user or root (an exec'd inetd job
 	 * may have dropped root's privileges). */
-	if (rsk_sys_getsockname(fd, (struct sockaddr *)&name[0], &len[0]) < 0 ||
-	    rsk_sys_getpeername(fd, (struct sockaddr *)&name[1], &len[1]) < 0)
-		return 0;
+	for (i = 0; i < 2; i++) {
+		if (known != NULL && i == (peer != 0) && klen <= sizeof(name[i])) {
+			memcpy(&name[i], known, klen);
+			len[i] = klen;
+			continue;
+		}
+		rc = i ? rsk_sys_getpeername(fd, (struct sockaddr *)&name[i], &len[i])
+		       : rsk_sys_getsockname(fd, (struct sockaddr *)&name[i], &len[i]);
+		if (rc < 0)
+			return 0;
+	}
 	for (i = 0; i < 2; i++)
 		if ((tl[i] = rsk_addr_name_parse((struct sockaddr *)&name[i], len[i], &tcp[i],
 						 NULL)) == 0)
@@ -527,7 +537,8 @@ int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 	rc = peer ? rsk_sys_getpeername(kfd, addr, len) : rsk_sys_getsockname(kfd, addr, len);
 	if (rc < 0 || !rsk_opt_maybe_standin(addr, room, *len))
 		return rc;
-	n = rsk_opt_standin(fd, peer, &tcp);
+	/* (the kernel's whole answer, unless the room cut it: that side is not asked again) */
+	n = rsk_opt_standin(fd, peer, room >= *len ? addr : NULL, *len, &tcp);
 	if (n == 0)
 		return rc;
 	/* The unix name the kernel wrote is longer than any TCP address: clear its tail. */

@@ -749,6 +749,37 @@ static void test_standin_option_cost(void **state)
 	close(st[1]);
 }
 
+/* getpeername on a stand-in asks the kernel for each name once, and for the partner's
+ * creator: 3 system calls (it was 4, the answer's own side asked twice). */
+static void test_standin_name_cost(void **state)
+{
+	struct sockaddr_in local, peer;
+	struct sockaddr_storage got;
+	socklen_t len = sizeof(got);
+	int st[2];
+
+	(void)state;
+	standin_pair(st, &local, &peer);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(ucn.getpeername, 1);
+	assert_int_equal(ucn.getsockname, 1);
+	assert_int_equal(ucn.getsockopt, 1);
+	ucn_count(0);
+	assert_int_equal(len, sizeof(peer));
+	assert_memory_equal(&got, &peer, sizeof(peer));
+	/* a room too small for the unix name: the name is asked again whole */
+	len = 4;
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(ucn.getpeername, 2);
+	ucn_count(0);
+	assert_int_equal(len, sizeof(peer));
+	assert_memory_equal(&got, &peer, 4);
+	close(st[0]);
+	close(st[1]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -757,6 +788,7 @@ int main(void)
 		T(test_not_accelerated),
 		cmocka_unit_test(test_standin_names),
 		cmocka_unit_test(test_standin_option_cost),
+		cmocka_unit_test(test_standin_name_cost),
 		cmocka_unit_test(test_standin_connect_again),
 		cmocka_unit_test(test_plain_names_unchanged),
 		cmocka_unit_test(test_standin_options),
