@@ -4,7 +4,8 @@
 # 1 MiB, half closes, names, SO_DOMAIN, TCP_NODELAY) must behave as without the library,
 # and the stats must say which way they went:
 # - both ends preloaded, a non-blocking server (as nginx and redis accept): every connection
-#   on the bearer, counted by both, none on a transport or on kernel TCP; also for a
+#   on the bearer, counted by both, none on a transport or on kernel TCP, and each
+#   non-blocking connect made when it returns (0, where TCP says EINPROGRESS); also for a
 #   wildcard listener (found at 127.0.0.1);
 # - a blocking server: its first blocking accept that finds nobody shuts the rendezvous, so
 #   at most the one client already queued takes the bearer, and every other goes TCP;
@@ -47,14 +48,18 @@ run() {
 	grep -q "^server ok $N" "$RSK_TMP/$name.srv" || fail "$name: server: $(cat "$RSK_TMP/$name.srv")"
 	SRV=$(bearer_count "$RSK_TMP/stats.$name.srv")
 	CLI=$(bearer_count "$RSK_TMP/stats.$name.cli")
+	AT_ONCE=$(sed -n 's/.*done at once \([0-9]*\)$/\1/p' <<<"$out")
 	echo "$name: $out; bearer connections: server $SRV, client $CLI"
 }
 
 run plain "" ""
 [ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "plain: bearer counts without the library"
+[ "$AT_ONCE" = 0 ] || fail "plain: $AT_ONCE non-blocking TCP connects said 0, not EINPROGRESS"
 
 run both pre pre
 [ "$SRV" = "$N" ] && [ "$CLI" = "$N" ] || fail "both: not every connection took the bearer"
+# (every other connect is non-blocking: over the bearer each is made when it returns, 0)
+[ "$AT_ONCE" = $((N / 2)) ] || fail "both: $AT_ONCE of $((N / 2)) non-blocking connects said 0"
 RSK_STATS=$RSK_TMP/stats.both.cli
 [ "$(stats_get connections kernel)" = 0 ] && [ "$(stats_get connections shm)" = 0 ] ||
 	fail "both: the client counted connections on a transport too"
@@ -82,6 +87,7 @@ run server_plain "" pre
 
 run face_only pre pre "" face
 [ "$SRV" = 0 ] && [ "$CLI" = 0 ] || fail "face_only: bearer connections with the bearer off"
+[ "$AT_ONCE" = 0 ] || fail "face_only: $AT_ONCE non-blocking connects said 0, not EINPROGRESS"
 
 # The default (auto): the bearer only once the destination's history says its connections
 # end short (after the first few, set up on shm; one in eight still on TCP first), and never
