@@ -576,33 +576,30 @@ static int rsk_opt_standin_family(int fd, uint64_t *uniq)
 	return tcp.ss_family;
 }
 
-int rsk_opt_plain_connect_err(int fd, int err)
-{
-	return err == -EINVAL && rsk_opt_standin_family(fd, NULL) != 0 ? -EISCONN : err;
-}
-
 int rsk_opt_plain_is_standin(int fd)
 {
 	return rsk_opt_standin_family(fd, NULL) != 0;
 }
 
+int rsk_opt_plain_connect_err(int fd, int err)
+{
+	return err == -EINVAL && rsk_opt_plain_is_standin(fd) ? -EISCONN : err;
+}
+
 void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o)
 {
-	struct sockaddr_storage name, tcp;
-	socklen_t len = sizeof(name);
 	struct rsk_opt_verdict v;
 	uint64_t uniq;
-	int i;
+	int i, fam;
 
-	if (o == NULL || rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) < 0 ||
-	    rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, &uniq) == 0)
+	if (o == NULL || (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
 		return;
 	for (i = 0; i < o->n; i++) {
 		if (!rsk_opt_tcp_level(o->o[i].level))
 			(void)rsk_sys_setsockopt(fd, o->o[i].level, o->o[i].name, o->o[i].val,
 						 o->o[i].len);
-		else if (rsk_opt_verdict(tcp.ss_family, o->o[i].level, o->o[i].name, o->o[i].val,
-					 o->o[i].len, &v) == 0 && v.elen > 0)
+		else if (rsk_opt_verdict(fam, o->o[i].level, o->o[i].name, o->o[i].val, o->o[i].len,
+					 &v) == 0 && v.elen > 0)
 			rsk_opt_sset_keep(uniq, o->o[i].level, o->o[i].name, v.eff, v.elen);
 	}
 }
