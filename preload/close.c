@@ -8,6 +8,7 @@
 
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/standin.h"
 #include "preload.h"
 #include "calls/calls.h"
 #include "calls/fastwait.h"
@@ -15,6 +16,7 @@
 
 RSK_EXPORT int close(int fd)
 {
+	rsk_standin_drop(fd); /* a bearer's stand-in is not tracked, only noted */
 	if (rsk_likely(rsk_fdtab_load(fd) == 0)) {
 		if (rsk_unlikely(rsk_fw_on()))
 			rsk_fw_fd_gone(fd); /* an epoll set's mirror */
@@ -69,6 +71,8 @@ RSK_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	}
 	if (rsk_unlikely(rsk_fw_on()) && !(flags & CLOSE_RANGE_CLOEXEC))
 		rsk_fw_range_gone(first, last);
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		rsk_standin_drop_range(first, last);
 	rsk_fdtab_walk(first, last, rsk_close_range_step, &cr);
 	if (cr.next <= last && cr.next >= first &&
 	    RSK_REAL(close_range)(cr.next, last, flags) < 0)

@@ -7,6 +7,7 @@
 
 #include "base/fdhide.h"
 #include "base/log.h"
+#include "base/standin.h"
 #include "preload.h"
 #include "calls/calls.h"
 #include "calls/fastwait.h"
@@ -51,6 +52,8 @@ static int rsk_dup_onto(int fd, int fd2, int flags, int is_dup3)
 
 RSK_EXPORT int dup2(int fd, int fd2)
 {
+	if (fd != fd2)
+		rsk_standin_drop(fd2); /* (before the number is the new file's) */
 	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_on()))
 		return RSK_REAL(dup2)(fd, fd2);
 	return rsk_dup_onto(fd, fd2, 0, 0);
@@ -58,6 +61,8 @@ RSK_EXPORT int dup2(int fd, int fd2)
 
 RSK_EXPORT int dup3(int fd, int fd2, int flags)
 {
+	if (fd != fd2)
+		rsk_standin_drop(fd2);
 	if (rsk_likely(rsk_fdtab_load(fd) == 0 && rsk_fdtab_load(fd2) == 0 && !rsk_fw_on()))
 		return RSK_REAL(dup3)(fd, fd2, flags);
 	return rsk_dup_onto(fd, fd2, flags, 1);

@@ -5,11 +5,13 @@
  */
 #include <stdio.h>
 
+#include "base/standin.h"
 #include "preload.h"
 #include "calls/calls.h"
 
 RSK_EXPORT FILE *fdopen(int fd, const char *mode)
 {
+	rsk_standin_drop(fd); /* its fclose is glibc's internal close, which no preload sees */
 	if (rsk_fdtab_load(fd) != 0)
 		rsk_life_stdio(fd);
 	return RSK_REAL(fdopen)(fd, mode);

@@ -3,13 +3,17 @@
  * must see go the way their named wrappers do: io_uring_setup marks the process
  * (preload/iouring.c), and execve and execveat apply the exec rules first (preload/exec.c:
  * relays handed to a helper, faces put back, a listener the new program is handed by a
- * convention noted). Everything else goes straight through. A raw system call made without
+ * convention noted). close, dup2, dup3 and close_range drop the stand-in notes of the numbers
+ * they free (base/standin.h; what else close() does for a tracked socket is not done, as
+ * before). Everything else goes straight through. A raw system call made without
  * libc (inline assembly, Go) is not seen.
  */
 #include <errno.h>
+#include <linux/close_range.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 
+#include "base/standin.h"
 #include "preload.h"
 #include "calls/calls.h"
 
@@ -33,6 +37,20 @@ RSK_EXPORT long syscall(long number, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	switch (number) {
+	case __NR_close: /* (the rest of what close() does is not done here: see above) */
+		rsk_standin_drop((int)a[0]);
+		break;
+	case __NR_dup2:
+	case __NR_dup3:
+		if (a[0] != a[1])
+			rsk_standin_drop((int)a[1]);
+		break;
+#ifdef __NR_close_range
+	case __NR_close_range:
+		if (!((unsigned long)a[2] & CLOSE_RANGE_CLOEXEC))
+			rsk_standin_drop_range((unsigned int)a[0], (unsigned int)a[1]);
+		break;
+#endif
 #ifdef __NR_io_uring_setup
 	case __NR_io_uring_setup:
 		rsk_life_io_uring();

@@ -185,7 +185,7 @@ socklen_t rsk_addr_name_of(struct sockaddr_un *un, const struct sockaddr *sa, so
 	return rsk_addr_name_ok(sa, len) ? rsk_addr_name_make(un, sa, len, uniq) : 0;
 }
 
-int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len)
+int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len, uint64_t *out)
 {
 	static uint32_t seq;
 	struct sockaddr_un un;
@@ -198,6 +198,8 @@ int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len)
 		uniq = (uint64_t)(uint32_t)rsk_proc_pid() << 32 | __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
 		rc = rsk_sys_bind(fd, (struct sockaddr *)&un, rsk_addr_name_make(&un, sa, len, uniq));
 	}
+	if (rc == 0 && out != NULL)
+		*out = uniq;
 	return rc;
 }
 

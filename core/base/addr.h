@@ -66,9 +66,10 @@ uint16_t rsk_addr_peer_port(int fd);
  */
 #define RSK_ADDR_NAME_MAX 108 /* sizeof(sun_path) */
 
-/* Bind unix socket @fd to the stand-in name of @sa (@len bytes, AF_INET or AF_INET6).
- * 0 or -errno (-EINVAL for another family or length, or a socket already bound). */
-int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len);
+/* Bind unix socket @fd to the stand-in name of @sa (@len bytes, AF_INET or AF_INET6), its
+ * unique part in *@uniq (if not NULL). 0 or -errno (-EINVAL for another family or length,
+ * or a socket already bound). */
+int rsk_addr_name_bind(int fd, const struct sockaddr *sa, socklen_t len, uint64_t *uniq);
 
 /* The stand-in name of @sa with unique part @uniq, made in *@un: its length, or 0 for
  * another family or length. A name anyone can compute (a same-host bearer's rendezvous,

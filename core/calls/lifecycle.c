@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/policy.h"
 #include "base/proc.h"
+#include "base/standin.h"
 #include "base/stats.h"
 #include "base/statseg.h"
 #include "base/sys.h"
@@ -296,6 +297,7 @@ static void rsk_life_pause_listener(struct rsk_sock *s, int fd, uintptr_t v)
 void rsk_life_io_uring(void)
 {
 	rsk_fw_all_eager(); /* the ring polls fds where no preload sees it */
+	rsk_standin_off();  /* and may close them */
 	/* The ring may accept on a listener's number, which must be the socket then. */
 	if (rsk_face_restore_all(1) > 0)
 		rsk_info("io_uring set up: listeners are plain sockets again (no bearer)");

@@ -23,9 +23,11 @@
 
 #include "base/addr.h"
 #include "base/fdhide.h"
+#include "base/standin.h"
 #include "base/sys.h"
 #include "base/tcpstate.h"
 #include "conn/conn.h"
+#include "sock/bearer.h"
 #include "sock/face.h"
 #include "sock/sock.h"
 #include "calls.h"
@@ -524,6 +526,26 @@ static int rsk_opt_maybe_standin(const struct sockaddr *a, socklen_t room, sockl
 	       ((const struct sockaddr_un *)a)->sun_path[0] == 0;
 }
 
+/*
+ * The TCP address in the kernel's answer @a (@n bytes, whole) for side @peer of stand-in
+ * @fd that this process noted (base/standin.h), in *@out: its length, or 0 when @fd has no
+ * note or the name is not the one noted (a number reused behind our back). The note stands
+ * for the checks rsk_opt_standin makes: they were made when the socket was.
+ */
+static socklen_t rsk_opt_standin_noted(int fd, int peer, const struct sockaddr *a, socklen_t n,
+				       struct sockaddr_storage *out)
+{
+	struct rsk_standin si;
+	socklen_t tl;
+	uint64_t uniq;
+
+	if (!rsk_standin_get(fd, &si) ||
+	    (tl = rsk_addr_name_parse(a, n, out, &uniq)) == 0 ||
+	    uniq != (peer ? si.peer : si.own) || out->ss_family != si.family)
+		return 0;
+	return tl;
+}
+
 int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 {
 	struct sockaddr_storage tcp;
@@ -538,7 +560,9 @@ int rsk_opt_plain_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 	if (rc < 0 || !rsk_opt_maybe_standin(addr, room, *len))
 		return rc;
 	/* (the kernel's whole answer, unless the room cut it: that side is not asked again) */
-	n = rsk_opt_standin(fd, peer, room >= *len ? addr : NULL, *len, &tcp);
+	n = room >= *len ? rsk_opt_standin_noted(fd, peer, addr, *len, &tcp) : 0;
+	if (n == 0)
+		n = rsk_opt_standin(fd, peer, room >= *len ? addr : NULL, *len, &tcp);
 	if (n == 0)
 		return rc;
 	/* The unix name the kernel wrote is longer than any TCP address: clear its tail. */
@@ -556,23 +580,49 @@ static int rsk_opt_tcp_level(int level)
 	return level == IPPROTO_TCP || level == IPPROTO_IP || level == IPPROTO_IPV6;
 }
 
-/*
- * The family stand-in @fd speaks for by its own name (and the name's unique part in *@uniq),
- * 0 if it is none. Enough for the answers that claim no address (a connect again's EISCONN,
- * TCP options, SO_DOMAIN): a socket's own name is given by its process, and only ours (a
- * bearer's or relay's end, or a rendezvous's accepted socket) carry names of our form.
- * rsk_opt_standin's checks of the partner and its creator guard a peer's claimed address,
- * and cost two more system calls: on every TCP option a server sets on a bearer connection
- * (redis-server: four per connection, 16 system calls where TCP makes 4).
- */
-static int rsk_opt_standin_family(int fd, uint64_t *uniq)
+/* The unique part of @fd's partner's stand-in name in *@uniq: 0, or -1 when it has none. */
+static int rsk_opt_standin_peer_uniq(int fd, uint64_t *uniq)
 {
 	struct sockaddr_storage name, tcp;
 	socklen_t len = sizeof(name);
 
-	if (rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) < 0 ||
+	if (rsk_sys_getpeername(fd, (struct sockaddr *)&name, &len) < 0 ||
 	    rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, uniq) == 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * The family stand-in @fd speaks for by its own name, 0 if it is none; in *@key (if not
+ * NULL) what tells its connection apart: its own name's unique part, or its client's for a
+ * socket a rendezvous accepted (whose own name all its siblings share). Enough for the
+ * answers that claim no address (a connect again's EISCONN, TCP options, SO_DOMAIN): a
+ * socket's own name is given by its process, and only ours (a bearer's or relay's end, or a
+ * rendezvous's accepted socket) carry names of our form. rsk_opt_standin's checks of the
+ * partner and its creator guard a peer's claimed address, and cost two more system calls:
+ * on every TCP option a server sets on a bearer connection (redis-server: four per
+ * connection, 16 system calls where TCP makes 4). A stand-in this process noted needs none
+ * (base/standin.h).
+ */
+static int rsk_opt_standin_family(int fd, uint64_t *key)
+{
+	struct sockaddr_storage name, tcp;
+	socklen_t len = sizeof(name);
+	struct rsk_standin si;
+	uint64_t own;
+
+	if (rsk_standin_get(fd, &si)) {
+		if (key != NULL)
+			*key = rsk_bearer_rdv_uniq(si.own) ? si.peer : si.own;
+		return si.family;
+	}
+	if (rsk_sys_getsockname(fd, (struct sockaddr *)&name, &len) < 0 ||
+	    rsk_addr_name_parse((struct sockaddr *)&name, len, &tcp, &own) == 0)
 		return 0;
+	if (key != NULL && rsk_bearer_rdv_uniq(own) && rsk_opt_standin_peer_uniq(fd, &own) < 0)
+		return 0;
+	if (key != NULL)
+		*key = own;
 	return tcp.ss_family;
 }
 

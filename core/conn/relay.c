@@ -341,9 +341,11 @@ static void rsk_relay_free(struct rsk_conn *c, void *ext)
 static void rsk_relay_name(const struct rsk_conn *c, int app_side, int our_side)
 {
 	if (c->local_len > 0)
-		(void)rsk_addr_name_bind(app_side, (const struct sockaddr *)&c->local, c->local_len);
+		(void)rsk_addr_name_bind(app_side, (const struct sockaddr *)&c->local, c->local_len,
+					 NULL);
 	if (c->peer_len > 0)
-		(void)rsk_addr_name_bind(our_side, (const struct sockaddr *)&c->peer, c->peer_len);
+		(void)rsk_addr_name_bind(our_side, (const struct sockaddr *)&c->peer, c->peer_len,
+					 NULL);
 }
 
 /* The peer wakes the app end: a fresh pipe (*@pipe_app its application side, carrying

@@ -19,6 +19,7 @@
 #include "base/fdhide.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/standin.h"
 #include "base/stats.h"
 #include "base/sys.h"
 #include "bearer.h"
@@ -91,6 +92,11 @@ static uid_t rsk_bearer_uid(void)
 		__atomic_store_n(&uid, u, __ATOMIC_RELAXED);
 	}
 	return u;
+}
+
+int rsk_bearer_rdv_uniq(uint64_t uniq)
+{
+	return (uniq >> 32) == (RSK_BEARER_UNIQ(0) >> 32);
 }
 
 socklen_t rsk_bearer_name(const struct sockaddr *sa, struct sockaddr_un *un)
@@ -167,17 +173,24 @@ static int rsk_bearer_take(int r, struct sockaddr *addr, socklen_t *len, int fla
 {
 	struct sockaddr_un un;
 	struct sockaddr_storage tcp;
+	struct rsk_standin si;
 	socklen_t ulen = sizeof(un), n;
 	int c = rsk_sys_accept4(r, (struct sockaddr *)&un, &ulen, flags & (SOCK_NONBLOCK | SOCK_CLOEXEC));
 
 	if (c < 0)
 		return c == -ECONNABORTED ? -EAGAIN : c;
-	n = ulen <= sizeof(un) ? rsk_addr_name_parse((struct sockaddr *)&un, ulen, &tcp, NULL) : 0;
+	n = ulen <= sizeof(un) ? rsk_addr_name_parse((struct sockaddr *)&un, ulen, &tcp, &si.peer)
+			       : 0;
 	if (n == 0 || !rsk_bearer_peer_ours(c)) {
 		(void)rsk_sys_close(c);
 		*stranger = 1;
 		return -EAGAIN;
 	}
+	/* Its own name is the rendezvous's: the options and names it is asked for need no
+	 * proof by system calls now (base/standin.h). */
+	si.own = RSK_BEARER_UNIQ(rsk_bearer_uid());
+	si.family = tcp.ss_family;
+	rsk_standin_note(c, &si);
 	rsk_bearer_addr_out(&tcp, n, addr, len);
 	rsk_counter_add(&rsk_stats.bearer_connections, 1);
 	return c;
@@ -262,9 +275,10 @@ static void rsk_bearer_own_addr(const struct sockaddr *dest, struct sockaddr_sto
 	}
 }
 
-/* A unix socket bound to a stand-in name for @dest, connected to @un (@n bytes) and made by
- * our user at the other end: the fd, or -errno. */
-static int rsk_bearer_dial(const struct sockaddr *dest, const struct sockaddr_un *un, socklen_t n)
+/* A unix socket bound to a stand-in name for @dest (its unique part in *@uniq), connected to
+ * @un (@n bytes) and made by our user at the other end: the fd, or -errno. */
+static int rsk_bearer_dial(const struct sockaddr *dest, const struct sockaddr_un *un, socklen_t n,
+			   uint64_t *uniq)
 {
 	struct sockaddr_storage own;
 	int u = rsk_sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), rc;
@@ -272,7 +286,7 @@ static int rsk_bearer_dial(const struct sockaddr *dest, const struct sockaddr_un
 	if (u < 0)
 		return u;
 	rsk_bearer_own_addr(dest, &own);
-	rc = rsk_addr_name_bind(u, (struct sockaddr *)&own, rsk_sa_len(dest));
+	rc = rsk_addr_name_bind(u, (struct sockaddr *)&own, rsk_sa_len(dest), uniq);
 	/* Non-blocking: a full backlog says EAGAIN at once, and the client takes TCP. */
 	if (rc == 0)
 		rc = rsk_sys_connect(u, (const struct sockaddr *)un, n);
@@ -288,6 +302,8 @@ static int rsk_bearer_dial(const struct sockaddr *dest, const struct sockaddr_un
 int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len, int fl, int fdfl)
 {
 	struct sockaddr_un un;
+	struct rsk_standin si = {.peer = RSK_BEARER_UNIQ(rsk_bearer_uid()),
+				 .family = dest->sa_family};
 	socklen_t n;
 	int u, rc;
 
@@ -295,7 +311,7 @@ int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len, int f
 		return -EAFNOSUPPORT;
 	if (fl < 0 || fdfl < 0)
 		return -EBADF;
-	if ((u = rsk_bearer_dial(dest, &un, n)) < 0)
+	if ((u = rsk_bearer_dial(dest, &un, n, &si.own)) < 0)
 		return u;
 	rc = (fl & O_NONBLOCK) ? 0 : rsk_sys_fcntl(u, F_SETFL, fl & ~O_NONBLOCK);
 	if (rc == 0)
@@ -303,6 +319,7 @@ int rsk_bearer_connect(int fd, const struct sockaddr *dest, socklen_t len, int f
 	(void)rsk_sys_close(u);
 	if (rc < 0)
 		return rc; /* (the server sees a connection that ends at once) */
+	rsk_standin_note(fd, &si);
 	rsk_counter_add(&rsk_stats.bearer_connections, 1);
 	return (fl & O_NONBLOCK) ? 1 : 0;
 }

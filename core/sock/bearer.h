@@ -56,6 +56,10 @@ int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, sockle
  * the listener). Queued ones are still taken by accept. */
 void rsk_bearer_shut(struct rsk_sock *s);
 
+/* Is @uniq the unique part of a rendezvous's name (every accepted bearer socket's own)? Such
+ * a socket is told apart from its siblings by its client's name. */
+int rsk_bearer_rdv_uniq(uint64_t uniq);
+
 /* The rendezvous goes with the listener's last number (sock.c). */
 void rsk_bearer_close(struct rsk_sock *s);
 

@@ -7,7 +7,9 @@ server PORTFILE N [blocking|wildcard]: listen on 127.0.0.1 (wildcard: 0.0.0.0) a
   byte count and SHA-256 of what came, then closed. Accepts from a non-blocking listener in
   a selectors loop (nginx, redis), or "blocking" in a blocking accept (thread-per-connection
   servers), or "select": blocking accepts, each after select() says the listener is readable
-  (iperf3), which must not say so once nobody is queued. Checks every accepted socket's names and family as TCP's.
+  (iperf3), which must not say so once nobody is queued. Checks every accepted socket's names and family as TCP's,
+  and that the unix socket its number names next (after close, close_range or a dup2 onto
+  it) refuses TCP options.
 client PORT N: N connections, blocking and non-blocking ones in turn (EINPROGRESS, or 0 at
   once over the bearer, then writable, SO_ERROR 0, and connect() again says EISCONN, which
   Python reports as 0), with TCP_NODELAY set and read
@@ -63,7 +65,51 @@ def serve_one(c, addr, lport):
         h.update(d)
         n += len(d)
     c.sendall(("%d %s" % (n, h.hexdigest())).encode())
-    c.close()
+    close_and_reuse(c)
+
+
+def refuses_tcp_options(fd, where):
+    """A plain unix socket at @fd (that number: a dup would be another) must refuse a TCP
+    option, as the kernel's does, and say it is a unix socket."""
+    u = socket.socket(fileno=fd)
+    try:
+        if u.family != socket.AF_UNIX:
+            raise SystemExit("%s: a unix socket says family %r" % (where, u.family))
+        u.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError as e:
+        if e.errno != errno.EOPNOTSUPP:
+            raise SystemExit("%s: TCP_NODELAY on a unix socket: %s" % (where, e))
+    else:
+        raise SystemExit("%s: a unix socket took TCP_NODELAY" % where)
+    finally:
+        u.detach()  # (the caller's to close)
+
+
+def close_and_reuse(c):
+    """Close @c by close(), close_range() or dup2() onto its number, in turn; the number's next
+    socket, a plain unix one, is no TCP stand-in (the library forgets what it knew of it)."""
+    fd, k = c.fileno(), close_and_reuse.k
+    close_and_reuse.k += 1
+    if k % 3 == 2:
+        u = socket.socket(socket.AF_UNIX)
+        os.dup2(u.fileno(), fd)
+        u.close()
+        refuses_tcp_options(fd, "dup2 onto an accepted number")
+        c.close()
+        return
+    if k % 3 == 0:
+        c.close()
+    else:
+        os.closerange(c.detach(), fd + 1)
+    a, b = socket.socketpair()
+    for x in (a, b):
+        if x.fileno() == fd:
+            refuses_tcp_options(fd, "a socketpair on a closed accepted number")
+    a.close()
+    b.close()
+
+
+close_and_reuse.k = 0
 
 
 def server(portfile, total, how):

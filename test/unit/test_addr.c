@@ -364,10 +364,10 @@ static void test_name_roundtrip(void **state)
 			((struct sockaddr_in6 *)&a)->sin6_scope_id = 7;
 		len = rsk_sa_len((struct sockaddr *)&a);
 		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, len), 0);
-		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len), 0);
+		assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, len, NULL), 0);
+		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len, NULL), 0);
 		/* bound already: the kernel's EINVAL */
-		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len), -EINVAL);
+		assert_int_equal(rsk_addr_name_bind(sv[1], (struct sockaddr *)&a, len, NULL), -EINVAL);
 		n = sizeof(un);
 		assert_int_equal(getsockname(sv[0], (struct sockaddr *)&un, &n), 0);
 		assert_int_equal(rsk_addr_name_parse((struct sockaddr *)&un, n, &got, &u1), len);
@@ -384,9 +384,9 @@ static void test_name_roundtrip(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	n = sizeof(un);
 	assert_int_equal(getsockname(sv[0], (struct sockaddr *)&un, &n), 0);
-	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&un, n), -EINVAL);
+	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&un, n, NULL), -EINVAL);
 	a = sa("127.0.0.1", 1);
-	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, 8), -EINVAL);
+	assert_int_equal(rsk_addr_name_bind(sv[0], (struct sockaddr *)&a, 8, NULL), -EINVAL);
 	close(sv[0]);
 	close(sv[1]);
 }

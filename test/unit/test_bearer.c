@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "base/standin.h"
 #include "base/stats.h"
 #include "calls/sockopt.h"
 #include "sock/bearer.h"
@@ -39,6 +40,7 @@ static int setup(void **state)
 	(void)state;
 	ucl_config_shm();
 	rsk_config.bearer = RSK_BEARER_UNIX;
+	rsk_standin_clear(); /* (this binary's close is libc's, which drops no note) */
 	return 0;
 }
 
@@ -114,6 +116,53 @@ static void test_connect_accept_names(void **state)
 	assert_memory_equal(b, "ping", 4);
 	assert_int_equal(rsk_opt_plain_connect_err(c, -EINVAL), -EISCONN);
 	assert_int_equal(rsk_accept_bearer(l, NULL, NULL, 0, &(int){0}), -EAGAIN); /* nobody else */
+	close(s);
+	close(c);
+	ucl_close(l);
+}
+
+/*
+ * Both ends are noted as stand-ins (base/standin.h): the client's under its own name, the
+ * accepted socket under the rendezvous's and its client's, so their options and names need no
+ * proof by system calls. The noted answers are the proven ones.
+ */
+static void test_ends_noted(void **state)
+{
+	struct sockaddr_in a, noted[4], proven[4];
+	struct rsk_standin cs, ss;
+	socklen_t len;
+	int l = ucl_listen(&a), c, s, rc, i, fds[2];
+
+	(void)state;
+	rsk_standin_clear();
+	c = bearer_client(&a, 0, &rc);
+	assert_int_equal(rc, 0);
+	s = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(s >= 0);
+	assert_int_equal(rsk_standin_count(), 2);
+	assert_int_equal(rsk_standin_get(c, &cs), 1);
+	assert_int_equal(rsk_standin_get(s, &ss), 1);
+	assert_true(cs.family == AF_INET && ss.family == AF_INET);
+	assert_true(cs.own == ss.peer && cs.peer == ss.own); /* one connection, seen from each end */
+	assert_true(rsk_bearer_rdv_uniq(ss.own));
+	assert_false(rsk_bearer_rdv_uniq(cs.own));
+	fds[0] = c;
+	fds[1] = s;
+	for (i = 0; i < 4; i++) {
+		len = sizeof(noted[i]);
+		assert_int_equal(rsk_opt_plain_name(fds[i / 2], (struct sockaddr *)&noted[i], &len, i & 1), 0);
+		assert_int_equal(len, sizeof(noted[i]));
+	}
+	rsk_standin_drop(c);
+	rsk_standin_drop(s);
+	assert_int_equal(rsk_standin_count(), 0);
+	for (i = 0; i < 4; i++) {
+		len = sizeof(proven[i]);
+		assert_int_equal(rsk_opt_plain_name(fds[i / 2], (struct sockaddr *)&proven[i], &len, i & 1), 0);
+		assert_memory_equal(&noted[i], &proven[i], sizeof(proven[i]));
+	}
+	assert_memory_equal(&noted[1], &a, sizeof(a)); /* the client's peer: the listener */
+	assert_memory_equal(&noted[0], &noted[3], sizeof(a)); /* each end's peer: the other */
 	close(s);
 	close(c);
 	ucl_close(l);
@@ -243,6 +292,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_connect_accept_names, setup),
+		cmocka_unit_test_setup(test_ends_noted, setup),
 		cmocka_unit_test_setup(test_nonblocking_client, setup),
 		cmocka_unit_test_setup(test_wildcard_listener, setup),
 		cmocka_unit_test_setup(test_stranger_turned_away, setup),

@@ -37,8 +37,10 @@
 
 #include "base/addr.h"
 #include "base/config.h"
+#include "base/standin.h"
 #include "calls/sockopt.h"
 #include "conn/conn.h"
+#include "sock/bearer.h"
 #include "sock/sock.h"
 #include "stream/stream.h"
 #include "transport/shm.h"
@@ -518,8 +520,8 @@ static void standin_pair(int st[2], struct sockaddr_in *local, struct sockaddr_i
 	*local = ucm_in4("127.0.0.1", 40001);
 	*peer = ucm_in4("127.0.0.2", 5000);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st), 0);
-	assert_int_equal(rsk_addr_name_bind(st[0], (struct sockaddr *)local, sizeof(*local)), 0);
-	assert_int_equal(rsk_addr_name_bind(st[1], (struct sockaddr *)peer, sizeof(*peer)), 0);
+	assert_int_equal(rsk_addr_name_bind(st[0], (struct sockaddr *)local, sizeof(*local), NULL), 0);
+	assert_int_equal(rsk_addr_name_bind(st[1], (struct sockaddr *)peer, sizeof(*peer), NULL), 0);
 }
 
 static void test_standin_names(void **state)
@@ -618,7 +620,7 @@ static void test_standin_forged_peer(void **state)
 	assert_true(l >= 0 && cl >= 0);
 	assert_int_equal(bind(l, (struct sockaddr *)&ln, ll), 0);
 	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(rsk_addr_name_bind(cl, (struct sockaddr *)&fake, sizeof(fake)), 0);
+	assert_int_equal(rsk_addr_name_bind(cl, (struct sockaddr *)&fake, sizeof(fake), NULL), 0);
 	assert_int_equal(connect(cl, (struct sockaddr *)&ln, ll), 0);
 	a = accept(l, NULL, NULL);
 	assert_true(a >= 0);
@@ -780,6 +782,143 @@ static void test_standin_name_cost(void **state)
 	close(st[1]);
 }
 
+/* standin_pair, the unique parts of the names in @uniq, and @st[0] noted as a stand-in this
+ * process made (as a bearer's connect notes its end, base/standin.h). */
+static void standin_pair_noted(int st[2], struct sockaddr_in *local, struct sockaddr_in *peer)
+{
+	struct rsk_standin si = {.family = AF_INET};
+
+	*local = ucm_in4("127.0.0.1", 40001);
+	*peer = ucm_in4("127.0.0.2", 5000);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st), 0);
+	assert_int_equal(rsk_addr_name_bind(st[0], (struct sockaddr *)local, sizeof(*local), &si.own), 0);
+	assert_int_equal(rsk_addr_name_bind(st[1], (struct sockaddr *)peer, sizeof(*peer), &si.peer), 0);
+	rsk_standin_note(st[0], &si);
+}
+
+/* A stand-in this process noted needs no proof: a TCP option costs the kernel's refusal
+ * alone (as TCP's costs its one call), and a name the kernel's answer alone (TCP's: 1). */
+static void test_standin_noted_cost(void **state)
+{
+	struct sockaddr_in local, peer;
+	struct sockaddr_storage got;
+	socklen_t len = sizeof(int);
+	int st[2], v = 0, one = 1;
+
+	(void)state;
+	rsk_standin_clear();
+	standin_pair_noted(st, &local, &peer);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
+	assert_int_equal(ucn.getsockname, 0);
+	assert_int_equal(ucn.getpeername, 0);
+	assert_int_equal(ucn.getsockopt, 1); /* (the get itself, which a unix socket refuses) */
+	ucn_count(0);
+	assert_int_equal(v, 30);
+	len = sizeof(got);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(ucn.getpeername, 1);
+	assert_int_equal(ucn.getsockname, 0);
+	assert_int_equal(ucn.getsockopt, 0);
+	ucn_count(0);
+	assert_int_equal(len, sizeof(peer));
+	assert_memory_equal(&got, &peer, sizeof(peer));
+	len = sizeof(got);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 0), 0);
+	assert_int_equal(ucn.getsockname + ucn.getpeername + ucn.getsockopt, 1);
+	ucn_count(0);
+	assert_memory_equal(&got, &local, sizeof(local));
+	rsk_standin_drop(st[0]);
+	close(st[0]);
+	close(st[1]);
+}
+
+/* A note whose names are not the socket's (its number reused behind the library's back)
+ * answers nothing: the name is proven the old way, and a plain socket keeps its own. */
+static void test_standin_noted_stale(void **state)
+{
+	struct sockaddr_in local, peer;
+	struct sockaddr_storage got;
+	struct rsk_standin si = {.own = 1, .peer = 2, .family = AF_INET6};
+	socklen_t len = sizeof(got);
+	int st[2], sv[2];
+
+	(void)state;
+	rsk_standin_clear();
+	standin_pair(st, &local, &peer);
+	rsk_standin_note(st[0], &si);
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
+	assert_int_equal(ucn.getsockopt, 1); /* the partner's creator: the full check */
+	ucn_count(0);
+	assert_int_equal(len, sizeof(peer));
+	assert_memory_equal(&got, &peer, sizeof(peer));
+	rsk_standin_drop(st[0]);
+	close(st[0]);
+	close(st[1]);
+	/* a dropped note: a plain pair on the number refuses TCP options as the kernel does */
+	standin_pair_noted(st, &local, &peer);
+	rsk_standin_drop(st[0]);
+	close(st[0]);
+	close(st[1]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(sv[0], st[0]);
+	assert_int_equal(rsk_opt_plain_set(sv[0], IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)),
+			 -EOPNOTSUPP);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/*
+ * Sockets a rendezvous accepted all carry its name: an option set on one is not another's.
+ * Each is told apart by its client's name, noted or (a number not noted) asked for.
+ */
+static void test_standin_rdv_siblings(void **state)
+{
+	struct sockaddr_in dest = ucm_in4("127.0.0.1", 40123), c1 = ucm_in4("127.0.0.1", 2001);
+	struct sockaddr_un rdv;
+	socklen_t n = rsk_bearer_name((struct sockaddr *)&dest, &rdv), len;
+	struct rsk_standin si = {.family = AF_INET};
+	int l, c[2], a[2], i, noted, v, one = 1;
+
+	(void)state;
+	assert_true(n > 0);
+	for (noted = 0; noted < 2; noted++) {
+		rsk_standin_clear();
+		l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(bind(l, (struct sockaddr *)&rdv, n), 0);
+		assert_int_equal(listen(l, 2), 0);
+		for (i = 0; i < 2; i++) {
+			c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			assert_int_equal(rsk_addr_name_bind(c[i], (struct sockaddr *)&c1, sizeof(c1), &si.peer), 0);
+			assert_int_equal(connect(c[i], (struct sockaddr *)&rdv, n), 0);
+			a[i] = accept(l, NULL, NULL);
+			assert_true(a[i] >= 0);
+			si.own = 0xbea0000000000000ull | geteuid();
+			if (noted)
+				rsk_standin_note(a[i], &si);
+		}
+		assert_int_equal(rsk_opt_plain_set(a[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+		v = -1;
+		len = sizeof(v);
+		assert_int_equal(rsk_opt_plain_get(a[1], IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+		assert_int_equal(v, 0);
+		len = sizeof(v);
+		assert_int_equal(rsk_opt_plain_get(a[0], IPPROTO_TCP, TCP_NODELAY, &v, &len), 0);
+		assert_int_equal(v, 1);
+		for (i = 0; i < 2; i++) {
+			rsk_standin_drop(a[i]);
+			close(a[i]);
+			close(c[i]);
+		}
+		close(l);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -789,6 +928,9 @@ int main(void)
 		cmocka_unit_test(test_standin_names),
 		cmocka_unit_test(test_standin_option_cost),
 		cmocka_unit_test(test_standin_name_cost),
+		cmocka_unit_test(test_standin_noted_cost),
+		cmocka_unit_test(test_standin_noted_stale),
+		cmocka_unit_test(test_standin_rdv_siblings),
 		cmocka_unit_test(test_standin_connect_again),
 		cmocka_unit_test(test_plain_names_unchanged),
 		cmocka_unit_test(test_standin_options),
