@@ -55,15 +55,20 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	} else if (rsk_unlikely(rsk_fw_on())) {
 		quiet = rsk_fw_ctl_begin(epfd);
 	}
-	/* The kernel refuses EPOLLEXCLUSIVE for an epoll set, which a face is: every waiter
-	 * wakes instead of one (an accept that finds nothing says EAGAIN, as to the others). */
-	if (rsk_unlikely(op == EPOLL_CTL_ADD && ev != NULL && (ev->events & EPOLLEXCLUSIVE) &&
-			 rsk_face_is(fd))) {
-		kev = *ev;
-		kev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
-		kp = &kev;
+	/* The kernel refuses EPOLLEXCLUSIVE for an epoll set, which a face is: its listeners
+	 * go into the set themselves (sock/face.c); failing that, every waiter wakes instead of
+	 * one (an accept that finds nothing says EAGAIN, as to the others). */
+	if (rsk_unlikely(rsk_face_is(fd)) && rsk_face_ctl(epfd, op, fd, ev, &rc)) {
+		rc = (int)rsk_ret(rc);
+	} else {
+		if (rsk_unlikely(op == EPOLL_CTL_ADD && ev != NULL &&
+				 (ev->events & EPOLLEXCLUSIVE) && rsk_face_is(fd))) {
+			kev = *ev;
+			kev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
+			kp = &kev;
+		}
+		rc = RSK_REAL(epoll_ctl)(epfd, op, fd, kp);
 	}
-	rc = RSK_REAL(epoll_ctl)(epfd, op, fd, kp);
 	if (quiet != NULL) /* (at once: a mirror to follow again waits for it) */
 		rsk_fw_ctl_end(quiet, fd, rc == 0);
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -209,6 +210,33 @@ static void rsk_bearer_shut_in(struct rsk_sock *s, int r, int set)
 		(void)rsk_sys_epoll_ctl(set, EPOLL_CTL_DEL, r, NULL);
 }
 
+/* Does an application's set of this process hold @s's rendezvous itself (sock/face.c,
+ * EPOLLEXCLUSIVE)? */
+static int rsk_bearer_direct(const struct rsk_sock *s)
+{
+	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
+
+	for (i = 0; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
+		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* Was @c (the last take's answer) the rendezvous @r found shut, by us or by another process
+ * that shares it (an exec, its blocking accept)? A blocking take says EINVAL then; a
+ * non-blocking one EAGAIN, as for nobody queued, so that one asks (poll: POLLRDHUP) where
+ * this process's sets hold the rendezvous themselves and it would wake them for ever. */
+static int rsk_bearer_found_shut(const struct rsk_sock *s, int r, int c)
+{
+	struct pollfd p = {.fd = r, .events = POLLIN | POLLRDHUP};
+
+	if (c == -EINVAL)
+		return 1;
+	return c == -EAGAIN && !__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE) &&
+	       rsk_bearer_direct(s) && rsk_sys_poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLRDHUP | POLLHUP));
+}
+
 int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, socklen_t *len,
 		      int flags)
 {
@@ -222,11 +250,28 @@ int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, sockle
 		if (c >= 0 || !stranger)
 			break;
 	}
+	/* Shut with nobody queued: out of this process's sets that hold it themselves. */
+	if (rsk_bearer_found_shut(s, r, c)) {
+		if (!__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE))
+			rsk_bearer_shut(s);
+		c = -EAGAIN;
+	}
 	if (c != -EAGAIN || set < 0)
 		return c;
 	rsk_bearer_shut_in(s, r, set);
 	stranger = 0;
 	return rsk_bearer_take(r, addr, len, flags, &stranger); /* one that came meanwhile */
+}
+
+/* @s's rendezvous @r out of the application's sets that hold it themselves (sock/face.c):
+ * shut, it polls readable for ever. */
+static void rsk_bearer_unset_direct(const struct rsk_sock *s, int r)
+{
+	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
+
+	for (i = 0; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
+		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
+			(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, r, NULL);
 }
 
 void rsk_bearer_shut(struct rsk_sock *s)
@@ -237,6 +282,7 @@ void rsk_bearer_shut(struct rsk_sock *s)
 	 * keeps what is queued for our accepts. */
 	if (r >= 0 && !__atomic_exchange_n(&s->bearer_shut, 1, __ATOMIC_ACQ_REL)) {
 		(void)rsk_sys_shutdown(r, SHUT_RD);
+		rsk_bearer_unset_direct(s, r);
 		rsk_info("bearer rendezvous at %d takes no new clients (a blocking accept, or the "
 			 "face is gone)",
 			 r);

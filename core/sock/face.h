@@ -34,6 +34,14 @@ int rsk_face_open(struct rsk_sock *s, int fd);
  */
 int rsk_face_restore_all(int forever);
 
+/*
+ * epoll_ctl @op of face @fd in set @epfd (@ev), where the face's listeners go into the set
+ * themselves: an ADD with EPOLLEXCLUSIVE, and what follows it in that set (DEL; MOD and a
+ * second ADD refused as the kernel refuses them on an exclusive registration). 1 with the
+ * answer in *@rc (0 or -errno), or 0: the kernel's call on the number, as for any fd.
+ */
+int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc);
+
 /* Faces may be made (configured, and not given up for io_uring). */
 int rsk_face_allowed(void);
 

@@ -690,8 +690,10 @@ void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_eve
 	} else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
 		s->epregs[i].epfd = epfd;
 		s->epregs[i].ev = *ev;
-		if (i == s->nepregs)
+		if (i == s->nepregs) {
+			s->epregs[i].direct = 0;
 			__atomic_store_n(&s->nepregs, i + 1, __ATOMIC_RELAXED);
+		}
 	}
 }
 

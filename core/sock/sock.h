@@ -34,6 +34,9 @@ struct rsk_listener;
 struct rsk_epreg {
 	int epfd;
 	struct epoll_event ev;
+	/* a face's registration with EPOLLEXCLUSIVE: its TCP listener and rendezvous are in
+	 * the set themselves (face.c, rsk_face_ctl), the face's number is not */
+	int direct;
 };
 #define RSK_SOCK_EPREGS 4
 

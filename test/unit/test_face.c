@@ -21,12 +21,14 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/stats.h"
 #include "calls/sockopt.h"
+#include "sock/bearer.h"
 #include "sock/face.h"
 #include "unit.h"
 #include "unit_cm.h"
@@ -206,6 +208,199 @@ static void test_exec_restore_inherited_only(void **state)
 	assert_int_equal(fcntl(k, F_GETFD), -1);
 }
 
+/* ---- EPOLLEXCLUSIVE: the face's listeners in the application's set ---- */
+
+static int setup_bearer(void **state)
+{
+	(void)state;
+	ucl_config_shm();
+	rsk_config.bearer = RSK_BEARER_UNIX; /* a face and a rendezvous */
+	return 0;
+}
+
+/* A TCP client of face @l taken from its hidden TCP listener: the fd. */
+static int tcp_take(int l)
+{
+	int n = accept4(rsk_face_kfd(l), NULL, NULL, SOCK_CLOEXEC);
+
+	assert_true(n >= 0);
+	return n;
+}
+
+/* A bearer client of @a (its number: a unix socket connected to the rendezvous). */
+static int bearer_client_of(const struct sockaddr_in *a)
+{
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(c >= 0);
+	assert_int_equal(rsk_bearer_connect(c, (const struct sockaddr *)a, sizeof(*a),
+					    fcntl(c, F_GETFL), fcntl(c, F_GETFD)),
+			 0);
+	return c;
+}
+
+/* An exclusive ADD puts the listeners in the set with the application's data; a second ADD
+ * says EEXIST and a MOD EINVAL, as the kernel says on an exclusive registration; a DEL takes
+ * them out; and what the kernel refuses for a socket is refused (EPOLLONESHOT with it). */
+static void test_exclusive_ctl(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), ep = epoll_create1(EPOLL_CLOEXEC), c, rc = 1;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = 11}, out;
+
+	(void)state;
+	assert_true(rsk_face_is(l));
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, 0);
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, -EEXIST);
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_MOD, l, &ev, &rc), 1);
+	assert_int_equal(rc, -EINVAL);
+	/* a TCP client and a bearer client each report the application's data */
+	c = client_of(&a);
+	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1);
+	assert_int_equal(out.data.u64, 11);
+	close(tcp_take(l));
+	close(c);
+	c = bearer_client_of(&a);
+	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1);
+	assert_int_equal(out.data.u64, 11);
+	rc = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(rc >= 0);
+	close(rc);
+	close(c);
+	assert_int_equal(epoll_wait(ep, &out, 1, 0), 0);
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_DEL, l, NULL, &rc), 1);
+	assert_int_equal(rc, 0);
+	c = client_of(&a);
+	assert_int_equal(epoll_wait(ep, &out, 1, 200), 0); /* out of the set */
+	close(tcp_take(l));
+	close(c);
+	/* no exclusive registration: the kernel's call on the number, as for any fd */
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_DEL, l, NULL, &rc), 0);
+	ev.events = EPOLLIN;
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 0);
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, -EINVAL);
+	close(ep);
+	ucl_close(l);
+}
+
+/* Children each waiting in a set of their own; how many woke for one client. */
+static int wakes_for_one(int l, const struct sockaddr_in *a, int exclusive, int bearer)
+{
+	struct epoll_event ev = {.events = EPOLLIN | (exclusive ? EPOLLEXCLUSIVE : 0)}, out;
+	int ready[2], res[2], i, ep, rc, woke = 0, c;
+	pid_t pid[2];
+	char b;
+
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(res), 0);
+	for (i = 0; i < 2; i++) {
+		pid[i] = fork();
+		assert_true(pid[i] >= 0);
+		if (pid[i] == 0) {
+			ep = epoll_create1(EPOLL_CLOEXEC);
+			if (exclusive)
+				rc = rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc) == 1 ? rc : -1;
+			else
+				rc = epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
+			b = rc == 0 ? 'r' : 'x';
+			if (write(ready[1], &b, 1) != 1)
+				_exit(3);
+			b = epoll_wait(ep, &out, 1, 1500) == 1 ? '1' : '0';
+			_exit(write(res[1], &b, 1) == 1 ? 0 : 3);
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(read(ready[0], &b, 1), 1);
+		assert_int_equal(b, 'r');
+	}
+	usleep(200 * 1000); /* (both in their wait: a set nobody waits on passes the wake on) */
+	c = bearer ? bearer_client_of(a) : client_of(a);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(read(res[0], &b, 1), 1);
+		woke += b == '1';
+		assert_int_equal(waitpid(pid[i], &rc, 0), pid[i]);
+		assert_int_equal(rc, 0);
+	}
+	rc = bearer ? rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0})
+		    : tcp_take(l);
+	assert_true(rc >= 0);
+	close(rc);
+	close(c);
+	close(ready[0]);
+	close(ready[1]);
+	close(res[0]);
+	close(res[1]);
+	return woke;
+}
+
+/* Two processes waiting on one face (nginx's workers): added without EPOLLEXCLUSIVE (all the
+ * kernel allows for the face itself) both wake for one client; through rsk_face_ctl one
+ * does, for a TCP client and a bearer client alike, as for a kernel listener. */
+static void test_exclusive_wakes_one(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a);
+
+	(void)state;
+	assert_int_equal(wakes_for_one(l, &a, 0, 1), 2);
+	assert_int_equal(wakes_for_one(l, &a, 1, 1), 1);
+	assert_int_equal(wakes_for_one(l, &a, 1, 0), 1);
+	ucl_close(l);
+}
+
+/* The rendezvous shut by another process (it then polls readable for ever): a process whose
+ * set holds it itself wakes, its accept finds nothing, and the rendezvous leaves its set,
+ * instead of waking it for ever. Its TCP clients still come. */
+static void test_exclusive_shut_elsewhere(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), ep, rc = 1, up[2], down[2], wakes = 0, i, c;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = 5}, out;
+	pid_t pid;
+	char b;
+
+	(void)state;
+	/* (non-blocking, as an event loop's: a blocking accept shuts the rendezvous itself) */
+	assert_int_equal(fcntl(l, F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(rsk_face_kfd(l), F_SETFL, O_NONBLOCK), 0);
+	rsk_face_flags_changed(l);
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		ep = epoll_create1(EPOLL_CLOEXEC);
+		if (rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc) != 1 || rc != 0 ||
+		    write(up[1], "r", 1) != 1 || read(down[0], &b, 1) != 1)
+			_exit(3);
+		/* the parent shut it: at most a wake or two, then quiet */
+		for (i = 0; i < 1000 && epoll_wait(ep, &out, 1, 300) == 1; i++) {
+			wakes++;
+			if (rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0}) != -EAGAIN)
+				_exit(4);
+		}
+		_exit(wakes <= 2 ? 0 : 5);
+	}
+	assert_int_equal(read(up[0], &b, 1), 1);
+	rsk_bearer_shut(ucl_sock(l));
+	assert_int_equal(write(down[1], "s", 1), 1);
+	assert_int_equal(waitpid(pid, &rc, 0), pid);
+	assert_true(WIFEXITED(rc));
+	assert_int_equal(WEXITSTATUS(rc), 0);
+	c = client_of(&a);
+	close(tcp_take(l));
+	close(c);
+	for (i = 0; i < 2; i++) {
+		close(up[i]);
+		close(down[i]);
+	}
+	ucl_close(l);
+}
+
 static void test_uring_restore_for_good(void **state)
 {
 	struct sockaddr_in a;
@@ -293,6 +488,9 @@ int main(void)
 		cmocka_unit_test_setup(test_exec_restore_inherited_only, setup),
 		cmocka_unit_test_setup(test_msg_passes_tcp_listener, setup),
 		cmocka_unit_test_setup(test_routes, setup),
+		cmocka_unit_test_setup(test_exclusive_ctl, setup_bearer),
+		cmocka_unit_test_setup(test_exclusive_wakes_one, setup_bearer),
+		cmocka_unit_test_setup(test_exclusive_shut_elsewhere, setup_bearer),
 		/* last: io_uring gives faces up for the rest of the process */
 		cmocka_unit_test_setup(test_uring_restore_for_good, setup),
 	};
