@@ -724,29 +724,57 @@ static void test_standin_options(void **state)
 	close(st[1]);
 }
 
+/* getpeername on stand-in @fd, whose partner stands for @peer, the system calls counted. */
+static struct ucn_counts peer_name_counted(int fd, const struct sockaddr_in *peer)
+{
+	struct sockaddr_storage got;
+	socklen_t len = sizeof(got);
+	struct ucn_counts c;
+
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_name(fd, (struct sockaddr *)&got, &len, 1), 0);
+	c = ucn;
+	ucn_count(0);
+	assert_int_equal(len, sizeof(*peer));
+	assert_memory_equal(&got, peer, sizeof(*peer));
+	return c;
+}
+
+/* Two TCP options set on stand-in @fd and one read back as set, the system calls counted. */
+static struct ucn_counts options_counted(int fd)
+{
+	struct ucn_counts c;
+	socklen_t len = sizeof(int);
+	int v = 0, one = 1;
+
+	ucn_count(1);
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
+	assert_int_equal(rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(rsk_opt_plain_get(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
+	c = ucn;
+	ucn_count(0);
+	assert_int_equal(v, 30);
+	return c;
+}
+
 /* A TCP option on a stand-in (a server setting TCP_NODELAY and keep-alive times on each
  * bearer connection, as redis-server does) asks its own name once: no look at the partner or
  * its creator (getpeername, SO_PEERCRED), which guard only a peer's claimed address. */
 static void test_standin_option_cost(void **state)
 {
 	struct sockaddr_in local, peer;
-	socklen_t len = sizeof(int);
-	int st[2], v = 0, one = 1;
+	struct ucn_counts c;
+	int st[2], one = 1;
 
 	(void)state;
 	standin_pair(st, &local, &peer);
 	/* (the kernel's verdict on each value, asked of a TCP socket once per process) */
 	assert_int_equal(rsk_opt_plain_set(st[1], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
 	assert_int_equal(rsk_opt_plain_set(st[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
-	ucn_count(1);
-	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
-	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
-	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
-	assert_int_equal(ucn.getsockname, 3);
-	assert_int_equal(ucn.getpeername, 0);
-	assert_int_equal(ucn.getsockopt, 1); /* (the get itself, which a unix socket refuses) */
-	ucn_count(0);
-	assert_int_equal(v, 30);
+	c = options_counted(st[0]);
+	assert_int_equal(c.getsockname, 3);
+	assert_int_equal(c.getpeername, 0);
+	assert_int_equal(c.getsockopt, 1); /* (the get itself, which a unix socket refuses) */
 	close(st[0]);
 	close(st[1]);
 }
@@ -757,19 +785,16 @@ static void test_standin_name_cost(void **state)
 {
 	struct sockaddr_in local, peer;
 	struct sockaddr_storage got;
-	socklen_t len = sizeof(got);
+	struct ucn_counts c;
+	socklen_t len;
 	int st[2];
 
 	(void)state;
 	standin_pair(st, &local, &peer);
-	ucn_count(1);
-	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
-	assert_int_equal(ucn.getpeername, 1);
-	assert_int_equal(ucn.getsockname, 1);
-	assert_int_equal(ucn.getsockopt, 1);
-	ucn_count(0);
-	assert_int_equal(len, sizeof(peer));
-	assert_memory_equal(&got, &peer, sizeof(peer));
+	c = peer_name_counted(st[0], &peer);
+	assert_int_equal(c.getpeername, 1);
+	assert_int_equal(c.getsockname, 1);
+	assert_int_equal(c.getsockopt, 1);
 	/* a room too small for the unix name: the name is asked again whole */
 	len = 4;
 	ucn_count(1);
@@ -802,30 +827,21 @@ static void test_standin_noted_cost(void **state)
 {
 	struct sockaddr_in local, peer;
 	struct sockaddr_storage got;
-	socklen_t len = sizeof(int);
-	int st[2], v = 0, one = 1;
+	struct ucn_counts c;
+	socklen_t len;
+	int st[2];
 
 	(void)state;
 	rsk_standin_clear();
 	standin_pair_noted(st, &local, &peer);
-	ucn_count(1);
-	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &(int){30}, sizeof(int)), 0);
-	assert_int_equal(rsk_opt_plain_set(st[0], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
-	assert_int_equal(rsk_opt_plain_get(st[0], IPPROTO_TCP, TCP_KEEPIDLE, &v, &len), 0);
-	assert_int_equal(ucn.getsockname, 0);
-	assert_int_equal(ucn.getpeername, 0);
-	assert_int_equal(ucn.getsockopt, 1); /* (the get itself, which a unix socket refuses) */
-	ucn_count(0);
-	assert_int_equal(v, 30);
-	len = sizeof(got);
-	ucn_count(1);
-	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 1), 0);
-	assert_int_equal(ucn.getpeername, 1);
-	assert_int_equal(ucn.getsockname, 0);
-	assert_int_equal(ucn.getsockopt, 0);
-	ucn_count(0);
-	assert_int_equal(len, sizeof(peer));
-	assert_memory_equal(&got, &peer, sizeof(peer));
+	c = options_counted(st[0]);
+	assert_int_equal(c.getsockname, 0);
+	assert_int_equal(c.getpeername, 0);
+	assert_int_equal(c.getsockopt, 1);
+	c = peer_name_counted(st[0], &peer);
+	assert_int_equal(c.getpeername, 1);
+	assert_int_equal(c.getsockname, 0);
+	assert_int_equal(c.getsockopt, 0);
 	len = sizeof(got);
 	ucn_count(1);
 	assert_int_equal(rsk_opt_plain_name(st[0], (struct sockaddr *)&got, &len, 0), 0);
