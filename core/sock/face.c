@@ -124,7 +124,7 @@ static int rsk_face_direct_add(struct rsk_sock *s, int epfd, const struct epoll_
 	struct epoll_event e = *ev;
 	int r = __atomic_load_n(&s->bearer_fd, __ATOMIC_ACQUIRE) - 1, rc;
 
-	if (s->nepregs >= RSK_SOCK_EPREGS)
+	if (s->nepregs >= RSK_SOCK_EPREGS && rsk_face_reg_at(s, epfd) < 0)
 		return -ENOSPC;
 	rc = rsk_sys_epoll_ctl(epfd, EPOLL_CTL_ADD, s->face_fd - 1, &e);
 	if (rc == 0 && r >= 0 && !__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE)) {
@@ -137,6 +137,16 @@ static int rsk_face_direct_add(struct rsk_sock *s, int epfd, const struct epoll_
 	rsk_sock_epreg(s, epfd, EPOLL_CTL_ADD, ev);
 	s->epregs[rsk_face_reg_at(s, epfd)].direct = 1;
 	return 0;
+}
+
+/* Does @epfd still hold @s's TCP listener? A set closed without a DEL and its number reused
+ * leaves a stale note. (A MOD on an exclusive registration is refused with EINVAL and
+ * changes nothing; ENOENT: not there.) */
+static int rsk_face_direct_live(const struct rsk_sock *s, int epfd)
+{
+	struct epoll_event e = {.events = EPOLLIN};
+
+	return rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, s->face_fd - 1, &e) != -ENOENT;
 }
 
 /*
@@ -157,6 +167,10 @@ int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	i = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE) ? rsk_face_reg_at(s, epfd) : -2;
+	if (i >= 0 && s->epregs[i].direct && !rsk_face_direct_live(s, epfd)) {
+		rsk_sock_epreg(s, epfd, EPOLL_CTL_DEL, NULL);
+		i = -1;
+	}
 	if (i == -1 && op == EPOLL_CTL_ADD && ev != NULL && (ev->events & EPOLLEXCLUSIVE)) {
 		done = (*rc = rsk_face_direct_add(s, epfd, ev)) != -ENOSPC;
 	} else if (i >= 0 && s->epregs[i].direct && op == EPOLL_CTL_DEL) {

@@ -283,6 +283,24 @@ static void test_exclusive_ctl(void **state)
 	ev.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
 	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
 	assert_int_equal(rc, -EINVAL);
+	/* a set closed without a DEL, a new one at its number: the old note answers nothing */
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, 0);
+	close(ep);
+	assert_int_equal(epoll_create1(EPOLL_CLOEXEC), ep);
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, 0);
+	c = bearer_client_of(&a);
+	assert_int_equal(epoll_wait(ep, &out, 1, 1000), 1);
+	rc = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(rc >= 0);
+	close(rc);
+	close(c);
+	close(ep);
+	assert_int_equal(epoll_create1(EPOLL_CLOEXEC), ep);
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_DEL, l, NULL, &rc), 0); /* the kernel's */
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_MOD, l, &ev, &rc), 0);
 	close(ep);
 	ucl_close(l);
 }
