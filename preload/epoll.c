@@ -39,7 +39,7 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	uintptr_t v = rsk_fdtab_load(fd);
 	struct epoll_event kev, *kp = ev;
 	struct rsk_fw *quiet = NULL;
-	int rc, et = 0;
+	int rc, et = 0, face;
 
 	/* A lazy candidate's MOD/DEL/re-ADD is answered by its mirror; otherwise a likely
 	 * candidate is held edge-triggered by the kernel (calls/fastwait.c). Any other fd in a
@@ -58,11 +58,12 @@ RSK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	/* The kernel refuses EPOLLEXCLUSIVE for an epoll set, which a face is: its listeners
 	 * go into the set themselves (sock/face.c); failing that, every waiter wakes instead of
 	 * one (an accept that finds nothing says EAGAIN, as to the others). */
-	if (rsk_unlikely(rsk_face_is(fd)) && rsk_face_ctl(epfd, op, fd, ev, &rc)) {
+	face = rsk_unlikely(rsk_face_is(fd));
+	if (face && rsk_face_ctl(epfd, op, fd, ev, &rc)) {
 		rc = (int)rsk_ret(rc);
 	} else {
 		if (rsk_unlikely(op == EPOLL_CTL_ADD && ev != NULL &&
-				 (ev->events & EPOLLEXCLUSIVE) && rsk_face_is(fd))) {
+				 (ev->events & EPOLLEXCLUSIVE) && face)) {
 			kev = *ev;
 			kev.events &= ~(uint32_t)EPOLLEXCLUSIVE;
 			kp = &kev;

@@ -210,16 +210,21 @@ static void rsk_bearer_shut_in(struct rsk_sock *s, int r, int set)
 		(void)rsk_sys_epoll_ctl(set, EPOLL_CTL_DEL, r, NULL);
 }
 
+int rsk_bearer_direct_next(const struct rsk_sock *s, int i)
+{
+	int n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
+
+	for (; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
+		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
+			return i;
+	return -1;
+}
+
 /* Does an application's set of this process hold @s's rendezvous itself (sock/face.c,
  * EPOLLEXCLUSIVE)? */
 static int rsk_bearer_direct(const struct rsk_sock *s)
 {
-	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
-
-	for (i = 0; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
-		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
-			return 1;
-	return 0;
+	return rsk_bearer_direct_next(s, 0) >= 0;
 }
 
 /* Was @c (the last take's answer) the rendezvous @r found shut, by us or by another process
@@ -252,8 +257,7 @@ int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, sockle
 	}
 	/* Shut with nobody queued: out of this process's sets that hold it themselves. */
 	if (rsk_bearer_found_shut(s, r, c)) {
-		if (!__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE))
-			rsk_bearer_shut(s);
+		rsk_bearer_shut(s); /* (once: it guards itself) */
 		c = -EAGAIN;
 	}
 	if (c != -EAGAIN || set < 0)
@@ -267,11 +271,10 @@ int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, sockle
  * shut, it polls readable for ever. */
 static void rsk_bearer_unset_direct(const struct rsk_sock *s, int r)
 {
-	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
+	int i;
 
-	for (i = 0; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
-		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
-			(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, r, NULL);
+	for (i = rsk_bearer_direct_next(s, 0); i >= 0; i = rsk_bearer_direct_next(s, i + 1))
+		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, r, NULL);
 }
 
 void rsk_bearer_shut(struct rsk_sock *s)

@@ -56,6 +56,10 @@ int rsk_bearer_accept(struct rsk_sock *s, int set, struct sockaddr *addr, sockle
  * the listener). Queued ones are still taken by accept. */
 void rsk_bearer_shut(struct rsk_sock *s);
 
+/* The first of @s's epoll registrations from index @i on that holds its listeners
+ * themselves (direct: sock/face.c, EPOLLEXCLUSIVE), or -1. Safe without s->lock. */
+int rsk_bearer_direct_next(const struct rsk_sock *s, int i);
+
 /* Is @uniq the unique part of a rendezvous's name (every accepted bearer socket's own)? Such
  * a socket is told apart from its siblings by its client's name. */
 int rsk_bearer_rdv_uniq(uint64_t uniq);

@@ -194,11 +194,10 @@ static void rsk_face_direct_del_all(struct rsk_sock *s)
 	int i;
 
 	pthread_mutex_lock(&s->lock);
-	for (i = 0; i < s->nepregs; i++)
-		if (s->epregs[i].direct) {
-			rsk_face_direct_del(s, s->epregs[i].epfd);
-			s->epregs[i].direct = 0;
-		}
+	for (i = rsk_bearer_direct_next(s, 0); i >= 0; i = rsk_bearer_direct_next(s, i + 1)) {
+		rsk_face_direct_del(s, s->epregs[i].epfd);
+		s->epregs[i].direct = 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
