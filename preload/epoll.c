@@ -190,17 +190,25 @@ static __attribute__((noinline)) int rsk_epoll_moving(int epfd, struct epoll_eve
 
 RSK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
+	int n;
+
 	if (rsk_unlikely(rsk_upg_any_moving()))
-		return rsk_epoll_moving(epfd, ev, max, timeout, NULL, 0);
-	return rsk_epoll_wait_some(epfd, ev, max, timeout);
+		n = rsk_epoll_moving(epfd, ev, max, timeout, NULL, 0);
+	else
+		n = rsk_epoll_wait_some(epfd, ev, max, timeout);
+	return rsk_face_reported(epfd, ev, n);
 }
 
 RSK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 			   const sigset_t *mask)
 {
+	int n;
+
 	if (rsk_unlikely(rsk_upg_any_moving()))
-		return rsk_epoll_moving(epfd, ev, max, timeout, mask, 1);
-	return rsk_epoll_pwait_some(epfd, ev, max, timeout, mask);
+		n = rsk_epoll_moving(epfd, ev, max, timeout, mask, 1);
+	else
+		n = rsk_epoll_pwait_some(epfd, ev, max, timeout, mask);
+	return rsk_face_reported(epfd, ev, n);
 }
 
 /* epoll_pwait2 with no move under way in this process. */
@@ -242,7 +250,11 @@ static __attribute__((noinline)) int rsk_epoll_pwait2_moving(int epfd, struct ep
 RSK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max,
 			    const struct timespec *tmo, const sigset_t *mask)
 {
+	int n;
+
 	if (rsk_unlikely(rsk_upg_any_moving()))
-		return rsk_epoll_pwait2_moving(epfd, ev, max, tmo, mask);
-	return rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
+		n = rsk_epoll_pwait2_moving(epfd, ev, max, tmo, mask);
+	else
+		n = rsk_epoll_pwait2_some(epfd, ev, max, tmo, mask);
+	return rsk_face_reported(epfd, ev, n);
 }

@@ -365,6 +365,7 @@ void rsk_life_fork_child(void)
 	rsk_conn_atfork_child();
 	rsk_transport_atfork_child();
 	rsk_relay_atfork_child(); /* relays stay the parent's work */
+	rsk_face_atfork_child();
 	rsk_sock_walk(rsk_life_child_one);
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }

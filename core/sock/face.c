@@ -105,6 +105,130 @@ static int rsk_face_reg_at(const struct rsk_sock *s, int epfd)
 	return -1;
 }
 
+/*
+ * The direct registrations of this process by set and data, for a wait that reports both of
+ * a face's listeners (a client at each) to report the number once, as the kernel reports a
+ * registration (rsk_face_reported). A slot holds the socket only to be found again (never
+ * followed) and the TCP listener's number to be checked still in the set when the table is
+ * full (a set closed without a DEL leaves its slot). Waits read it under the lock, tried
+ * only: a wait never blocks on it (it reports as the kernel gave then).
+ */
+#define RSK_FACE_DREGS 16
+static struct rsk_face_dreg {
+	const struct rsk_sock *s; /* NULL: free */
+	int epfd, kfd;
+	uint64_t data;
+} rsk_face_dregs[RSK_FACE_DREGS];
+int rsk_face_dreg_live; /* slots in use */
+static pthread_mutex_t rsk_face_dreg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rsk_face_atfork_child(void)
+{
+	/* (another thread of the parent may have held it: it is the child's alone now) */
+	pthread_mutex_init(&rsk_face_dreg_lock, NULL);
+}
+
+/* A free slot, or one whose set no longer holds its TCP listener; -1 when none. Locked. */
+static int rsk_face_dreg_slot(void)
+{
+	struct epoll_event e = {.events = EPOLLIN};
+	struct rsk_face_dreg *d;
+	int i;
+
+	for (i = 0; i < RSK_FACE_DREGS; i++)
+		if (rsk_face_dregs[i].s == NULL)
+			return i;
+	for (i = 0; i < RSK_FACE_DREGS; i++) {
+		d = &rsk_face_dregs[i];
+		if (rsk_sys_epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->kfd, &e) != -EINVAL) {
+			d->s = NULL; /* (EINVAL: an exclusive registration still there) */
+			__atomic_sub_fetch(&rsk_face_dreg_live, 1, __ATOMIC_RELAXED);
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* Note (@s, @epfd) with the application's @data; without a slot, its waits may report the
+ * number twice. */
+static void rsk_face_dreg_add(const struct rsk_sock *s, int epfd, uint64_t data)
+{
+	int i;
+
+	pthread_mutex_lock(&rsk_face_dreg_lock);
+	if ((i = rsk_face_dreg_slot()) >= 0) {
+		rsk_face_dregs[i] = (struct rsk_face_dreg){s, epfd, s->face_fd - 1, data};
+		__atomic_add_fetch(&rsk_face_dreg_live, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&rsk_face_dreg_lock);
+}
+
+/* Forget @s's slot for @epfd (every set's: -1). */
+static void rsk_face_dreg_del(const struct rsk_sock *s, int epfd)
+{
+	int i;
+
+	pthread_mutex_lock(&rsk_face_dreg_lock);
+	for (i = 0; i < RSK_FACE_DREGS; i++)
+		if (rsk_face_dregs[i].s == s && (epfd < 0 || rsk_face_dregs[i].epfd == epfd)) {
+			rsk_face_dregs[i].s = NULL;
+			__atomic_sub_fetch(&rsk_face_dreg_live, 1, __ATOMIC_RELAXED);
+		}
+	pthread_mutex_unlock(&rsk_face_dreg_lock);
+}
+
+/* Merge the events after the first with @data among @ev's @n into the first; the new n. */
+static int rsk_face_merge_data(struct epoll_event *ev, int n, uint64_t data)
+{
+	int i, first = -1;
+
+	for (i = 0; i < n; i++) {
+		if (ev[i].data.u64 != data)
+			continue;
+		if (first < 0) {
+			first = i;
+			continue;
+		}
+		ev[first].events |= ev[i].events;
+		memmove(&ev[i], &ev[i + 1], (size_t)(n - i - 1) * sizeof(*ev));
+		n--;
+		i--;
+	}
+	return n;
+}
+
+/* Do two of @ev's @n carry @data? */
+static int rsk_face_twice(const struct epoll_event *ev, int n, uint64_t data)
+{
+	int i, seen = 0;
+
+	for (i = 0; i < n; i++)
+		if (ev[i].data.u64 == data && seen++)
+			return 1;
+	return 0;
+}
+
+int rsk_face_merge(int epfd, struct epoll_event *ev, int n)
+{
+	struct epoll_event e = {.events = EPOLLIN};
+	struct rsk_face_dreg *d;
+	int i;
+
+	if (pthread_mutex_trylock(&rsk_face_dreg_lock) != 0)
+		return n;
+	for (i = 0; i < RSK_FACE_DREGS && n > 1; i++) {
+		d = &rsk_face_dregs[i];
+		if (d->s == NULL || d->epfd != epfd || !rsk_face_twice(ev, n, d->data))
+			continue;
+		/* Still there? A set closed without a DEL leaves its slot, and a new set at its
+		 * number may hold two fds of that data (one system call, on this rare path). */
+		if (rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, d->kfd, &e) == -EINVAL)
+			n = rsk_face_merge_data(ev, n, d->data);
+	}
+	pthread_mutex_unlock(&rsk_face_dreg_lock);
+	return n;
+}
+
 /* Take @s's TCP listener and rendezvous out of @epfd. */
 static void rsk_face_direct_del(const struct rsk_sock *s, int epfd)
 {
@@ -136,6 +260,7 @@ static int rsk_face_direct_add(struct rsk_sock *s, int epfd, const struct epoll_
 		return rc;
 	rsk_sock_epreg(s, epfd, EPOLL_CTL_ADD, ev);
 	s->epregs[rsk_face_reg_at(s, epfd)].direct = 1;
+	rsk_face_dreg_add(s, epfd, ev->data.u64);
 	return 0;
 }
 
@@ -155,8 +280,8 @@ static int rsk_face_direct_live(const struct rsk_sock *s, int epfd)
  * context switches per request against 1.1 over a kernel listener), and all but one find
  * nothing. So the TCP listener and the rendezvous go into the application's set themselves,
  * each exclusive, with the application's data: one waiter wakes, and its accept on the
- * number takes from both as before. Two events for the one number may come in one wait
- * (a client at each), where the kernel gives one; the second accept says EAGAIN.
+ * number takes from both as before. Two events for the one number may come in one wait (a
+ * client at each), where the kernel gives one: the wait merges them (rsk_face_reported).
  */
 int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc)
 {
@@ -168,6 +293,7 @@ int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc
 	pthread_mutex_lock(&s->lock);
 	i = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE) ? rsk_face_reg_at(s, epfd) : -2;
 	if (i >= 0 && s->epregs[i].direct && !rsk_face_direct_live(s, epfd)) {
+		rsk_face_dreg_del(s, epfd);
 		rsk_sock_epreg(s, epfd, EPOLL_CTL_DEL, NULL);
 		i = -1;
 	}
@@ -175,6 +301,7 @@ int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc
 		done = (*rc = rsk_face_direct_add(s, epfd, ev)) != -ENOSPC;
 	} else if (i >= 0 && s->epregs[i].direct && op == EPOLL_CTL_DEL) {
 		rsk_face_direct_del(s, epfd);
+		rsk_face_dreg_del(s, epfd);
 		rsk_sock_epreg(s, epfd, EPOLL_CTL_DEL, NULL);
 		*rc = 0;
 	} else if (i >= 0 && s->epregs[i].direct) {
@@ -199,6 +326,7 @@ static void rsk_face_direct_del_all(struct rsk_sock *s)
 		s->epregs[i].direct = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
+	rsk_face_dreg_del(s, -1);
 }
 
 struct rsk_face_walk {

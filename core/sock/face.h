@@ -42,6 +42,25 @@ int rsk_face_restore_all(int forever);
  */
 int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc);
 
+/*
+ * A wait on set @epfd reported @n events in @ev: where a face's two listeners are in the set
+ * themselves (rsk_face_ctl) and both were reported, the two become one event with both
+ * events' bits, as the kernel reports a registration once per wait (an application may free
+ * what an event names at the first). Returns the new count. One load when the process has
+ * no such registration.
+ */
+extern int rsk_face_dreg_live;
+int rsk_face_merge(int epfd, struct epoll_event *ev, int n);
+static inline int rsk_face_reported(int epfd, struct epoll_event *ev, int n)
+{
+	if (rsk_likely(n <= 1 || __atomic_load_n(&rsk_face_dreg_live, __ATOMIC_RELAXED) == 0))
+		return n;
+	return rsk_face_merge(epfd, ev, n);
+}
+
+/* In a forked child, before any other call of this file. */
+void rsk_face_atfork_child(void);
+
 /* Faces may be made (configured, and not given up for io_uring). */
 int rsk_face_allowed(void);
 

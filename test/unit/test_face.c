@@ -305,6 +305,85 @@ static void test_exclusive_ctl(void **state)
 	ucl_close(l);
 }
 
+/* Wait in @ep until it reports @want events at once (a TCP client's handshake ends in the
+ * kernel a moment after its connect); how many it reported last. */
+static int wait_for_events(int ep, struct epoll_event *out, int room, int want)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 100 && n < want; i++) {
+		n = epoll_wait(ep, out, room, 1000);
+		if (n < want)
+			unit_sleep_ms(10);
+	}
+	return n;
+}
+
+/* A client at each of a face's listeners: the set reports both, and the wait's merge makes
+ * them the one event the kernel would give for one registration; not in another set, nor
+ * after the DEL. */
+static void test_exclusive_reports_once(void **state)
+{
+	struct sockaddr_in a;
+	int l = ucl_listen(&a), ep = epoll_create1(EPOLL_CLOEXEC), ep2 = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = 11}, out[4];
+	int c1, c2, p[2], rc = 1, n;
+
+	(void)state;
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, 0);
+	c1 = client_of(&a);
+	c2 = bearer_client_of(&a);
+	n = wait_for_events(ep, out, 4, 2);
+	assert_int_equal(n, 2); /* what the kernel gives: both listeners, one data */
+	assert_int_equal(out[0].data.u64, 11);
+	assert_int_equal(out[1].data.u64, 11);
+	assert_int_equal(rsk_face_reported(ep, out, n), 1);
+	assert_int_equal(out[0].data.u64, 11);
+	assert_true(out[0].events & EPOLLIN);
+	/* another set's two fds of one data are its own business */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	ev.events = EPOLLIN | EPOLLOUT;
+	assert_int_equal(epoll_ctl(ep2, EPOLL_CTL_ADD, p[0], &ev), 0);
+	assert_int_equal(epoll_ctl(ep2, EPOLL_CTL_ADD, p[1], &ev), 0);
+	n = epoll_wait(ep2, out, 4, 1000);
+	assert_int_equal(n, 2);
+	assert_int_equal(rsk_face_reported(ep2, out, n), 2);
+	/* after the DEL, no merge */
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_DEL, l, NULL, &rc), 1);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[1], &ev), 0);
+	n = epoll_wait(ep, out, 4, 1000);
+	assert_int_equal(n, 2);
+	assert_int_equal(rsk_face_reported(ep, out, n), 2);
+	/* nor in a new set at the number of one closed without a DEL */
+	close(ep);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_ADD, l, &ev, &rc), 1);
+	assert_int_equal(rc, 0);
+	close(ep);
+	assert_int_equal(epoll_create1(EPOLL_CLOEXEC), ep);
+	ev.events = EPOLLIN | EPOLLOUT;
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[1], &ev), 0);
+	n = epoll_wait(ep, out, 4, 1000);
+	assert_int_equal(n, 2);
+	assert_int_equal(rsk_face_reported(ep, out, n), 2);
+	close(tcp_take(l));
+	rc = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
+	assert_true(rc >= 0);
+	close(rc);
+	close(c1);
+	close(c2);
+	close(p[0]);
+	close(p[1]);
+	close(ep2);
+	close(ep);
+	ucl_close(l);
+}
+
 /* Children each waiting in a set of their own; how many woke for one client. */
 static int wakes_for_one(int l, const struct sockaddr_in *a, int exclusive, int bearer)
 {
@@ -509,6 +588,7 @@ int main(void)
 		cmocka_unit_test_setup(test_exclusive_ctl, setup_bearer),
 		cmocka_unit_test_setup(test_exclusive_wakes_one, setup_bearer),
 		cmocka_unit_test_setup(test_exclusive_shut_elsewhere, setup_bearer),
+		cmocka_unit_test_setup(test_exclusive_reports_once, setup_bearer),
 		/* last: io_uring gives faces up for the rest of the process */
 		cmocka_unit_test_setup(test_uring_restore_for_good, setup),
 	};
