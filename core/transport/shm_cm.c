@@ -1054,13 +1054,18 @@ static int rsk_offer_pass_on(struct rsk_shm_listener *l, struct rsk_offer *e)
 static void rsk_listen_give_back(struct rsk_shm_listener *l)
 {
 	struct rsk_offer *e, **pp;
-	int moved = 0;
+	int moved = 0, i;
 
 	for (pp = &l->pending; (e = *pp) != NULL;) {
 		if (e->kept || rsk_offer_pass_on(l, e) < 0) {
 			pp = &e->next; /* rendezvous full: keep it, our next accept looks again */
 			continue;
 		}
+		/* Queued again: rung before it leaves the held count, so a sibling that sees the
+		 * count fall sees the ring too and looks (rsk_listen_quiet). */
+		for (i = 0; i < l->nrdv; i++)
+			if (l->bell[i] != NULL)
+				rsk_rdv_bell_ring_own(l->bell[i]);
 		rsk_offer_free(rsk_offer_unlink(l, pp));
 		moved = 1;
 	}
@@ -1080,15 +1085,16 @@ static int32_t rsk_listen_held_elsewhere(struct rsk_shm_listener *l, uint32_t *h
 
 /*
  * Has nothing been queued on our rendezvous since we last found each empty? Then an accept
- * need not look (no accept4 that finds nothing). Only for a rendezvous of our own (siblings
- * take and hand back entries behind our counts) whose every client rings its bell.
+ * need not look (no accept4 that finds nothing). Only for a rendezvous whose every client
+ * rings its bell. Siblings that share it (prefork) ring it too when they hand entries back
+ * (rsk_listen_give_back), and share its page (forked with it): until 2026-12-06 a shared
+ * rendezvous was always looked at, twice per accept from TCP (the second look below), for
+ * clients from other hosts too: two empty accept4 per connection in nginx's workers.
  */
 static int rsk_listen_quiet(struct rsk_shm_listener *l)
 {
 	int i;
 
-	if (__atomic_load_n(&l->sh->shared, __ATOMIC_ACQUIRE))
-		return 0;
 	for (i = 0; i < l->nrdv; i++)
 		if (l->bell[i] == NULL || rsk_rdv_bell_rings(l->bell[i]) != l->bell_seen[i])
 			return 0;

@@ -801,6 +801,11 @@ uint64_t rsk_rdv_bell_rings(const struct rsk_rdv_bell *b)
 	return __atomic_load_n(&b->pg->rings, __ATOMIC_ACQUIRE);
 }
 
+void rsk_rdv_bell_ring_own(struct rsk_rdv_bell *b)
+{
+	__atomic_add_fetch(&b->pg->rings, 1, __ATOMIC_SEQ_CST);
+}
+
 /* The client's bells, one per rendezvous name it rang last (a small cache: a process talks
  * to few listeners; the oldest goes). */
 #define RSK_BELL_CACHE 16

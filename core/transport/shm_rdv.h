@@ -163,6 +163,8 @@ struct rsk_rdv_bell;
 int rsk_rdv_listen_bells(const struct sockaddr *bound, int v6only, int backlog, int fds[2],
 			 struct rsk_rdv_bell *bells[2]);
 uint64_t rsk_rdv_bell_rings(const struct rsk_rdv_bell *b);
+/* Listener: ring our own bell @b (an entry handed back into the rendezvous by a sibling). */
+void rsk_rdv_bell_ring_own(struct rsk_rdv_bell *b);
 void rsk_rdv_bell_close(struct rsk_rdv_bell *b);
 int rsk_rdv_ring(const char *what, unsigned int port, pid_t pid);
 

@@ -46,6 +46,7 @@
 #include "transport/shm_rdv.h"
 #include "unit_cm.h"
 #include "unit_clocks.h"
+#include "unit_count.h"
 
 static const struct rsk_cm_ops *cm = &rsk_shm_cm_ops;
 
@@ -622,6 +623,44 @@ static void test_bell_quiet(void **state)
 	cli_close(&c);
 	srv_close(&s3);
 	close(raw);
+}
+
+/*
+ * Shared with siblings (prefork), the bell is read as for a listener of one process: a
+ * claim for a plain client after an empty look makes no accept4 on the rendezvous (it made
+ * two: every TCP client of nginx's workers paid them, from other hosts too), and one that
+ * rang is found. A sibling that hands an entry back rings (rsk_listen_give_back): the
+ * prefork tests below claim such entries.
+ */
+static void test_bell_quiet_shared(void **state)
+{
+	struct fix *f = *state;
+	struct srv s, s2;
+	struct cli c;
+	int64_t ms;
+	int fd;
+
+	cm->listen_note(f->lh, RSK_LISTEN_FORKED);
+	fd = plain_claimed(f, &s, &ms); /* looks, finds it empty */
+	srv_close(&s);
+	close(fd);
+	ucn_count(1);
+	fd = plain_claimed(f, &s, &ms);
+	assert_int_equal(ucn.accept4, 0);
+	ucn_count(0);
+	srv_close(&s);
+	close(fd);
+	cli_full(&c, f);
+	srv_accept(&s2, f->kfd);
+	ucn_count(1);
+	assert_int_equal(srv_claim(&s2, f->lh, &ms), 1);
+	assert_true(ucn.accept4 >= 1);
+	ucn_count(0);
+	srv_open(&s2);
+	cli_resolve(&c);
+	assert_paired(c.d.ep, s2.cl.ep, 6);
+	cli_close(&c);
+	srv_close(&s2);
 }
 
 /*
@@ -1630,6 +1669,7 @@ int main(void)
 		T4(test_dial_no_peer),
 		T4(test_undial),
 		T4(test_bell_quiet),
+		T4(test_bell_quiet_shared),
 		T4(test_claim_plain_client),
 		T4(test_dead_client),
 		T4(test_unclaim_declines),

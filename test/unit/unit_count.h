@@ -19,7 +19,7 @@
 
 struct ucn_counts {
 	int getfl, setfl, getfd, setfd, dupfd; /* fcntl by command */
-	int getsockname, getpeername, getsockopt, poll, close, dup3;
+	int getsockname, getpeername, getsockopt, poll, close, dup3, accept4;
 	int watched_names; /* getsockname/getpeername on ucn_watch_fd */
 };
 
@@ -34,6 +34,7 @@ static struct {
 	int (*poll)(struct pollfd *, nfds_t, int);
 	int (*close)(int);
 	int (*dup3)(int, int, int);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
 } ucn_libc;
 
 static inline int ucn_mine(void)
@@ -101,6 +102,12 @@ static int ucn_dup3(int fd, int fd2, int flags)
 	return ucn_libc.dup3(fd, fd2, flags);
 }
 
+static int ucn_accept4(int fd, struct sockaddr *a, socklen_t *l, int flags)
+{
+	ucn.accept4 += ucn_mine();
+	return ucn_libc.accept4(fd, a, l, flags);
+}
+
 #define UCN_SWAP(name)                                                                             \
 	do {                                                                                       \
 		ucn_libc.name = RSK_REAL(name);                                                    \
@@ -120,6 +127,7 @@ static inline void ucn_count(int on)
 		UCN_SWAP(poll);
 		UCN_SWAP(close);
 		UCN_SWAP(dup3);
+		UCN_SWAP(accept4);
 	} else if (!on && ucn_libc.fcntl != NULL) {
 		UCN_BACK(fcntl);
 		UCN_BACK(getsockname);
@@ -128,6 +136,7 @@ static inline void ucn_count(int on)
 		UCN_BACK(poll);
 		UCN_BACK(close);
 		UCN_BACK(dup3);
+		UCN_BACK(accept4);
 		memset(&ucn_libc, 0, sizeof(ucn_libc));
 	}
 	memset(&ucn, 0, sizeof(ucn));
