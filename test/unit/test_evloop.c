@@ -220,9 +220,10 @@ static void on_virtual(void *arg, uint32_t events)
 	int i = (int)(intptr_t)arg;
 
 	(void)events;
-	UNIT_INC(&vw.calls[i]);
+	/* on_thread first: the test reads it as soon as it sees calls move */
 	if (rsk_evloop_on_thread())
 		UNIT_INC(&vw.on_thread);
+	UNIT_INC(&vw.calls[i]);
 }
 
 /* The shared fd's own callback: what verbs' channel callbacks do with their tokens. */
@@ -249,9 +250,11 @@ static void test_virtual_watch(void **state)
 	assert_int_equal(rsk_evloop_watch(shared->rfd, EPOLLIN, on_shared, shared, &shared->h), 0);
 	__atomic_store_n(&vw.target, 1, __ATOMIC_SEQ_CST);
 	pw_poke(shared);
-	assert_true(UNIT_WAIT(UNIT_LOAD(&vw.calls[1]) == 1, WAIT_MS));
+	/* fired last: on_shared counts it once rsk_evloop_fire has returned, after on_virtual
+	 * counted its call (waiting for calls[1] could read fired[1] before it moved) */
+	assert_true(UNIT_WAIT(UNIT_LOAD(&vw.fired[1]) == 1, WAIT_MS));
+	assert_int_equal(UNIT_LOAD(&vw.calls[1]), 1);
 	assert_int_equal(UNIT_LOAD(&vw.calls[0]), 0);
-	assert_int_equal(UNIT_LOAD(&vw.fired[1]), 1);
 	assert_int_equal(UNIT_LOAD(&vw.on_thread), 1);
 	/* removed, and its slot reused: the old handle reaches nobody */
 	old = vw.v[1];
@@ -458,13 +461,20 @@ static void test_stale_event_never_reaches_recycled_slot(void **state)
 /* ---- unwatch and a running callback ---- */
 
 static int slow_started, slow_finished;
+static int64_t slow_until; /* on_slow returns at this time (ms), once the test set it */
 
 static void on_slow(void *arg, uint32_t events)
 {
+	int64_t until, end = rsk_now_ms() + WAIT_MS;
+
 	(void)events;
 	pw_drain(((struct pw *)arg)->rfd);
 	UNIT_INC(&slow_started);
-	unit_sleep_ms(150);
+	/* 150 ms from the test's clock, not from this start: a test thread slowed down after
+	 * it saw slow_started (a loaded host) found a callback of a fixed 150 ms already over */
+	while (((until = __atomic_load_n(&slow_until, __ATOMIC_SEQ_CST)) == 0 ||
+		rsk_now_ms() < until) && rsk_now_ms() < end)
+		unit_sleep_ms(1);
 	UNIT_INC(&slow_finished);
 }
 
@@ -475,10 +485,12 @@ static void test_unwatch_waits_for_running_callback(void **state)
 
 	(void)state;
 	slow_started = slow_finished = 0;
+	__atomic_store_n(&slow_until, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(rsk_evloop_watch(p->rfd, EPOLLIN, on_slow, p, &p->h), 0);
 	pw_poke(p);
 	assert_true(UNIT_WAIT(UNIT_LOAD(&slow_started) == 1, WAIT_MS));
 	t0 = rsk_now_ms();
+	__atomic_store_n(&slow_until, t0 + 150, __ATOMIC_SEQ_CST); /* it runs 150 ms from now */
 	rsk_evloop_unwatch(p->h);
 	/* Returned: the callback is over (the caller may now free what it uses). */
 	assert_int_equal(UNIT_LOAD(&slow_finished), 1);
@@ -678,8 +690,11 @@ static void on_tick(void)
 	if (!rsk_evloop_on_thread())
 		UNIT_INC(&tick_off_thread);
 	if (rsk_evloop_take_tick()) {
-		if (__atomic_add_fetch(&tick_taken, 1, __ATOMIC_SEQ_CST) == 1)
+		/* the time first, then the count: the test reads the time as soon as it sees
+		 * tick_taken move (this thread alone writes both) */
+		if (UNIT_LOAD(&tick_taken) == 0)
 			__atomic_store_n(&tick_first_us, rsk_now_us(), __ATOMIC_SEQ_CST);
+		UNIT_INC(&tick_taken);
 		if (UNIT_LOAD(&tick_again) > 0) {
 			__atomic_sub_fetch(&tick_again, 1, __ATOMIC_SEQ_CST);
 			rsk_evloop_request_tick();
@@ -761,9 +776,27 @@ static int64_t settle_first_us; /* when the first due request was taken */
 static void on_settle_tick(void)
 {
 	UNIT_INC(&settle_rounds);
-	if (rsk_evloop_take_due() &&
-	    __atomic_add_fetch(&settle_taken, 1, __ATOMIC_SEQ_CST) == 1)
+	if (!rsk_evloop_take_due())
+		return;
+	/* the time first, then the count: the test reads the time as soon as it sees
+	 * settle_taken move (this thread alone writes both; counted first, it read 0 there
+	 * once, under TSan on a loaded host: "settled -26406984218 us after the request") */
+	if (UNIT_LOAD(&settle_taken) == 0)
 		__atomic_store_n(&settle_first_us, rsk_now_us(), __ATOMIC_SEQ_CST);
+	UNIT_INC(&settle_taken);
+}
+
+/* Until the loop has run no round for QUIET_MS (bounded): the settle windows that requests
+ * opened are over and it sleeps untimed (a fixed QUIET_MS is no bound on a loaded host). */
+static void settle_quiet(void)
+{
+	int64_t end = rsk_now_ms() + WAIT_MS;
+	int before;
+
+	do {
+		before = UNIT_LOAD(&settle_rounds);
+		unit_sleep_ms(QUIET_MS);
+	} while (UNIT_LOAD(&settle_rounds) != before && rsk_now_ms() < end);
 }
 
 static void sleep_us(long us)
@@ -797,7 +830,7 @@ static void test_settle(void **state)
 	pw_watch(p, EPOLLIN); /* the loop runs */
 	rsk_evloop_set_tick(on_settle_tick);
 	(void)rsk_evloop_take_tick();
-	unit_sleep_ms(QUIET_MS); /* nothing requested: the loop sleeps untimed */
+	settle_quiet(); /* nothing requested: the loop sleeps untimed */
 	__atomic_store_n(&settle_taken, 0, __ATOMIC_SEQ_CST);
 
 	k0 = rsk_evloop_kicks();
@@ -814,7 +847,7 @@ static void test_settle(void **state)
 	 * An immediate tick per request woke it 95-100 times. */
 	assert_true(kicks <= 20);
 
-	unit_sleep_ms(QUIET_MS); /* the windows end, the loop sleeps untimed again */
+	settle_quiet(); /* the windows end, the loop sleeps untimed again */
 	__atomic_store_n(&settle_taken, 0, __ATOMIC_SEQ_CST);
 	k0 = rsk_evloop_kicks();
 	t0 = rsk_now_us();
@@ -1099,6 +1132,8 @@ static void test_run_async(void **state)
 {
 	struct pw *p = pw_new();
 	struct sigaction sa, old;
+	int64_t end;
+	int rc;
 
 	(void)state;
 	memset(&ra, 0, sizeof(ra));
@@ -1121,8 +1156,15 @@ static void test_run_async(void **state)
 	assert_int_equal(UNIT_LOAD(&ra.on_thread), 1);
 	unit_sleep_ms(QUIET_MS);
 	assert_int_equal(UNIT_LOAD(&ra.ran), 1);
-	/* the request is taken: the next one is accepted and runs too */
-	assert_int_equal(rsk_evloop_run_async(on_async), 0);
+	/* the request is taken: the next one is accepted and runs too. The loop takes it only
+	 * once on_async has returned, after ran moved: a loop thread still between the two
+	 * (QUIET_MS is no bound on a loaded machine) refuses it with -EBUSY, so ask until it
+	 * is no longer pending (each refusal changes nothing; not UNIT_WAIT, which would ask
+	 * once more after the accepted request). */
+	end = rsk_now_ms() + WAIT_MS;
+	while ((rc = rsk_evloop_run_async(on_async)) == -EBUSY && rsk_now_ms() < end)
+		unit_sleep_ms(1);
+	assert_int_equal(rc, 0);
 	assert_true(UNIT_WAIT(UNIT_LOAD(&ra.ran) == 2, WAIT_MS));
 }
 
