@@ -37,8 +37,10 @@
 #include "unit_cm.h"
 #include "unit_calls.h"
 
-/* pollfast.c's fairness bound in user-space answers between two real looks. */
+/* pollfast.c's fairness bounds between two real looks: answers from user space, and time
+ * (RSK_PF_FAIR_US). */
 #define FAIR_RETURNS 16
+#define FAIR_US 1000
 
 struct fx {
 	int l, cl, sv;
@@ -426,6 +428,7 @@ static void test_has_ours(void **state)
 static void test_kernel_only_set(void **state)
 {
 	struct pollfd p[3];
+	int64_t t0, dt;
 	int pp[2];
 
 	(void)state;
@@ -442,13 +445,22 @@ static void test_kernel_only_set(void **state)
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
 	p[2] = (struct pollfd){.fd = F.sv, .events = POLLIN}; /* behind two fds not ours */
 	assert_int_equal(rsk_pf_has_ours(p, 3), 1);
+	t0 = rsk_now_us();
 	assert_int_equal(pf_poll(p, 3, 0), 0); /* an unknown set's first look: real, nothing */
 	send1("b");
 	count_real(1);
 	assert_int_equal(pf_poll(p, 3, -1), 1);
+	dt = rsk_now_us() - t0;
 	assert_int_equal(p[2].revents, POLLIN);
 	assert_int_equal(p[1].revents, 0);
-	assert_int_equal(UNIT_LOAD(&looks) + UNIT_LOAD(&sleeps), 0);
+	assert_int_equal(UNIT_LOAD(&sleeps), 0);
+	/* No real look, within the fairness time since the set's first (real) look; past it
+	 * (a loaded machine: the two calls took longer than FAIR_US) the kernel fds are due
+	 * one zero-timeout look by that rule, and only one. */
+	if (dt < FAIR_US)
+		assert_int_equal(UNIT_LOAD(&looks), 0);
+	else
+		assert_true(UNIT_LOAD(&looks) <= 1);
 	assert_int_equal(conn_of(F.sv)->lazy, 1);
 	drain();
 	close(pp[0]);

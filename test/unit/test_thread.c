@@ -26,6 +26,7 @@
 /* The worker: rounds of work inside the gate, each long enough (1 ms) that a fork landing
  * anywhere in the loop lands inside one most of the time, and a short wait between them. */
 static int stop, in_work, rounds, hold; /* hold: the next round lasts until hold is 0 */
+static int held; /* a round is being held (it saw hold set, in its work) */
 
 static void *worker(void *arg)
 {
@@ -35,8 +36,11 @@ static void *worker(void *arg)
 		__atomic_store_n(&in_work, 1, __ATOMIC_SEQ_CST);
 		free(malloc(64)); /* what the real threads do there: the allocator's locks */
 		unit_sleep_ms(1);
-		while (UNIT_LOAD(&hold))
+		while (UNIT_LOAD(&hold)) {
+			__atomic_store_n(&held, 1, __ATOMIC_SEQ_CST);
 			unit_sleep_ms(1);
+		}
+		__atomic_store_n(&held, 0, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&in_work, 0, __ATOMIC_SEQ_CST);
 		UNIT_INC(&rounds);
 		rsk_thread_work_end();
@@ -132,8 +136,11 @@ static void test_stuck_worker_delays_fork_only(void **state)
 	(void)state;
 	worker_start();
 	__atomic_store_n(&hold, 1, __ATOMIC_SEQ_CST);
-	unit_sleep_ms(20); /* every round that starts from here on is held: one is by now */
-	assert_true(UNIT_WAIT(UNIT_LOAD(&in_work) == 1, WAIT_MS));
+	/* Wait for a round that is really held: in_work alone may still be the round that
+	 * passed its check of hold before it was set (a worker slowed down there, past any
+	 * fixed sleep, ends that round during the fork and is between rounds after it). */
+	assert_true(UNIT_WAIT(UNIT_LOAD(&held) == 1, WAIT_MS));
+	assert_int_equal(UNIT_LOAD(&in_work), 1);
 	assert_int_equal(gated_fork(child_ok), 0);
 	assert_int_equal(UNIT_LOAD(&in_work), 1); /* still held: the fork did not wait for it */
 	worker_stop();
