@@ -319,6 +319,20 @@ static int wait_for_events(int ep, struct epoll_event *out, int room, int want)
 	return n;
 }
 
+/* Both ends of pipe @p (one byte in it) into @ep with one data: what a wait reports of them
+ * (2), and then what rsk_face_reported makes of that. */
+static int pipe_pair_reported(int ep, const int p[2])
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = 11}, out[4];
+	int n;
+
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[1], &ev), 0);
+	n = epoll_wait(ep, out, 4, 1000);
+	assert_int_equal(n, 2);
+	return rsk_face_reported(ep, out, n);
+}
+
 /* A client at each of a face's listeners: the set reports both, and the wait's merge makes
  * them the one event the kernel would give for one registration; not in another set, nor
  * after the DEL. */
@@ -344,19 +358,10 @@ static void test_exclusive_reports_once(void **state)
 	/* another set's two fds of one data are its own business */
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	assert_int_equal(write(p[1], "x", 1), 1);
-	ev.events = EPOLLIN | EPOLLOUT;
-	assert_int_equal(epoll_ctl(ep2, EPOLL_CTL_ADD, p[0], &ev), 0);
-	assert_int_equal(epoll_ctl(ep2, EPOLL_CTL_ADD, p[1], &ev), 0);
-	n = epoll_wait(ep2, out, 4, 1000);
-	assert_int_equal(n, 2);
-	assert_int_equal(rsk_face_reported(ep2, out, n), 2);
+	assert_int_equal(pipe_pair_reported(ep2, p), 2);
 	/* after the DEL, no merge */
 	assert_int_equal(rsk_face_ctl(ep, EPOLL_CTL_DEL, l, NULL, &rc), 1);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[1], &ev), 0);
-	n = epoll_wait(ep, out, 4, 1000);
-	assert_int_equal(n, 2);
-	assert_int_equal(rsk_face_reported(ep, out, n), 2);
+	assert_int_equal(pipe_pair_reported(ep, p), 2);
 	/* nor in a new set at the number of one closed without a DEL */
 	close(ep);
 	ep = epoll_create1(EPOLL_CLOEXEC);
@@ -365,12 +370,7 @@ static void test_exclusive_reports_once(void **state)
 	assert_int_equal(rc, 0);
 	close(ep);
 	assert_int_equal(epoll_create1(EPOLL_CLOEXEC), ep);
-	ev.events = EPOLLIN | EPOLLOUT;
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[1], &ev), 0);
-	n = epoll_wait(ep, out, 4, 1000);
-	assert_int_equal(n, 2);
-	assert_int_equal(rsk_face_reported(ep, out, n), 2);
+	assert_int_equal(pipe_pair_reported(ep, p), 2);
 	close(tcp_take(l));
 	rc = rsk_accept_bearer(l, NULL, NULL, SOCK_CLOEXEC, &(int){0});
 	assert_true(rc >= 0);
