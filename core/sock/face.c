@@ -105,6 +105,16 @@ static int rsk_face_reg_at(const struct rsk_sock *s, int epfd)
 	return -1;
 }
 
+/* Ask set @epfd about TCP listener @kfd with a MOD, which changes nothing: an exclusive
+ * registration refuses it (-EINVAL), and -ENOENT says none is there (a set closed without a
+ * DEL, its number reused). The kernel's answer. */
+static int rsk_face_probe(int epfd, int kfd)
+{
+	struct epoll_event e = {.events = EPOLLIN};
+
+	return rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, kfd, &e);
+}
+
 /*
  * The direct registrations of this process by set and data, for a wait that reports both of
  * a face's listeners (a client at each) to report the number once, as the kernel reports a
@@ -131,7 +141,6 @@ void rsk_face_atfork_child(void)
 /* A free slot, or one whose set no longer holds its TCP listener; -1 when none. Locked. */
 static int rsk_face_dreg_slot(void)
 {
-	struct epoll_event e = {.events = EPOLLIN};
 	struct rsk_face_dreg *d;
 	int i;
 
@@ -140,7 +149,7 @@ static int rsk_face_dreg_slot(void)
 			return i;
 	for (i = 0; i < RSK_FACE_DREGS; i++) {
 		d = &rsk_face_dregs[i];
-		if (rsk_sys_epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->kfd, &e) != -EINVAL) {
+		if (rsk_face_probe(d->epfd, d->kfd) != -EINVAL) {
 			d->s = NULL; /* (EINVAL: an exclusive registration still there) */
 			__atomic_sub_fetch(&rsk_face_dreg_live, 1, __ATOMIC_RELAXED);
 			return i;
@@ -210,7 +219,6 @@ static int rsk_face_twice(const struct epoll_event *ev, int n, uint64_t data)
 
 int rsk_face_merge(int epfd, struct epoll_event *ev, int n)
 {
-	struct epoll_event e = {.events = EPOLLIN};
 	struct rsk_face_dreg *d;
 	int i;
 
@@ -222,7 +230,7 @@ int rsk_face_merge(int epfd, struct epoll_event *ev, int n)
 			continue;
 		/* Still there? A set closed without a DEL leaves its slot, and a new set at its
 		 * number may hold two fds of that data (one system call, on this rare path). */
-		if (rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, d->kfd, &e) == -EINVAL)
+		if (rsk_face_probe(epfd, d->kfd) == -EINVAL)
 			n = rsk_face_merge_data(ev, n, d->data);
 	}
 	pthread_mutex_unlock(&rsk_face_dreg_lock);
@@ -265,13 +273,10 @@ static int rsk_face_direct_add(struct rsk_sock *s, int epfd, const struct epoll_
 }
 
 /* Does @epfd still hold @s's TCP listener? A set closed without a DEL and its number reused
- * leaves a stale note. (A MOD on an exclusive registration is refused with EINVAL and
- * changes nothing; ENOENT: not there.) */
+ * leaves a stale note. */
 static int rsk_face_direct_live(const struct rsk_sock *s, int epfd)
 {
-	struct epoll_event e = {.events = EPOLLIN};
-
-	return rsk_sys_epoll_ctl(epfd, EPOLL_CTL_MOD, s->face_fd - 1, &e) != -ENOENT;
+	return rsk_face_probe(epfd, s->face_fd - 1) != -ENOENT;
 }
 
 /*
