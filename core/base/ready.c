@@ -68,9 +68,6 @@ int rsk_ready_pair_flags(int *app, int *ctl, int nonblock)
 	return 0;
 }
 
-/* How long an owner going EMPTY waits for a token counted and not yet written. */
-#define RSK_READY_LATE_MS 100
-
 #define RSK_RW_STATE 1u /* bit 0 of a state word; the rest counts (in steps of 2) */
 #define RSK_RW_COUNT(w) ((w) >> 1)
 

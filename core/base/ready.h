@@ -107,6 +107,10 @@ void rsk_ready_eof(int ctl);
 
 /* ---- the owner's side (it holds the app end @app) ---- */
 
+/* How long an owner going EMPTY waits, in 1 ms polls, for a token counted and not yet
+ * written (a waker preempted between its claim and its write). */
+#define RSK_READY_LATE_MS 100
+
 /*
  * Nothing is readable: go EMPTY and take exactly the tokens shown so far. @readable is asked
  * again after EMPTY is published; if data came meanwhile the state goes back to SHOWN with
