@@ -15,7 +15,15 @@
 #         its 1,731 test-seconds (under a minute of the pass at -j2);
 #   tsan  TSan build (build-tsan): the unit tests and the threaded integration tests
 #         (threads, memcached, redis, the monitor thread's timers in nagle and move, and the
-#         fork/exec/socat paths where connections are shared and relayed).
+#         fork/exec/socat paths where connections are shared and relayed). Not daemon
+#         (nginx forking its master from the process that listened), and so not the other
+#         nginx tests: that process already runs our stats thread (from its first socket),
+#         and TSan puts a child forked from a threaded process into a mode that skips its
+#         interceptors for good (die_after_fork=0; "forked a multi-threaded process"). It
+#         then queues the master's SIGQUIT for a handler it never runs, and the master sits
+#         in sigsuspend for ever (seen 2026-12-06: nginx's handler never logged the signal,
+#         the workers' channel got nothing). nginx under TSan's runtime alone quits, and
+#         without TSan int_daemon passes.
 # Only librdmasock (and our own test programs) are built with the sanitizer; redis, nginx,
 # memcached, socat, iperf3, sockperf, bash and python get its runtime by LD_PRELOAD alone.
 # Each sanitizer writes its reports to files (log_path) in a directory of its own; the run
