@@ -168,16 +168,17 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->spinning = 0;
 	x->pending = 0;
 	x->rx_hint = 0;
-	if (x->s != NULL && x->s->conn == NULL && x->s->upg != NULL)
+	/* (read once: the exit's release may clear it meanwhile, rsk_life_exit) */
+	x->c = x->s != NULL ? __atomic_load_n(&x->s->conn, __ATOMIC_ACQUIRE) : NULL;
+	if (x->s != NULL && x->c == NULL && x->s->upg != NULL)
 		return 1;
-	if (x->s == NULL || x->s->conn == NULL) {
+	if (x->s == NULL || x->c == NULL) {
 		int rc = x->s != NULL && x->s->detached ? -ENOTCONN : -EBADF;
 
 		if (x->s != NULL)
 			rsk_sock_put(x->s);
 		return rc; /* ENOTCONN: a connection that stayed the parent's at a fork */
 	}
-	x->c = x->s->conn;
 	if (rsk_unlikely(__atomic_load_n(&x->s->setup_held, __ATOMIC_RELAXED)))
 		rsk_hist_setup_seen(x->s); /* a data call: the connect is over for the application */
 	x->nonblock = x->c->nonblock || (flags & MSG_DONTWAIT);

@@ -375,8 +375,8 @@ static void rsk_life_exit_one(struct rsk_sock *s, int fd)
 	struct rsk_conn *c = s->conn;
 
 	(void)fd;
-	s->conn = NULL;
-	rsk_conn_release(c);
+	__atomic_store_n(&s->conn, NULL, __ATOMIC_RELEASE);
+	rsk_conn_release_exiting(c); /* (a call of another thread may still be inside it) */
 }
 
 void rsk_life_exit(void)

@@ -1187,6 +1187,31 @@ void rsk_conn_release(struct rsk_conn *c)
 }
 
 /*
+ * The process is ending (the destructor, or _exit's flush), yet the application's other
+ * threads run until it is gone, and one may be inside a call on @c: a reader blocked in recv
+ * (a Python daemon thread, a worker of a program that returns from main) wakes when the
+ * stream ends, and it read a freed connection (a crash at exit in about one run in two). So
+ * the stream ends as a close ends it, and everything such a call touches stays: @c mapped,
+ * its endpoint, stream and hidden fds (the kernel takes them with the process). Not retired
+ * either: a shm peer must not reuse a segment a thread of ours may still write; it loses only
+ * that reuse.
+ */
+void rsk_conn_release_exiting(struct rsk_conn *c)
+{
+	int last;
+
+	rsk_conn_unregister(c);
+	rsk_conn_lock(c);
+	(void)rsk_stream_push(&c->st);
+	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
+	rsk_dbg("connection %p released at exit, %s", (void *)c,
+		last ? "the last holder" : "still held");
+	if (last)
+		rsk_conn_end_stream(c);
+	rsk_conn_unlock(c);
+}
+
+/*
  * Holds of a connection that no record of this process names yet (a move under way at a
  * fork, calls/upgrade.c). As in rsk_conn_release, `holders` only goes down under the lock,
  * and a holder that is not the last drops its copy of the endpoint inside the same hold of

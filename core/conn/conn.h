@@ -226,6 +226,10 @@ void rsk_conn_end_ours(struct rsk_conn *c);
 /* This process is done with @c (its last fd closed): the last holder ends the stream. */
 void rsk_conn_release(struct rsk_conn *c);
 
+/* The same at process exit, where other threads may still be inside calls on @c: the stream
+ * ends, and nothing they use is freed or closed (the process's end takes it). */
+void rsk_conn_release_exiting(struct rsk_conn *c);
+
 /*
  * A holder of @c that no record of this process names (a move under way, calls/upgrade.c)
  * lets go, @app and @ctl being its app end and ctl end (or -1). rsk_conn_unshare: if another
