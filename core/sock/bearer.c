@@ -214,7 +214,7 @@ int rsk_bearer_direct_next(const struct rsk_sock *s, int i)
 {
 	int n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
 
-	for (; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++)
+	for (; i < n && i < (int)RSK_ARRAY_SIZE(s->epregs); i++) /* (direct ones: all here) */
 		if (__atomic_load_n(&s->epregs[i].direct, __ATOMIC_RELAXED))
 			return i;
 	return -1;
@@ -274,7 +274,7 @@ static void rsk_bearer_unset_direct(const struct rsk_sock *s, int r)
 	int i;
 
 	for (i = rsk_bearer_direct_next(s, 0); i >= 0; i = rsk_bearer_direct_next(s, i + 1))
-		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, r, NULL);
+		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, r, NULL); /* (i < EPREGS) */
 }
 
 void rsk_bearer_shut(struct rsk_sock *s)

@@ -95,12 +95,12 @@ void rsk_face_flags_changed(int fd)
 /* ---- EPOLLEXCLUSIVE: the face's listeners in the application's set ---- */
 
 /* @s's noted registration in @epfd: its index in s->epregs, or -1. s->lock held. */
-static int rsk_face_reg_at(const struct rsk_sock *s, int epfd)
+static int rsk_face_reg_at(struct rsk_sock *s, int epfd)
 {
 	int i;
 
 	for (i = 0; i < s->nepregs; i++)
-		if (s->epregs[i].epfd == epfd)
+		if (rsk_sock_epreg_at(s, i)->epfd == epfd)
 			return i;
 	return -1;
 }
@@ -267,7 +267,7 @@ static int rsk_face_direct_add(struct rsk_sock *s, int epfd, const struct epoll_
 	if (rc < 0)
 		return rc;
 	rsk_sock_epreg(s, epfd, EPOLL_CTL_ADD, ev);
-	s->epregs[rsk_face_reg_at(s, epfd)].direct = 1;
+	rsk_sock_epreg_at(s, rsk_face_reg_at(s, epfd))->direct = 1; /* (below RSK_SOCK_EPREGS) */
 	rsk_face_dreg_add(s, epfd, ev->data.u64);
 	return 0;
 }
@@ -297,19 +297,19 @@ int rsk_face_ctl(int epfd, int op, int fd, const struct epoll_event *ev, int *rc
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	i = __atomic_load_n(&s->face_on, __ATOMIC_ACQUIRE) ? rsk_face_reg_at(s, epfd) : -2;
-	if (i >= 0 && s->epregs[i].direct && !rsk_face_direct_live(s, epfd)) {
+	if (i >= 0 && rsk_sock_epreg_at(s, i)->direct && !rsk_face_direct_live(s, epfd)) {
 		rsk_face_dreg_del(s, epfd);
 		rsk_sock_epreg(s, epfd, EPOLL_CTL_DEL, NULL);
 		i = -1;
 	}
 	if (i == -1 && op == EPOLL_CTL_ADD && ev != NULL && (ev->events & EPOLLEXCLUSIVE)) {
 		done = (*rc = rsk_face_direct_add(s, epfd, ev)) != -ENOSPC;
-	} else if (i >= 0 && s->epregs[i].direct && op == EPOLL_CTL_DEL) {
+	} else if (i >= 0 && rsk_sock_epreg_at(s, i)->direct && op == EPOLL_CTL_DEL) {
 		rsk_face_direct_del(s, epfd);
 		rsk_face_dreg_del(s, epfd);
 		rsk_sock_epreg(s, epfd, EPOLL_CTL_DEL, NULL);
 		*rc = 0;
-	} else if (i >= 0 && s->epregs[i].direct) {
+	} else if (i >= 0 && rsk_sock_epreg_at(s, i)->direct) {
 		/* the kernel's: an exclusive registration is not modified, nor added again */
 		*rc = op == EPOLL_CTL_ADD ? -EEXIST : -EINVAL;
 	} else {
@@ -327,8 +327,8 @@ static void rsk_face_direct_del_all(struct rsk_sock *s)
 
 	pthread_mutex_lock(&s->lock);
 	for (i = rsk_bearer_direct_next(s, 0); i >= 0; i = rsk_bearer_direct_next(s, i + 1)) {
-		rsk_face_direct_del(s, s->epregs[i].epfd);
-		s->epregs[i].direct = 0;
+		rsk_face_direct_del(s, rsk_sock_epreg_at(s, i)->epfd);
+		rsk_sock_epreg_at(s, i)->direct = 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	rsk_face_dreg_del(s, -1);

@@ -95,6 +95,9 @@ static void rsk_sock_free(struct rsk_sock *s)
 {
 	free(s->newopts);
 	s->newopts = NULL;
+	free(s->epregs_more);
+	s->epregs_more = NULL;
+	s->epregs_more_cap = 0;
 	if ((s = rsk_spares_give(rsk_sock_spares, RSK_SOCK_SPARES, s)) == NULL)
 		return;
 	pthread_mutex_lock(&rsk_pool_lock);
@@ -677,21 +680,45 @@ void rsk_sock_count_become(void)
 	__atomic_add_fetch(&rsk_sock_nbecome, 1, __ATOMIC_RELEASE);
 }
 
+/* Room for registration number @i: 0, or -ENOMEM. s->lock held. */
+static int rsk_sock_epreg_room(struct rsk_sock *s, int i)
+{
+	struct rsk_epreg *more;
+	int cap;
+
+	if (i < RSK_SOCK_EPREGS + s->epregs_more_cap)
+		return 0;
+	cap = s->epregs_more_cap > 0 ? 2 * s->epregs_more_cap : RSK_SOCK_EPREGS;
+	more = realloc(s->epregs_more, (size_t)cap * sizeof(*more));
+	if (more == NULL)
+		return -ENOMEM;
+	s->epregs_more = more;
+	s->epregs_more_cap = cap;
+	return 0;
+}
+
 void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_event *ev)
 {
+	struct rsk_epreg *e;
 	int i;
 
-	for (i = 0; i < s->nepregs && s->epregs[i].epfd != epfd; i++)
+	for (i = 0; i < s->nepregs && rsk_sock_epreg_at(s, i)->epfd != epfd; i++)
 		;
 	/* (nepregs stored atomically: a DEL looks at it without the lock, rsk_life_epoll_note) */
 	if (op == EPOLL_CTL_DEL && i < s->nepregs) {
-		s->epregs[i] = s->epregs[s->nepregs - 1];
+		*rsk_sock_epreg_at(s, i) = *rsk_sock_epreg_at(s, s->nepregs - 1);
 		__atomic_store_n(&s->nepregs, s->nepregs - 1, __ATOMIC_RELAXED);
-	} else if (op != EPOLL_CTL_DEL && ev != NULL && i < RSK_SOCK_EPREGS) {
-		s->epregs[i].epfd = epfd;
-		s->epregs[i].ev = *ev;
+	} else if (op != EPOLL_CTL_DEL && ev != NULL) {
+		if (rsk_sock_epreg_room(s, i) < 0) {
+			/* (the one registration that then does not follow a move) */
+			rsk_warn("epoll set %d: registration not noted (out of memory)", epfd);
+			return;
+		}
+		e = rsk_sock_epreg_at(s, i);
+		e->epfd = epfd;
+		e->ev = *ev;
 		if (i == s->nepregs) {
-			s->epregs[i].direct = 0;
+			e->direct = 0;
 			__atomic_store_n(&s->nepregs, i + 1, __ATOMIC_RELAXED);
 		}
 	}
@@ -703,8 +730,8 @@ void rsk_sock_epreg_replay(struct rsk_sock *s, int fd)
 	int i, n = __atomic_load_n(&s->nepregs, __ATOMIC_RELAXED);
 
 	for (i = 0; i < n; i++) {
-		ev = s->epregs[i].ev;
-		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_ADD, fd, &ev);
+		ev = rsk_sock_epreg_at(s, i)->ev;
+		(void)rsk_sys_epoll_ctl(rsk_sock_epreg_at(s, i)->epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
 }
 
@@ -721,7 +748,7 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 	/* Registrations the application made on the TCP file would keep reporting it: take
 	 * them off while the number still names it, and put them on the new file below. */
 	for (i = 0; i < s->nepregs; i++)
-		(void)rsk_sys_epoll_ctl(s->epregs[i].epfd, EPOLL_CTL_DEL, fd, NULL);
+		(void)rsk_sys_epoll_ctl(rsk_sock_epreg_at(s, i)->epfd, EPOLL_CTL_DEL, fd, NULL);
 	/* From here the application's number names the readiness socket (and the TCP file
 	 * goes, unless the transport keeps a placeholder). */
 	rc = rsk_sys_dup3(app, fd, (fdfl > 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);

@@ -38,6 +38,9 @@ struct rsk_epreg {
 	 * the set themselves (face.c, rsk_face_ctl), the face's number is not */
 	int direct;
 };
+/* Registrations kept in the socket itself; more sets go to a heap array (epregs_more). A
+ * face's direct ones are always among these (face.c adds one only below this many), so that
+ * rsk_bearer_direct_next reads them without the lock. */
 #define RSK_SOCK_EPREGS 4
 
 struct rsk_sock {
@@ -92,7 +95,12 @@ struct rsk_sock {
 	/* listening: its port (every connection it accepts has it locally); connecting: the
 	 * destination's. Kept so that counting a connection asks the kernel nothing. */
 	uint16_t port;
+	/* Every epoll set holding it while it was a plain TCP socket: each must follow it onto
+	 * the accelerated file (rsk_sock_become), or a wait there never wakes again. Entries
+	 * 0..RSK_SOCK_EPREGS-1 here, the rest in epregs_more (s->lock). */
 	struct rsk_epreg epregs[RSK_SOCK_EPREGS];
+	struct rsk_epreg *epregs_more;
+	int epregs_more_cap;
 	int nepregs;
 	unsigned int walk_gen;
 	unsigned int held_fork; /* the fork (rsk_proc_forks()) that counted a child as a holder */
@@ -223,8 +231,15 @@ int rsk_sock_become(struct rsk_sock *s, int fd, struct rsk_conn *c, int app, int
 		    const struct sockaddr *dest);
 
 /* Registration of @s in epoll set @epfd by @op (@ev: its events and data) noted, for
- * rsk_sock_become to replay (up to RSK_SOCK_EPREGS sets). The caller holds s->lock. */
+ * rsk_sock_become to replay (every set; past RSK_SOCK_EPREGS on the heap). The caller holds
+ * s->lock. */
 void rsk_sock_epreg(struct rsk_sock *s, int epfd, int op, const struct epoll_event *ev);
+
+/* @s's noted registration number @i (< s->nepregs). s->lock held, or @i < RSK_SOCK_EPREGS. */
+static inline struct rsk_epreg *rsk_sock_epreg_at(struct rsk_sock *s, int i)
+{
+	return i < RSK_SOCK_EPREGS ? &s->epregs[i] : &s->epregs_more[i - RSK_SOCK_EPREGS];
+}
 
 /* The registrations noted for @s (rsk_sock_epreg) made again for the file now at @fd: the
  * new file behind the number (rsk_sock_become; a listener's face put back, face.c). */

@@ -368,6 +368,60 @@ static int check_peek(void)
 	return 0;
 }
 
+/*
+ * A socket in more epoll sets than the socket keeps in itself (RSK_SOCK_EPREGS, 4): every set
+ * must follow it onto the accelerated file. Before, a fifth set's registration stayed on the
+ * TCP file the move closed, and a wait there never woke again.
+ */
+#define MANY_SETS 7
+
+static int wake_in_every(const int *ep, const char *end, int round)
+{
+	struct epoll_event out;
+	int k;
+
+	for (k = 0; k < MANY_SETS; k++) {
+		REQ(epoll_wait(ep[k], &out, 1, 5000) == 1 && out.data.u32 == (uint32_t)k,
+		    "round %d: the %s not readable in set %d of %d", round, end, k + 1, MANY_SETS);
+	}
+	return 0;
+}
+
+static int check_many_sets(void)
+{
+	int c, s, k, i, more = 5, ec[MANY_SETS], es[MANY_SETS];
+	double end = now_sec() + 3;
+
+	TRY(pair(&c, &s));
+	for (k = 0; k < MANY_SETS; k++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)k};
+
+		ec[k] = epoll_create1(0);
+		es[k] = epoll_create1(0);
+		REQ(ec[k] >= 0 && epoll_ctl(ec[k], EPOLL_CTL_ADD, c, &ev) == 0 && es[k] >= 0 &&
+			    epoll_ctl(es[k], EPOLL_CTL_ADD, s, &ev) == 0,
+		    "epoll set %d: %s", k, strerror(errno));
+	}
+	for (i = 0; more > 0; i++) {
+		if (both_moved(c, s) || now_sec() > end)
+			more--; /* a few rounds past the move */
+		TRY(send_pat(c, SEED, (uint64_t)i, 1, 1));
+		TRY(wake_in_every(es, "server end", i));
+		TRY(recv_pat(s, SEED, (uint64_t)i, 1));
+		TRY(send_pat(s, SEED + 1, (uint64_t)i, 1, 1));
+		TRY(wake_in_every(ec, "client end", i));
+		TRY(recv_pat(c, SEED + 1, (uint64_t)i, 1));
+	}
+	TRY(moved(c, s));
+	for (k = 0; k < MANY_SETS; k++) {
+		close(ec[k]);
+		close(es[k]);
+	}
+	close(c);
+	close(s);
+	return 0;
+}
+
 static const struct check checks[] = {
 	{"pingpong", check_pingpong},
 	{"waitall", check_waitall},
@@ -377,6 +431,7 @@ static const struct check checks[] = {
 	{"blocked_reader", check_blocked_reader},
 	{"epoll_et", check_epoll_et},
 	{"peek", check_peek},
+	{"many_sets", check_many_sets},
 };
 
 int main(int argc, char **argv)

@@ -89,30 +89,33 @@ static void test_epoll_notes(void **state)
 	assert_int_equal(s->nepregs, 1);
 	assert_int_equal(s->epregs[0].ev.events, EPOLLIN | EPOLLOUT | EPOLLET);
 	assert_int_equal(s->epregs[0].ev.data.u64, 2);
-	/* one per epoll set, up to the bound; more are not remembered */
+	/* one per epoll set, past the socket's own RSK_SOCK_EPREGS too (each must follow a
+	 * move: sock.c, rsk_sock_epreg) */
 	for (i = 1; i <= RSK_SOCK_EPREGS; i++) {
 		ev.data.u64 = 10 + (uint64_t)i;
 		rsk_life_epoll_note(ep[i], EPOLL_CTL_ADD, fd, &ev);
 	}
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS + 1);
+	assert_int_equal(rsk_sock_epreg_at(s, RSK_SOCK_EPREGS)->epfd, ep[RSK_SOCK_EPREGS]);
+	assert_int_equal(rsk_sock_epreg_at(s, RSK_SOCK_EPREGS)->ev.data.u64, 10 + RSK_SOCK_EPREGS);
+	/* DEL of a set forgets it (the others stay: the last takes its place); DEL of an
+	 * unknown set changes nothing */
+	rsk_life_epoll_note(ep[1], EPOLL_CTL_DEL, fd, NULL);
 	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS);
 	for (i = 0; i < s->nepregs; i++)
-		assert_true(s->epregs[i].epfd != ep[RSK_SOCK_EPREGS]);
-	/* DEL of a set forgets it (the others stay); DEL of an unknown set changes nothing */
-	rsk_life_epoll_note(ep[1], EPOLL_CTL_DEL, fd, NULL);
-	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
-	for (i = 0; i < s->nepregs; i++)
-		assert_true(s->epregs[i].epfd != ep[1]);
+		assert_true(rsk_sock_epreg_at(s, i)->epfd != ep[1]);
+	assert_int_equal(s->epregs[1].epfd, ep[RSK_SOCK_EPREGS]);
 	rsk_life_epoll_note(999, EPOLL_CTL_DEL, fd, NULL);
-	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS);
 	/* an ADD without an event (a caller bug) is not remembered */
 	rsk_life_epoll_note(ep[1], EPOLL_CTL_ADD, fd, NULL);
-	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS - 1);
-	/* there is room again: the next set is remembered */
-	ev.data.u64 = 77;
-	rsk_life_epoll_note(ep[RSK_SOCK_EPREGS], EPOLL_CTL_ADD, fd, &ev);
 	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS);
-	assert_int_equal(s->epregs[RSK_SOCK_EPREGS - 1].epfd, ep[RSK_SOCK_EPREGS]);
-	assert_int_equal(s->epregs[RSK_SOCK_EPREGS - 1].ev.data.u64, 77);
+	/* a set added again is remembered again, at the end */
+	ev.data.u64 = 77;
+	rsk_life_epoll_note(ep[1], EPOLL_CTL_ADD, fd, &ev);
+	assert_int_equal(s->nepregs, RSK_SOCK_EPREGS + 1);
+	assert_int_equal(rsk_sock_epreg_at(s, RSK_SOCK_EPREGS)->epfd, ep[1]);
+	assert_int_equal(rsk_sock_epreg_at(s, RSK_SOCK_EPREGS)->ev.data.u64, 77);
 	assert_int_equal(rsk_sock_release_fd(fd), 1);
 	close(fd);
 }

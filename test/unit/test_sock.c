@@ -8,18 +8,20 @@
  * open, a forked child's baseline, the walks (every fd; accelerated objects once), retagging
  * and detaching, the file flags a connect need not ask (known from socket() and fcntl,
  * forgotten at a dup, FIONBIO or a fork). rsk_sock_become needs a connection (core/conn),
- * which is tested elsewhere.
+ * which is tested elsewhere; its replay of the epoll sets noted (any number of them) is here.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -568,6 +570,61 @@ static void test_track_release_take_no_lock(void **state)
 	}
 }
 
+/*
+ * Every epoll set a socket was registered in is noted, past the RSK_SOCK_EPREGS kept in the
+ * socket itself, and follows it onto a new file: a move (rsk_sock_become) replays them. Before,
+ * a fifth set was not noted, its registration stayed on the closed TCP file, and a wait there
+ * never woke again (test/progs/move.c many_sets). A DEL moves the last one into its place.
+ */
+#define SETS 9
+
+static void test_epregs_many(void **state)
+{
+	int ep[SETS], sv[2], nf, k, n = 0;
+	struct rsk_sock *s;
+	struct epoll_event ev;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(rsk_sock_track(sv[0], AF_INET, RSK_SOCK_CONNECTED), 0);
+	s = rsk_sock_get(sv[0]);
+	assert_non_null(s);
+	pthread_mutex_lock(&s->lock);
+	for (k = 0; k < SETS; k++) {
+		ev = (struct epoll_event){.events = EPOLLIN, .data.u32 = (uint32_t)k};
+		ep[k] = epoll_create1(EPOLL_CLOEXEC);
+		assert_true(ep[k] >= 0);
+		rsk_sock_epreg(s, ep[k], EPOLL_CTL_ADD, &ev);
+	}
+	assert_int_equal(s->nepregs, SETS);
+	rsk_sock_epreg(s, ep[1], EPOLL_CTL_DEL, NULL); /* inside */
+	rsk_sock_epreg(s, ep[6], EPOLL_CTL_DEL, NULL); /* past the socket's own */
+	assert_int_equal(s->nepregs, SETS - 2);
+	nf = dup(sv[1]); /* the new file behind the number */
+	rsk_sock_epreg_replay(s, nf);
+	pthread_mutex_unlock(&s->lock);
+	assert_int_equal(write(sv[0], "x", 1), 1); /* nf readable */
+	for (k = 0; k < SETS; k++) {
+		int got = epoll_wait(ep[k], &ev, 1, 0);
+
+		if (k == 1 || k == 6) {
+			assert_int_equal(got, 0); /* taken back */
+			continue;
+		}
+		assert_int_equal(got, 1);
+		assert_int_equal(ev.data.u32, (uint32_t)k);
+		n++;
+	}
+	assert_int_equal(n, SETS - 2);
+	rsk_sock_put(s);
+	assert_int_equal(rsk_sock_release_fd(sv[0]), 1);
+	for (k = 0; k < SETS; k++)
+		close(ep[k]);
+	close(nf);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +641,7 @@ int main(void)
 		T(test_flags_known),
 		T(test_walks_retag_detach),
 		T(test_track_release_take_no_lock),
+		T(test_epregs_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
