@@ -5,9 +5,11 @@
 #   exit_threads.py pair PORT          both ends in this process: a daemon thread accepts and
 #                                      echoes, the main thread's client end (epoll) sends 50
 #                                      messages and returns
+#   exit_threads.py pair_exit PORT     the same, ending with os._exit (the library's _exit)
 #   exit_threads.py server PORT BYTES  accept one client, a daemon thread blocked in recv on
 #                                      it, the main thread sends BYTES and returns
 #   exit_threads.py client PORT        read until EOF; print "client: BYTES SHA256"
+import os
 import socket
 import sys
 import threading
@@ -102,8 +104,10 @@ def client(port):
 
 if __name__ == "__main__":
     mode, port = sys.argv[1], int(sys.argv[2])
-    if mode == "pair":
+    if mode in ("pair", "pair_exit"):
         kept = pair(port)
+        if mode == "pair_exit":
+            os._exit(0)  # no destructor: the library's _exit flush ends the streams
     elif mode == "server":
         kept = server(port, int(sys.argv[3]))
     elif mode == "client":
