@@ -10,7 +10,8 @@
  * hello/flush/await_first on shm, the registry (visit, hook, on_release, rsk_conn_live), the
  * tick that posts staged writes, the robust lock after a holder died inside it, and the pool
  * of regions kept for the next connection (reused zeroed, bounded, none of it in a child),
- * and the quiet-endpoint counters (a sleeper arriving while the loop takes an event).
+ * the quiet-endpoint counters (a sleeper arriving while the loop takes an event), and the
+ * release at process exit (the stream ends, its memory stays for other threads' calls).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -670,6 +671,46 @@ static void test_discard_and_release_close_everything(void **state)
 }
 
 /*
+ * The release at process exit (rsk_conn_release_exiting): the stream ends as at a close (the
+ * peer reads every byte, then EOF), and nothing a call of another thread still uses goes:
+ * the region stays mapped and out of the pool, the endpoint and its ctl end stay, and the
+ * stream can still be looked at. rsk_conn_release freed them (region pooled, endpoint
+ * destroyed), and a reader woken by the end took a message into freed memory (a SIGSEGV at
+ * exit, int_exit_threads).
+ */
+static void test_release_exiting_keeps_memory(void **state)
+{
+	struct rsk_conn *c;
+	char b[16];
+	struct pair p;
+	size_t len;
+	ssize_t n;
+
+	(void)state;
+	pair_open(&p);
+	c = p.cl.c;
+	len = c->map_len;
+	assert_int_equal(end_send(&p.cl, "abc", 3), 3);
+	rsk_conn_release_exiting(c);
+	assert_int_equal(c->holders, 0);
+	assert_true(rsk_shm_peer_ended(p.sv.c->ep)); /* the FIN is in the peer's memory */
+	n = end_recv(&p.sv, b, sizeof(b));
+	assert_int_equal(n, 3);
+	assert_memory_equal(b, "abc", 3);
+	assert_int_equal(end_recv(&p.sv, b, sizeof(b)), 0);
+	/* what another thread's call would touch next is all there */
+	assert_true(mapped(c, len));
+	assert_false(region_pooled(c));
+	assert_non_null(c->st.rxq);
+	assert_int_equal(end_recv(&p.cl, b, sizeof(b)), -EAGAIN);
+	/* (the process's end would take the rest: here the test lets go of it) */
+	p.cl.c = NULL;
+	rsk_ep_destroy(c->ep);
+	munmap(c, len);
+	pair_close(&p);
+}
+
+/*
  * The region of a connection that ended here is kept mapped and is the next connection's
  * (no mmap, no page faults, no munmap and its TLB shootdown), and it starts zeroed. Fails on
  * the code before the pool: the region was unmapped at discard and release.
@@ -1237,6 +1278,7 @@ int main(void)
 		cmocka_unit_test(test_show_initial_data_first),
 		cmocka_unit_test(test_writable_follows_credits),
 		cmocka_unit_test(test_release_fin_after_data),
+		cmocka_unit_test(test_release_exiting_keeps_memory),
 		cmocka_unit_test(test_release_unread_resets),
 		cmocka_unit_test(test_release_unharvested_resets),
 		cmocka_unit_test(test_release_linger0_resets),
