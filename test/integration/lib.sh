@@ -129,6 +129,17 @@ need() {
 	done
 }
 
+# use_python: PY names Debian's interpreter (a pyenv shim is a script, whose preloaded shell
+# would be counted too), or whatever python3 is on PATH.
+use_python() {
+	if [ -x /usr/bin/python3 ]; then
+		PY=/usr/bin/python3
+	else
+		need python3
+		PY=$(command -v python3)
+	fi
+}
+
 # A TCP port nobody uses right now, below the kernel's ephemeral range: a port the kernel
 # picks from that range may be handed to some concurrent job's outgoing connect() before our
 # server binds it ("bind: Address already in use", then "nothing listens on port" -- seen

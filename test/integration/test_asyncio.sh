@@ -6,12 +6,7 @@
 # echoed exactly the client's bytes on exactly 20 connections, and the stats lines of the
 # interpreter (its program name is discovered from them) show the expected transport.
 . "$(dirname "$0")/lib.sh"
-if [ -x /usr/bin/python3 ]; then
-	PY=/usr/bin/python3 # Debian's: the distribution interpreter, not a pyenv shim script
-else
-	need python3
-	PY=$(command -v python3)
-fi
+use_python
 "$PY" -c 'import asyncio, random; random.Random(1).randbytes(1)' 2>/dev/null ||
 	skip "$PY lacks asyncio or random.randbytes (Python >= 3.9 needed)"
 ECHO=$(dirname "$0")/asyncio_echo.py

@@ -13,12 +13,7 @@
 #          in order, then EOF, and the server must exit 0; 10 runs.
 # Stats: the connections were carried by the transport under test.
 . "$(dirname "$0")/lib.sh"
-if [ -x /usr/bin/python3 ]; then
-	PY=/usr/bin/python3 # Debian's: the distribution interpreter, not a pyenv shim script
-else
-	need python3
-	PY=$(command -v python3)
-fi
+use_python
 PROG=$(dirname "$0")/exit_threads.py
 PAIRS=20
 SERVERS=10
