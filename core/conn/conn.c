@@ -1162,7 +1162,9 @@ static void rsk_conn_unregister(struct rsk_conn *c)
 	rsk_conn_rec_free(r);
 }
 
-void rsk_conn_release(struct rsk_conn *c)
+/* This process's share of @c goes: its record, Nagle's stage posted, the holders count; the
+ * last holder ends the stream. Returns with @c locked: 1 if this was the last holder. */
+static int rsk_conn_let_go_share(struct rsk_conn *c, const char *how)
 {
 	int last;
 
@@ -1170,9 +1172,17 @@ void rsk_conn_release(struct rsk_conn *c)
 	rsk_conn_lock(c);
 	(void)rsk_stream_push(&c->st); /* another holder's loop may not know of the stage */
 	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
-	rsk_dbg("connection %p released here, %s", (void *)c, last ? "the last holder" : "still held");
+	rsk_dbg("connection %p released %s, %s", (void *)c, how,
+		last ? "the last holder" : "still held");
 	if (last)
 		rsk_conn_end_stream(c);
+	return last;
+}
+
+void rsk_conn_release(struct rsk_conn *c)
+{
+	int last = rsk_conn_let_go_share(c, "here");
+
 	/* The fd numbers are the same in every holder (inherited): each process closes its own
 	 * copies and leaves the shared fields alone for the others. */
 	rsk_close_hidden(c->tcp_fd);
@@ -1198,16 +1208,7 @@ void rsk_conn_release(struct rsk_conn *c)
  */
 void rsk_conn_release_exiting(struct rsk_conn *c)
 {
-	int last;
-
-	rsk_conn_unregister(c);
-	rsk_conn_lock(c);
-	(void)rsk_stream_push(&c->st);
-	last = __atomic_sub_fetch(&c->holders, 1, __ATOMIC_ACQ_REL) == 0;
-	rsk_dbg("connection %p released at exit, %s", (void *)c,
-		last ? "the last holder" : "still held");
-	if (last)
-		rsk_conn_end_stream(c);
+	(void)rsk_conn_let_go_share(c, "at exit");
 	rsk_conn_unlock(c);
 }
 
