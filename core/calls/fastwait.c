@@ -213,7 +213,7 @@ static void rsk_fw_uncand(struct rsk_fw *m, struct rsk_fw_ent *e, int taint, int
 	if (rereg)
 		(void)rsk_fw_rereg(m, e, 0);
 	e->et = 0;
-	rsk_sock_put(e->s);
+	rsk_sock_put_kept(e->s);
 	e->s = NULL;
 	m->ncand--;
 }
@@ -484,7 +484,7 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 {
 	struct rsk_sock *s;
 	struct rsk_conn *c;
-	int ok, was = 0;
+	int ok, kept, was = 0;
 
 	e->et = kernel_et; /* what the real call registered */
 	e->kev = e->events;
@@ -503,7 +503,9 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 		return 0;
 	}
 	c = s->conn;
-	ok = c != NULL && s->nfds == 1 && m->ncand < RSK_FW_MAX_CANDIDATES;
+	/* (a candidate's reference is kept for long: no call of the application's) */
+	kept = c != NULL && s->nfds == 1 && m->ncand < RSK_FW_MAX_CANDIDATES && rsk_sock_keep(s);
+	ok = kept;
 	if (c != NULL) {
 		rsk_conn_lock(c);
 		ok = ok && !c->lazy_never && rsk_conn_can_lazy(c);
@@ -514,7 +516,10 @@ static int rsk_fw_try_cand(struct rsk_fw *m, struct rsk_fw_ent *e, int kernel_et
 		rsk_conn_unlock(c);
 	}
 	if (!ok) {
-		rsk_sock_put(s);
+		if (kept)
+			rsk_sock_put_kept(s);
+		else
+			rsk_sock_put(s);
 		(void)rsk_fw_rereg(m, e, 0);
 		return was;
 	}

@@ -74,24 +74,26 @@ static int rsk_io_sleep_rx(struct rsk_conn *c, int fd)
 }
 
 /*
- * Wait for the app end to report @events, until @deadline_us (0: forever). Returns 0 to
- * retry the operation, -EAGAIN at the deadline, -EINTR for a signal the caller must see.
+ * Wait for the app end (@s's, the application's @app_fd: rsk_sock_call_fd) to report
+ * @events, until @deadline_us (0: forever). Returns 0 to retry the operation, -EAGAIN at the
+ * deadline, -EINTR for a signal the caller must see.
  */
-static int rsk_io_sleep(struct rsk_conn *c, int fd, short events, int64_t deadline_us,
-			 int pending)
+static int rsk_io_sleep(struct rsk_conn *c, const struct rsk_sock *s, int app_fd, short events,
+			 int64_t deadline_us, int pending)
 {
-	struct pollfd p = {.fd = fd, .events = events};
+	struct pollfd p = {.fd = -1, .events = events};
 	int64_t left;
-	int ms = -1, rc;
+	int ms = -1, rc, fd;
 
 	if ((events & POLLIN) && c->lazy) {
 		/* a stale token would end the sleep at once, and every sleep after it */
 		rsk_conn_lock(c);
-		rc = rsk_conn_exact(c, fd);
+		rc = rsk_conn_exact(c, rsk_sock_call_fd(s, app_fd));
 		rsk_conn_unlock(c);
 		if (rc)
 			return 0; /* data came: retry */
 	}
+	p.fd = fd = rsk_sock_call_fd(s, app_fd);
 	if (events == POLLIN && !deadline_us && !pending) {
 		rsk_conn_sleep_begin(); /* a quiet endpoint (ours too) is armed and harvested */
 		rc = rsk_io_sleep_rx(c, fd);
@@ -136,6 +138,13 @@ struct rsk_io_ctx {
 	int rx_hint;         /* arrivals show in user space (rsk_conn_can_lazy, set locked) */
 };
 
+/* The app end's fd for this call now: the application's, or the dup its close left the call
+ * (rsk_sock_call_fd; a move's aside app end is never closed so). */
+static inline int rsk_io_fd(const struct rsk_io_ctx *x)
+{
+	return rsk_sock_call_fd(x->s, x->app_fd);
+}
+
 /*
  * A non-blocking caller that finds nothing: the peer may have gone without a word (the
  * partner of our app end closed, which the kernel shows as a hang-up on the application's
@@ -147,7 +156,7 @@ struct rsk_io_ctx {
 static int rsk_io_nothing(struct rsk_io_ctx *x)
 {
 	/* the app end: while a move is under way the fd still names the TCP socket */
-	struct pollfd p = {.fd = x->app_fd, .events = 0};
+	struct pollfd p = {.fd = rsk_io_fd(x), .events = 0};
 	int64_t now = rsk_now_us();
 
 	if (now - x->s->hup_checked_us < RSK_IO_HUP_CHECK_US || x->c->peer_hup)
@@ -155,7 +164,7 @@ static int rsk_io_nothing(struct rsk_io_ctx *x)
 	x->s->hup_checked_us = now;
 	if (rsk_sys_poll(&p, 1, 0) <= 0 || !(p.revents & (POLLHUP | POLLERR)))
 		return -EAGAIN;
-	rsk_conn_saw_events(x->c, x->app_fd, p.revents);
+	rsk_conn_saw_events(x->c, p.fd, p.revents);
 	return x->c->peer_hup ? 0 : -EAGAIN; /* the peer went: try again, the stream knows */
 }
 
@@ -357,7 +366,7 @@ static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 		return 0;
 	}
 	x->slept = 1;
-	rc = rsk_io_sleep(x->c, x->app_fd, events, x->deadline, x->pending);
+	rc = rsk_io_sleep(x->c, x->s, x->app_fd, events, x->deadline, x->pending);
 	if (rc == -EAGAIN)
 		rsk_io_waited(x, 0); /* the deadline: nothing came within the window either */
 	return rc;
@@ -403,7 +412,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
 		if (n == -EAGAIN && rsk_stream_credits_due(&x->c->st))
 			rsk_conn_settle_soon(); /* its wait or the tick returns them, unless we answer */
-		rsk_conn_sync(x->c, x->app_fd);
+		rsk_conn_sync(x->c, rsk_io_fd(x));
 		x->rx_hint = !x->pending && rsk_conn_can_lazy(x->c);
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
@@ -443,7 +452,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 			rsk_conn_staged();
 		if (n == -EAGAIN)
 			rsk_counter_add(&rsk_stats.credit_stalls, 1);
-		rsk_conn_sync(x->c, x->app_fd);
+		rsk_conn_sync(x->c, rsk_io_fd(x));
 		rsk_conn_unlock(x->c);
 		if (n > 0) {
 			rsk_io_waited(x, 1);

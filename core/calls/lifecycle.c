@@ -367,6 +367,7 @@ void rsk_life_fork_child(void)
 	rsk_relay_atfork_child(); /* relays stay the parent's work */
 	rsk_face_atfork_child();
 	rsk_sock_walk(rsk_life_child_one);
+	rsk_sock_late_forget(); /* closed under a call of the parent's: the parent's alone */
 	rsk_statseg_atfork_child(); /* the child's own live stats segment */
 }
 
@@ -383,6 +384,7 @@ void rsk_life_exit(void)
 {
 	rsk_relay_exit_all(); /* what the application wrote into relay pipes goes out first */
 	rsk_sock_walk_accel(rsk_life_exit_one);
+	rsk_sock_walk_late(rsk_life_exit_one); /* closed while a call of another thread runs */
 }
 
 /*

@@ -204,15 +204,17 @@ static int rsk_pf_user_one(struct rsk_pf *p, struct rsk_pf_slot *z)
 {
 	struct pollfd *pf = &p->fds[z->i];
 	struct rsk_conn *c = z->s->conn;
-	int ev = -1;
+	int ev = -1, fd;
 
 	if (c != NULL) {
 		rsk_conn_lock(c);
-		if (c->lazy)
-			ev = rsk_conn_fast_events(c, pf->fd);
+		fd = rsk_sock_call_fd(z->s, pf->fd);
+		/* (closed under the poll: the kernel answers its number from now on, as it would) */
+		if (c->lazy && fd == pf->fd)
+			ev = rsk_conn_fast_events(c, fd);
 		if (ev < 0) {
 			__atomic_store_n(&c->lazy_never, 1, __ATOMIC_RELAXED);
-			rsk_conn_set_lazy(c, pf->fd, 0);
+			rsk_conn_set_lazy(c, fd, 0);
 		}
 		rsk_conn_unlock(c);
 	}
@@ -377,7 +379,7 @@ static int rsk_pf_exact(struct rsk_pf *p)
 		    (c = z->s->conn) == NULL)
 			continue;
 		rsk_conn_lock(c);
-		rc = rsk_conn_exact(c, p->fds[z->i].fd);
+		rc = rsk_conn_exact(c, rsk_sock_call_fd(z->s, p->fds[z->i].fd));
 		rsk_conn_unlock(c);
 		if (rc)
 			return 1;

@@ -58,6 +58,9 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	}
 	/* refs stays 0 until the object is fully initialised and published. */
 	s->nfds = 0;
+	s->long_refs = 0;
+	s->release_late = s->late_fd = 0;
+	s->late_next = s->late_prev = NULL;
 	s->state = RSK_SOCK_NEW;
 	s->counted = 0;
 	s->accounted = 0;
@@ -347,10 +350,171 @@ struct rsk_sock *rsk_sock_get(int fd)
 	}
 }
 
+/* ---- a close under a call in progress (release_late) ---- */
+
+/* The sockets whose release waits for a call: the exit ends them too (rsk_sock_walk_late). */
+static pthread_mutex_t rsk_late_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rsk_sock *rsk_late_head;
+
+static void rsk_late_unlink(struct rsk_sock *s)
+{
+	if (s->late_prev != NULL)
+		s->late_prev->late_next = s->late_next;
+	else
+		rsk_late_head = s->late_next;
+	if (s->late_next != NULL)
+		s->late_next->late_prev = s->late_prev;
+	s->late_next = s->late_prev = NULL;
+}
+
+/* @s's waiting release taken, by exactly one of the callers that ask (rsk_late_lock held). */
+static int rsk_late_take(struct rsk_sock *s)
+{
+	if (!__atomic_load_n(&s->release_late, __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(&s->release_late, 0, __ATOMIC_RELAXED);
+	rsk_late_unlink(s);
+	return 1;
+}
+
+/* The last call in progress on closed @s is over: its connection goes as the close's would
+ * have, then the dup its calls used. */
+static void rsk_late_end(struct rsk_sock *s)
+{
+	struct rsk_conn *c;
+	int mine, late;
+
+	pthread_mutex_lock(&rsk_late_lock);
+	mine = rsk_late_take(s);
+	pthread_mutex_unlock(&rsk_late_lock);
+	if (!mine)
+		return;
+	c = s->conn;
+	late = __atomic_load_n(&s->late_fd, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&s->conn, NULL, __ATOMIC_RELEASE);
+	rsk_conn_release(c);
+	__atomic_store_n(&s->late_fd, 0, __ATOMIC_RELEASE);
+	rsk_fd_unhide_close(late - 1);
+}
+
+/*
+ * Calls in progress on @s, whose last fd slot its closer has taken from the table (no new
+ * call finds it): references beyond the slot's that no mirror keeps. Sequentially
+ * consistent with rsk_sock_put's, so that either the closer sees a call's reference gone or
+ * that call sees the release waiting for it.
+ */
+static int rsk_sock_busy(struct rsk_sock *s)
+{
+	return __atomic_load_n(&s->refs, __ATOMIC_SEQ_CST) -
+		       __atomic_load_n(&s->long_refs, __ATOMIC_SEQ_CST) >
+	       1;
+}
+
+/*
+ * The last close of @s, at @fd (still open), with calls in progress on its connection: as the
+ * kernel's socket outlives a close while a call holds its file, the release waits for them.
+ * They go on with a hidden dup of the app end, made under the connection's lock: a call that
+ * read no dup under it named @fd while it was still the app end. 1 when the release waits, 0
+ * when it is due now (no call in progress, a move under way, or no fd for the dup).
+ */
+static int rsk_late_begin(struct rsk_sock *s, int fd)
+{
+	struct rsk_conn *c = s->conn;
+	int late;
+
+	if (c == NULL || s->upg != NULL || !rsk_sock_busy(s))
+		return 0;
+	rsk_conn_lock(c);
+	late = rsk_fd_hide_dup(fd);
+	if (late >= 0)
+		__atomic_store_n(&s->late_fd, late + 1, __ATOMIC_RELEASE);
+	rsk_conn_unlock(c);
+	if (late < 0)
+		return 0;
+	pthread_mutex_lock(&rsk_late_lock);
+	s->late_prev = NULL;
+	s->late_next = rsk_late_head;
+	if (rsk_late_head != NULL)
+		rsk_late_head->late_prev = s;
+	rsk_late_head = s;
+	__atomic_store_n(&s->release_late, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&rsk_late_lock);
+	return 1; /* (the closer's own slot reference may be the last: rsk_sock_put sees it) */
+}
+
+/* (out of line: every data call ends in rsk_sock_put, which stays a few instructions) */
+static __attribute__((noinline, cold)) void rsk_sock_put_late(struct rsk_sock *s, int left)
+{
+	if (left == __atomic_load_n(&s->long_refs, __ATOMIC_SEQ_CST))
+		rsk_late_end(s);
+	if (left == 0)
+		rsk_sock_free(s);
+}
+
 void rsk_sock_put(struct rsk_sock *s)
 {
-	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	int left = __atomic_sub_fetch(&s->refs, 1, __ATOMIC_SEQ_CST);
+
+	if (rsk_unlikely(__atomic_load_n(&s->release_late, __ATOMIC_SEQ_CST)))
+		rsk_sock_put_late(s, left);
+	else if (left == 0)
 		rsk_sock_free(s);
+}
+
+int rsk_sock_keep(struct rsk_sock *s)
+{
+	__atomic_add_fetch(&s->long_refs, 1, __ATOMIC_SEQ_CST);
+	/* Closed already: its close may have counted this reference a call's, and a call's
+	 * reference can turn into a kept one only while a close would still count it so. */
+	if (__atomic_load_n(&s->nfds, __ATOMIC_SEQ_CST) > 0)
+		return 1;
+	__atomic_sub_fetch(&s->long_refs, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+void rsk_sock_put_kept(struct rsk_sock *s)
+{
+	__atomic_sub_fetch(&s->long_refs, 1, __ATOMIC_SEQ_CST);
+	rsk_sock_put(s);
+}
+
+void rsk_sock_walk_late(void (*fn)(struct rsk_sock *s, int fd))
+{
+	struct rsk_sock *s;
+
+	for (;;) {
+		pthread_mutex_lock(&rsk_late_lock);
+		/* (one whose last reference is on its way out is its putter's to end) */
+		for (s = rsk_late_head; s != NULL && !rsk_ref_inc_not_zero(&s->refs);)
+			s = s->late_next;
+		if (s != NULL)
+			(void)rsk_late_take(s);
+		pthread_mutex_unlock(&rsk_late_lock);
+		if (s == NULL)
+			return;
+		fn(s, -1);
+		rsk_sock_put(s);
+	}
+}
+
+void rsk_sock_late_forget(void)
+{
+	struct rsk_sock *s;
+	struct rsk_conn *c;
+
+	/* (a thread of the parent's may have held the lock at the fork) */
+	pthread_mutex_init(&rsk_late_lock, NULL);
+	while ((s = rsk_late_head) != NULL) {
+		(void)rsk_late_take(s);
+		rsk_fd_unhide_close(s->late_fd - 1);
+		s->late_fd = 0;
+		c = s->conn;
+		s->conn = NULL;
+		/* Our copies of its fds and memory, no shared state: the parent's connection goes
+		 * on intact. (One that cannot follow a fork left our records already.) */
+		if (rsk_transport_cm(c->ep)->fork_share)
+			rsk_conn_forget(c);
+	}
 }
 
 int rsk_sock_dup(int oldfd, int newfd)
@@ -487,19 +651,20 @@ int rsk_sock_release_fd(int fd)
 	if (v == 0 || rsk_fd_slot_internal(v) || !rsk_fdtab_replace(fd, v, 0))
 		return 0;
 	s = rsk_fdtab_ptr(v);
-	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_ACQ_REL) == 0) {
+	if (__atomic_sub_fetch(&s->nfds, 1, __ATOMIC_SEQ_CST) == 0) { /* (rsk_sock_keep) */
 		if (rsk_sock_close_hook != NULL)
 			rsk_sock_close_hook(s, fd);
 		rsk_sock_fpc_check(s);
 		rsk_sock_account(s, fd);
-		if (s->conn != NULL)
+		if (s->conn != NULL && !rsk_late_begin(s, fd)) {
 			rsk_conn_release(s->conn);
+			s->conn = NULL;
+		}
 		if (s->lst != NULL)
 			rsk_listener_close(s->lst);
 		if (s->face_fd != 0) /* a listener's face (face.c): its TCP listener goes too */
 			rsk_sock_face_gone(s);
 		rsk_bearer_close(s); /* and its bearer rendezvous (bearer.c) */
-		s->conn = NULL;
 		s->lst = NULL;
 	}
 	rsk_sock_put(s); /* the slot's reference */

@@ -45,7 +45,18 @@ struct rsk_epreg {
 
 struct rsk_sock {
 	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
+	/* Of refs, the ones held for long and no call's: an epoll mirror's candidate
+	 * (calls/fastwait.c, rsk_sock_keep). Atomic. */
+	int long_refs;
 	int nfds;   /* fd slots naming us: the last close accounts the connection */
+	/* Closed by the application while another of its threads was inside a call on it: the
+	 * kernel keeps such a socket until the call returns (the call holds its file), so the
+	 * connection's release waits for the last call in progress (rsk_sock_put). late_fd is
+	 * a hidden dup of the app end + 1 for those calls, the number being the application's
+	 * again (rsk_sock_call_fd). Atomic; late_next/late_prev: the list of such sockets,
+	 * which the exit ends too (rsk_sock_walk_late). */
+	int release_late, late_fd;
+	struct rsk_sock *late_next, *late_prev;
 	int domain; /* AF_INET or AF_INET6 */
 	int state;  /* enum rsk_sock_state; atomic stores (a connect's result needs no lock) */
 	int counted; /* the connection has been counted in the stats */
@@ -204,8 +215,28 @@ int rsk_sock_track_made(int fd, int domain, int type);
 /* Take a reference on the socket in @fd's slot, or NULL if none. Pair with rsk_sock_put(). */
 struct rsk_sock *rsk_sock_get(int fd);
 
-/* Drop a reference; the last one returns the object to the pool. */
+/* Drop a reference; the last one returns the object to the pool. The last call in progress
+ * on a socket closed under it releases its connection (release_late). */
 void rsk_sock_put(struct rsk_sock *s);
+
+/*
+ * The reference taken by rsk_sock_get becomes one held for long, and no call's (an epoll
+ * mirror's candidate): a close then releases the connection without waiting for it. 0 when
+ * @s is closed already: the reference stays a call's, to drop with rsk_sock_put.
+ */
+int rsk_sock_keep(struct rsk_sock *s);
+/* Drop a reference rsk_sock_keep made. */
+void rsk_sock_put_kept(struct rsk_sock *s);
+
+/* The fd a call on @s that began at the application's @fd names the app end by: @fd, or, once
+ * the application closed it under the call, the hidden dup the close made (release_late).
+ * Read under the connection's lock it stays valid until the lock is dropped. */
+static inline int rsk_sock_call_fd(const struct rsk_sock *s, int fd)
+{
+	int late = __atomic_load_n(&s->late_fd, __ATOMIC_ACQUIRE);
+
+	return __builtin_expect(late != 0, 0) ? late - 1 : fd;
+}
 
 /* @newfd now names the same socket as @oldfd (dup family). Returns 0 or -errno. */
 int rsk_sock_dup(int oldfd, int newfd);
@@ -261,6 +292,14 @@ void rsk_sock_account_open(void);
 
 /* Walk every accelerated socket once (dups share one object): @fn(s, fd) for each. */
 void rsk_sock_walk_accel(void (*fn)(struct rsk_sock *s, int fd));
+
+/* The exit: @fn(s, -1) for every socket closed under a call whose release still waits for
+ * it (release_late), which @fn then owns: a call's return releases it no more. */
+void rsk_sock_walk_late(void (*fn)(struct rsk_sock *s, int fd));
+
+/* A forked child: the sockets closed under a call of the parent's are not its own (it holds
+ * none of their connections, and has none of those threads): forget them. */
+void rsk_sock_late_forget(void);
 
 /* Walk every tracked fd: @fn(s, fd, v) with a reference held (v: the raw slot value). */
 void rsk_sock_walk(void (*fn)(struct rsk_sock *s, int fd, uintptr_t v));

@@ -7,7 +7,9 @@
  * process holds is ended in order (the peer reads EOF). stdio on a shm connection: the fd
  * names the relay's pipe, the relay goes to a helper process at once (this process keeps no
  * record of it), bytes flow, an epoll registration follows it; exec: nothing to hand over
- * then, and for relays that run here a failed exec gives the paused relays back. The relay
+ * then, and for relays that run here a failed exec gives the paused relays back. A close
+ * while a call is inside the socket (a reference held): the connection waits for the call,
+ * which names the app end by a hidden dup; the exit ends it too, a forked child forgets it. The relay
  * of a connection that cannot follow a fork needs verbs (a device) and is left to the
  * Soft-RoCE guest; the exec that succeeds is int_stdio_relay_* (inetd).
  */
@@ -30,6 +32,7 @@
 #include <cmocka.h>
 
 #include "base/config.h"
+#include "base/fdhide.h"
 #include "base/proc.h"
 #include "base/stats.h"
 #include "calls/calls.h"
@@ -602,6 +605,158 @@ static void test_exec_handoff_failed(void **state)
 	rsk_life_relay_helper = 1;
 }
 
+/* ---- close() while another thread is inside a call on the socket ---- */
+
+/* The peer's view after a look: 0 EOF, -EAGAIN nothing yet (the stream has not ended). */
+static ssize_t peer_read(struct accel *a, int wait)
+{
+	char buf[8];
+	struct iovec iov = {buf, sizeof(buf)};
+	int i;
+
+	for (i = 0; i < wait && rsk_stream_progress(&a->pst) == 0; i++)
+		unit_sleep_ms(1);
+	(void)rsk_stream_progress(&a->pst);
+	return rsk_stream_recv(&a->pst, &iov, 1, 0);
+}
+
+/* Same file (the app end) behind two numbers. */
+static int same_file(int x, int y)
+{
+	struct stat sx, sy;
+
+	return fstat(x, &sx) == 0 && fstat(y, &sy) == 0 && sx.st_ino == sy.st_ino &&
+	       sx.st_dev == sy.st_dev;
+}
+
+/*
+ * A call holds a reference (rsk_sock_get) when the application's last close comes: the
+ * connection stays whole (no FIN: the peer reads nothing), the call names the app end by a
+ * hidden dup of it from then on, and the call's end releases it: the peer reads EOF and the
+ * dup is gone.
+ */
+static void test_close_under_call_waits(void **state)
+{
+	struct accel a;
+	struct rsk_sock *s;
+	int late;
+
+	(void)state;
+	accel_open(&a);
+	s = rsk_sock_get(a.fd); /* the call in progress */
+	assert_int_equal(rsk_sock_release_fd(a.fd), 1);
+	assert_int_equal(s->release_late, 1);
+	assert_ptr_equal(s->conn, a.c);
+	late = rsk_sock_call_fd(s, a.fd);
+	assert_int_not_equal(late, a.fd);
+	assert_true(same_file(late, a.fd));
+	close(a.fd); /* the real close: the number is the application's again */
+	assert_int_equal(rsk_sock_call_fd(s, a.fd), late);
+	assert_int_equal(peer_read(&a, 50), -EAGAIN); /* no FIN while the call runs */
+	assert_int_equal(a.c->holders, 1);
+	rsk_sock_put(s); /* the call returns: the close's release now */
+	assert_null(s->conn);
+	assert_int_equal(s->release_late, 0);
+	assert_int_equal(fcntl(late, F_GETFD), -1);
+	assert_int_equal(peer_read(&a, 1000), 0); /* EOF: a FIN, not a reset */
+	rsk_stream_fini(&a.pst);
+	rsk_ep_destroy(a.peer);
+	close(a.memfd);
+	close(a.other);
+}
+
+/* Without a call in progress the close releases at once; an epoll mirror's kept reference
+ * (rsk_sock_keep) is no call, and a reference cannot be kept once the socket is closed. */
+static void test_close_kept_ref_no_wait(void **state)
+{
+	struct accel a;
+	struct rsk_sock *s;
+
+	(void)state;
+	accel_open(&a);
+	s = rsk_sock_get(a.fd);
+	assert_int_equal(rsk_sock_keep(s), 1);
+	assert_int_equal(rsk_sock_release_fd(a.fd), 1);
+	assert_int_equal(s->release_late, 0);
+	assert_null(s->conn);
+	assert_int_equal(rsk_sock_call_fd(s, a.fd), a.fd);
+	assert_int_equal(peer_read(&a, 1000), 0);
+	assert_int_equal(rsk_sock_keep(s), 0); /* closed: it stays a call's reference */
+	assert_int_equal(s->long_refs, 1);
+	rsk_sock_put_kept(s);
+	close(a.fd);
+	rsk_stream_fini(&a.pst);
+	rsk_ep_destroy(a.peer);
+	close(a.memfd);
+	close(a.other);
+}
+
+/* The exit ends a connection closed under a call too (the peer reads EOF), and leaves it
+ * mapped with the dup open for the call: its return then releases nothing more. */
+static void test_exit_ends_closed_under_call(void **state)
+{
+	struct accel a;
+	struct rsk_sock *s;
+	int late;
+
+	(void)state;
+	accel_open(&a);
+	s = rsk_sock_get(a.fd);
+	assert_int_equal(rsk_sock_release_fd(a.fd), 1);
+	late = rsk_sock_call_fd(s, a.fd);
+	close(a.fd);
+	rsk_life_exit();
+	assert_null(s->conn);
+	assert_int_equal(peer_read(&a, 1000), 0);
+	assert_int_equal(fcntl(late, F_GETFD), FD_CLOEXEC); /* the call may still use it */
+	assert_true(a.c->map_len > 0); /* still mapped: this read does not fault */
+	rsk_sock_put(s);
+	assert_int_equal(fcntl(late, F_GETFD), FD_CLOEXEC);
+	rsk_life_exit(); /* nothing left to end */
+	rsk_fd_unhide_close(late);
+	rsk_stream_fini(&a.pst);
+	rsk_ep_destroy(a.peer);
+	close(a.memfd);
+	close(a.other);
+}
+
+/* A forked child has no thread inside the parent's call: it forgets the connection (its
+ * copies of the fds and memory; the dup closed), which goes on whole for the parent. */
+static int child_forgets_late(void *arg)
+{
+	struct rsk_sock *s = arg;
+	int late = rsk_sock_call_fd(s, -1);
+
+	rsk_life_fork_child();
+	if (s->conn != NULL)
+		return 10;
+	if (fcntl(late, F_GETFD) != -1)
+		return 11;
+	return 0;
+}
+
+static void test_fork_child_forgets_closed_under_call(void **state)
+{
+	struct accel a;
+	struct rsk_sock *s;
+
+	(void)state;
+	accel_open(&a);
+	s = rsk_sock_get(a.fd);
+	assert_int_equal(rsk_sock_release_fd(a.fd), 1);
+	close(a.fd);
+	rsk_life_fork_prepare();
+	assert_int_equal(unit_in_child(child_forgets_late, s, 5000), 0);
+	assert_int_equal(a.c->holders, 1); /* the child never held it */
+	assert_int_equal(peer_read(&a, 50), -EAGAIN);
+	rsk_sock_put(s);
+	assert_int_equal(peer_read(&a, 1000), 0);
+	rsk_stream_fini(&a.pst);
+	rsk_ep_destroy(a.peer);
+	close(a.memfd);
+	close(a.other);
+}
+
 #define T(f) cmocka_unit_test_setup(f, setup)
 
 int main(void)
@@ -619,6 +774,10 @@ int main(void)
 		T(test_quick_exit_removes_bells),
 		T(test_stdio_relays_shm),
 		T(test_exec_handoff_failed),
+		T(test_close_under_call_waits),
+		T(test_close_kept_ref_no_wait),
+		T(test_exit_ends_closed_under_call),
+		T(test_fork_child_forgets_closed_under_call),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
