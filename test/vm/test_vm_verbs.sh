@@ -46,7 +46,7 @@ if [ $mode != kernel ]; then
 fi
 
 progs=${RSK_PROGS:-$TOP/build/test/progs}
-for p in integrity mixed_peer peerdeath lastwords connserver connscale nagle; do
+for p in integrity mixed_peer peerdeath lastwords close_busy connserver connscale nagle; do
 	[ -x "$progs/$p" ] || { say "test program $progs/$p not built (RSK_PROGS)"; exit 1; }
 done
 progs=$(readlink -f "$progs")
@@ -67,7 +67,7 @@ args=(--timeout "${RSK_VM_VERBS_TIMEOUT:-900}")
 args+=(--env "RSK_VM_MODE=$mode" --env "RSK_VM_PRELOAD=$preload" --env "RSK_VM_PROGS=$progs")
 args+=(--bin "$probe" --env "RSK_VM_PROBE=$probe" --bin "$nbc" --env "RSK_VM_NBCONNECT=$nbc")
 [ -z "$preload" ] || args+=(--bin "$preload")
-for p in integrity mixed_peer peerdeath lastwords connserver connscale nagle; do args+=(--bin "$progs/$p"); done
+for p in integrity mixed_peer peerdeath lastwords close_busy connserver connscale nagle; do args+=(--bin "$progs/$p"); done
 for app in redis-server redis-benchmark iperf3 sockperf; do
 	if command -v "$app" >/dev/null; then
 		args+=(--bin "$app")

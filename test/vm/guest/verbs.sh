@@ -671,6 +671,39 @@ sc_lastwords() {
 	rxe_check pair
 }
 
+# 7b2. close() under a call (test/progs/close_busy.c): a thread inside recv, or inside a write
+# blocked on a full window, while the main thread closes the socket. The connection lives
+# until the call returns, as the kernel's socket does: the peer sees no end before, the
+# reader gets the peer's later bytes or its EOF, the writer's 16 MiB all arrive, in order,
+# then EOF. And a server that closes and returns from main with a thread still in recv: its
+# client reads the 100,000 bytes, then EOF, and the server exits 0.
+sc_close_busy() {
+	local m out port=7600 spid rc
+	STATS=/tmp/stats.close_busy.jsonl
+	rxe_mark
+	for m in reader reader_eof writer; do
+		out=$(pre 60 "$PROGS/close_busy" $m $port 2>&1)
+		rc=$?
+		echo "$m: $out"
+		[ $rc = 0 ] && [ "$out" = "close_busy: $m: ok" ] ||
+			die_sc "$m: $(status_str $rc); $(head -n 1 <<<"$out" | cut -c1-160)"
+		port=$((port + 1))
+	done
+	pre_bg "$PROGS/close_busy" exit $port >/tmp/cb-s.out 2>&1
+	spid=$BG_PID
+	wait_listen "$SRV" $port 20 "$spid" /tmp/cb-s.out
+	out=$(pre 40 "$PROGS/close_busy" client $port 2>&1)
+	echo "client: $out"
+	[ "$out" = "close_busy: client: ok" ] || die_sc "client: $(head -n 1 <<<"$out" | cut -c1-160)"
+	wait_bg "$spid" 20
+	rc=$?
+	[ $rc = 0 ] && grep -qx "close_busy: exit: ok" /tmp/cb-s.out ||
+		die_sc "the exiting server: $(status_str $rc); $(tail -n 1 /tmp/cb-s.out | cut -c1-160)"
+	note "as the kernel: reader reader_eof writer exit"
+	assert_carried "$EXPECT" 8 close_busy
+	rxe_check pair
+}
+
 # 7c. Nagle over verbs (test/progs/nagle.c, both ends in one process): by default
 # (RDMASOCK_COALESCE=safe) a verbs stream stages nothing, since a sender killed with a stage
 # in its own memory would lose it; with RDMASOCK_COALESCE=always small writes behind an unread
@@ -910,6 +943,7 @@ for s in server_recv server_epoll client_recv client_send; do
 	run_sc "peerdeath_$s" peerdeath "$s"
 done
 run_sc lastwords sc_lastwords
+run_sc close_busy sc_close_busy
 run_sc coalesce sc_coalesce
 run_sc tcpfirst_redis sc_tcpfirst_redis
 run_sc tcpfirst_integrity sc_tcpfirst_integrity
