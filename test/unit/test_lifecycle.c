@@ -294,6 +294,15 @@ static void accel_open(struct accel *a)
 	assert_int_equal(rsk_fdtab_store(a->fd, (uintptr_t)a->s), 0);
 }
 
+/* The peer's side, and the socketpair's other end. */
+static void accel_peer_close(struct accel *a)
+{
+	rsk_stream_fini(&a->pst);
+	rsk_ep_destroy(a->peer);
+	close(a->memfd);
+	close(a->other);
+}
+
 /* @released: rsk_life_exit already ended and freed the connection. */
 static void accel_close(struct accel *a, int released)
 {
@@ -303,11 +312,8 @@ static void accel_close(struct accel *a, int released)
 		rsk_stream_fini(&a->c->st);
 		rsk_conn_discard(a->c, -1, -1, -1);
 	}
-	rsk_stream_fini(&a->pst);
-	rsk_ep_destroy(a->peer);
-	close(a->memfd);
 	close(a->fd);
-	close(a->other);
+	accel_peer_close(a);
 }
 
 static void test_fork_prepare_and_failed(void **state)
@@ -659,10 +665,7 @@ static void test_close_under_call_waits(void **state)
 	assert_int_equal(s->release_late, 0);
 	assert_int_equal(fcntl(late, F_GETFD), -1);
 	assert_int_equal(peer_read(&a, 1000), 0); /* EOF: a FIN, not a reset */
-	rsk_stream_fini(&a.pst);
-	rsk_ep_destroy(a.peer);
-	close(a.memfd);
-	close(a.other);
+	accel_peer_close(&a);
 }
 
 /* Without a call in progress the close releases at once; an epoll mirror's kept reference
@@ -685,10 +688,7 @@ static void test_close_kept_ref_no_wait(void **state)
 	assert_int_equal(s->long_refs, 1);
 	rsk_sock_put_kept(s);
 	close(a.fd);
-	rsk_stream_fini(&a.pst);
-	rsk_ep_destroy(a.peer);
-	close(a.memfd);
-	close(a.other);
+	accel_peer_close(&a);
 }
 
 /* The exit ends a connection closed under a call too (the peer reads EOF), and leaves it
@@ -714,10 +714,7 @@ static void test_exit_ends_closed_under_call(void **state)
 	assert_int_equal(fcntl(late, F_GETFD), FD_CLOEXEC);
 	rsk_life_exit(); /* nothing left to end */
 	rsk_fd_unhide_close(late);
-	rsk_stream_fini(&a.pst);
-	rsk_ep_destroy(a.peer);
-	close(a.memfd);
-	close(a.other);
+	accel_peer_close(&a);
 }
 
 /* A forked child has no thread inside the parent's call: it forgets the connection (its
@@ -751,10 +748,7 @@ static void test_fork_child_forgets_closed_under_call(void **state)
 	assert_int_equal(peer_read(&a, 50), -EAGAIN);
 	rsk_sock_put(s);
 	assert_int_equal(peer_read(&a, 1000), 0);
-	rsk_stream_fini(&a.pst);
-	rsk_ep_destroy(a.peer);
-	close(a.memfd);
-	close(a.other);
+	accel_peer_close(&a);
 }
 
 #define T(f) cmocka_unit_test_setup(f, setup)
