@@ -44,7 +44,7 @@ struct rsk_epreg {
 #define RSK_SOCK_EPREGS 4
 
 struct rsk_sock {
-	int refs;   /* one per fd slot naming us + one per call in progress; 0 = free */
+	int refs;   /* one per fd slot naming us, per call in progress, per long_refs; 0 = free */
 	/* Of refs, the ones held for long and no call's: an epoll mirror's candidate
 	 * (calls/fastwait.c, rsk_sock_keep). Atomic. */
 	int long_refs;
