@@ -95,17 +95,6 @@ static void set_timeout(int fd)
 		die("SO_RCVTIMEO: %s", strerror(errno));
 }
 
-static int listener(int port)
-{
-	struct sockaddr_in sa = loopback(port);
-	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 4) < 0)
-		die("listen on %d: %s", port, strerror(errno));
-	return l;
-}
-
 static void *accept_body(void *arg)
 {
 	struct call *c = arg;
@@ -128,7 +117,7 @@ static void pair(int port, int *cl, int *sv)
 	char buf[100];
 	int i;
 
-	a.fd = listener(port);
+	a.fd = tcp_listen(port, 4);
 	t = start(accept_body, &a);
 	*cl = tcp_connect(port);
 	if (*cl < 0)
@@ -241,7 +230,7 @@ static void exit_server(int port)
 {
 	static struct call c;
 	char *buf = malloc(EXIT_BYTES);
-	int l = listener(port), sv;
+	int l = tcp_listen(port, 4), sv;
 
 	if (buf == NULL)
 		die("exit: no memory");

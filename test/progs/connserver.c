@@ -44,17 +44,8 @@ static void on_term(int sig)
 
 static int listen_on(int port, int backlog)
 {
-	struct sockaddr_in sa = loopback(port);
-	int fd, one = 1;
+	int fd = tcp_listen(port, backlog);
 
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind %d: %s", port, strerror(errno));
-	if (listen(fd, backlog) < 0)
-		die("listen: %s", strerror(errno));
 	set_nonblocking(fd); /* accept until EAGAIN */
 	return fd;
 }

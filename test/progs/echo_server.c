@@ -57,22 +57,6 @@ static void install_handlers(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-static int listen_on(int port)
-{
-	struct sockaddr_in sa = loopback(port);
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind %d: %s", port, strerror(errno));
-	if (listen(fd, 512) < 0)
-		die("listen: %s", strerror(errno));
-	return fd;
-}
-
 static void set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -372,7 +356,7 @@ int main(int argc, char **argv)
 	port = port_arg(argv[1]);
 	install_handlers();
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	lfd = listen_on(port);
+	lfd = tcp_listen(port, 512);
 	if (strcmp(mode, "poll") == 0) {
 		poll_loop(lfd);
 		prog_msg("served %llu connections, %llu bytes", served_conns, served_bytes);

@@ -324,22 +324,6 @@ static uint64_t size_arg(const char *str)
 	return v;
 }
 
-static int listen_on(int port)
-{
-	struct sockaddr_in sa = loopback(port);
-	int fd, one = 1;
-
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		die("socket: %s", strerror(errno));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind %d: %s", port, strerror(errno));
-	if (listen(fd, 8) < 0)
-		die("listen: %s", strerror(errno));
-	return fd;
-}
-
 int main(int argc, char **argv)
 {
 	struct side s;
@@ -360,7 +344,7 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	s.role = argv[1];
 	if (server) {
-		lfd = listen_on(port);
+		lfd = tcp_listen(port, 8);
 		s.fd = accept(lfd, NULL, NULL);
 		if (s.fd < 0)
 			die("accept: %s", strerror(errno));

@@ -92,6 +92,23 @@ static inline int tcp_connect(int port)
 	return fd;
 }
 
+/* A listening TCP socket on loopback(@port), SO_REUSEADDR, with @backlog; dies on failure. */
+static inline int tcp_listen(int port, int backlog)
+{
+	struct sockaddr_in sa = loopback(port);
+	int fd, one = 1;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("bind %d: %s", port, strerror(errno));
+	if (listen(fd, backlog) < 0)
+		die("listen: %s", strerror(errno));
+	return fd;
+}
+
 /* Write all @n bytes (blocking fd). 0 or -1 with errno. */
 static inline int write_all(int fd, const void *buf, size_t n)
 {
