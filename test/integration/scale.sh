@@ -3,9 +3,15 @@
 # programs' result lines, and stats assertions for runs where the library may keep some
 # connections on TCP on purpose (fd budget), which assert_carried does not allow.
 
-# The environment of a preloaded run, for `timeout ... env "${PRE_ENV[@]}" CMD`.
-PRE_ENV=(LD_PRELOAD="$RSK_PRELOAD" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT" RDMASOCK_STATS="$RSK_STATS"
-	RDMASOCK_TCP_FIRST="$RSK_TCP_FIRST" RDMASOCK_UPGRADE_MS="$RSK_UPGRADE_MS")
+# The environment of a preloaded run, for `timeout ... env "${PRE_ENV[@]}" CMD`, as it is at
+# the call (pre_env_now: a test may point RSK_STATS elsewhere between runs, as
+# test_scale_churn.sh does for its second pair).
+pre_env_now() {
+	PRE_ENV=(LD_PRELOAD="$RSK_PRELOAD" RDMASOCK_TRANSPORT="$RSK_TEST_TRANSPORT"
+		RDMASOCK_STATS="$RSK_STATS" RDMASOCK_TCP_FIRST="$RSK_TCP_FIRST"
+		RDMASOCK_UPGRADE_MS="$RSK_UPGRADE_MS")
+}
+pre_env_now
 
 # run_limited SECS [pre] CMD...: CMD (preloaded after the word "pre"), killed after SECS
 # (exit 124 then, as timeout reports it).
@@ -14,6 +20,7 @@ run_limited() {
 	shift
 	if [ "${1:-}" = pre ]; then
 		shift
+		pre_env_now
 		timeout -k 5 "$secs" env "${PRE_ENV[@]}" "$@"
 	else
 		timeout -k 5 "$secs" "$@"

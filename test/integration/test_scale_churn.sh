@@ -9,8 +9,10 @@
 # microseconds, system calls or loopback round trips timed then (connscale.c churn_aged:
 # this machine changes speed under a run; the work a cycle costs, which the machine's load
 # changes little; the wall-clock rate, which it changes a lot, and minor faults are printed
-# only) -- and that the path this variant claims carried the cycles, from both processes'
-# stats: kernel TCP (kernel),
+# only; a pair that reads as aged gets a second opinion: its last 10% against a fresh pair's
+# first 10%, run right after, in the same units, so that a machine that got dearer under the
+# run does not read as a pair that aged; churn_pair below) -- and that the path this variant
+# claims carried the cycles, from both processes' stats: kernel TCP (kernel),
 # shm set up at connect (shm), kernel TCP left there by the TCP-first policy (auto).
 # CHURN_AGING_CHECK=0 (scripts/sanitize.sh, and the default below 100,000 cycles) prints the
 # aging numbers without judging them.
@@ -42,52 +44,76 @@ conc=10
 # load of 19 here, 100,000 at 3,700/s on a quiet machine; kernel TCP 100,000 in 5 s)
 limit=$((60 + cycles / 100))
 
-port=$(free_port)
-start_bg srv pre "$RSK_PROGS/connserver" "$port" --seconds $((limit + 30))
-wait_port "$port"
-rc=0
-run_limited $((limit + 10)) pre "$RSK_PROGS/connscale" churn "$port" "$cycles" "$conc" \
-	"$PID_srv" "$limit" >"$RSK_TMP/churn.out" 2>&1 || rc=$?
-cat "$RSK_TMP/churn.out"
-stop_bg srv
-cat "$RSK_TMP/srv.log"
-[ "$rc" != 124 ] || fail "connscale churn still running after $((limit + 10)) s"
-[ "$rc" = 0 ] || fail "churn failed (exit $rc): $(grep '^churn: cycles' "$RSK_TMP/churn.out")"
-for k in resets errors accept_errors open; do
-	[ "$(kv "$RSK_TMP/srv.log" 'connserver: accepted' $k)" = 0 ] || fail "server: $k is not 0"
-done
-! grep -q 'rdmasock.*warn' "$RSK_TMP/srv.log" "$RSK_TMP/churn.out" ||
-	fail "the library warned: $(grep -h 'rdmasock.*warn' "$RSK_TMP/srv.log" "$RSK_TMP/churn.out" | head -3)"
-started=$(kv "$RSK_TMP/churn.out" 'churn: cycles' started)
-accepted=$(kv "$RSK_TMP/srv.log" 'connserver: accepted' accepted)
-[ "$accepted" = "$started" ] || fail "the client started $started connections, the server accepted $accepted"
-stats_summary
-# Every connection of either process on the path of this variant. A loopback handshake not
-# done 2 ms after connect() (a busy host left it to ksoftirqd) keeps its connection on TCP by
-# design (core/transport/shm_cm.c rsk_shm_withdraw, fallback "handshake"; the server sees a
-# client that did not offer, "no_peer"): 1 of 152,842 here while a build ran beside it; up to
-# 1 in 1,000 is allowed, and counted.
-few=$((started / 1000))
-case "$RSK_TEST_TRANSPORT" in
-kernel)
-	assert_path connscale "$started" kernel policy
-	assert_path connserver "$started" kernel policy ;;
-shm)
-	assert_path connscale "$started" shm handshake:$few
-	assert_path connserver "$started" shm no_peer:$few ;;
-auto) # short connections stay on TCP by the policy; the first burst, before the destination
-	# has a verdict, is set up on shm. A verdict needs 4 closed connections' notes
-	# (core/calls/history.c, RSK_HIST_DEPTH / 2), and only a closed connection lets connscale
-	# start another, so at most conc open + 3 closed ones go direct before it (setup_limit
-	# holds the open ones that are still setting up to 8, docs/design.md "TCP first"). A slow
-	# ASan run set up 11 (8 + 3): the bound is conc + 3, not 8.
-	# Once the verdict says short, the default bearer (RDMASOCK_BEARER=auto) carries 7 in 8
-	# of them, and the eighth starts on TCP first (docs/design.md, "The bearer by default").
-	first=$((conc + 3 + few))
-	assert_path connscale "$started" kernel tcp_first setup_limit shm:$first handshake:$few bearer
-	assert_path connserver "$started" kernel no_peer shm:$first bearer
-	[ "$(scale_py "$RSK_STATS" connscale <<<'print(totals(sys.argv[1], sys.argv[2])[0].get("bearer", 0))')" -ge \
-		$((started / 2)) ] || fail "fewer than half the connections on the default bearer" ;;
-*) fail "no path claimed for transport $RSK_TEST_TRANSPORT" ;;
-esac
+# churn_pair TAG: a server and a client, the churn between them; output in $RSK_TMP/TAG.out
+# and TAG_srv.log, stats in RSK_STATS. Sets rc to connscale's exit status (3: aged and
+# nothing else, connscale.c) after checking everything else of the run.
+churn_pair() {
+	local tag=$1 port started accepted few first k
+	port=$(free_port)
+	start_bg "${tag}_srv" pre "$RSK_PROGS/connserver" "$port" --seconds $((limit + 30))
+	wait_port "$port"
+	rc=0
+	run_limited $((limit + 10)) pre "$RSK_PROGS/connscale" churn "$port" "$cycles" "$conc" \
+		"$(eval echo "\${PID_${tag}_srv}")" "$limit" >"$RSK_TMP/$tag.out" 2>&1 || rc=$?
+	cat "$RSK_TMP/$tag.out"
+	stop_bg "${tag}_srv"
+	cat "$RSK_TMP/${tag}_srv.log"
+	[ "$rc" != 124 ] || fail "connscale churn still running after $((limit + 10)) s"
+	[ "$rc" = 0 ] || [ "$rc" = 3 ] ||
+		fail "churn failed (exit $rc): $(grep '^churn: cycles' "$RSK_TMP/$tag.out")"
+	for k in resets errors accept_errors open; do
+		[ "$(kv "$RSK_TMP/${tag}_srv.log" 'connserver: accepted' $k)" = 0 ] ||
+			fail "server: $k is not 0"
+	done
+	! grep -q 'rdmasock.*warn' "$RSK_TMP/${tag}_srv.log" "$RSK_TMP/$tag.out" ||
+		fail "the library warned: $(grep -h 'rdmasock.*warn' "$RSK_TMP/${tag}_srv.log" "$RSK_TMP/$tag.out" | head -3)"
+	started=$(kv "$RSK_TMP/$tag.out" 'churn: cycles' started)
+	accepted=$(kv "$RSK_TMP/${tag}_srv.log" 'connserver: accepted' accepted)
+	[ "$accepted" = "$started" ] ||
+		fail "the client started $started connections, the server accepted $accepted"
+	stats_summary
+	# Every connection of either process on the path of this variant. A loopback handshake
+	# not done 2 ms after connect() (a busy host left it to ksoftirqd) keeps its connection on
+	# TCP by design (core/transport/shm_cm.c rsk_shm_withdraw, fallback "handshake"; the
+	# server sees a client that did not offer, "no_peer"): 1 of 152,842 here while a build
+	# ran beside it; up to 1 in 1,000 is allowed, and counted.
+	few=$((started / 1000))
+	case "$RSK_TEST_TRANSPORT" in
+	kernel)
+		assert_path connscale "$started" kernel policy
+		assert_path connserver "$started" kernel policy ;;
+	shm)
+		assert_path connscale "$started" shm handshake:$few
+		assert_path connserver "$started" shm no_peer:$few ;;
+	auto) # short connections stay on TCP by the policy; the first burst, before the destination
+		# has a verdict, is set up on shm. A verdict needs 4 closed connections' notes
+		# (core/calls/history.c, RSK_HIST_DEPTH / 2), and only a closed connection lets connscale
+		# start another, so at most conc open + 3 closed ones go direct before it (setup_limit
+		# holds the open ones that are still setting up to 8, docs/design.md "TCP first"). A slow
+		# ASan run set up 11 (8 + 3): the bound is conc + 3, not 8.
+		# Once the verdict says short, the default bearer (RDMASOCK_BEARER=auto) carries 7 in 8
+		# of them, and the eighth starts on TCP first (docs/design.md, "The bearer by default").
+		first=$((conc + 3 + few))
+		assert_path connscale "$started" kernel tcp_first setup_limit shm:$first handshake:$few bearer
+		assert_path connserver "$started" kernel no_peer shm:$first bearer
+		[ "$(scale_py "$RSK_STATS" connscale <<<'print(totals(sys.argv[1], sys.argv[2])[0].get("bearer", 0))')" -ge \
+			$((started / 2)) ] || fail "fewer than half the connections on the default bearer" ;;
+	*) fail "no path claimed for transport $RSK_TEST_TRANSPORT" ;;
+	esac
+}
+
+churn_pair churn
+# A pair that read as aged gets a second opinion: a fresh pair, started now on this machine,
+# whose first 10% the aged pair's last section is judged against (connscale.c churn_fresh
+# says why). Its stats go to a file of their own; its run is checked as the first was.
+if [ "$rc" = 3 ]; then
+	aged=$(sed -n 's/^churn: aged last //p' "$RSK_TMP/churn.out")
+	[ -n "$aged" ] || fail "connscale exited 3 without the aged pair's last section"
+	echo "churn: the pair read as aged; a fresh pair for a second opinion"
+	RSK_STATS=$RSK_TMP/fresh_stats.jsonl
+	export CHURN_AGED_LAST=$aged
+	churn_pair fresh
+	[ "$rc" = 0 ] || fail "the pair aged: its last 10% cost more than 1.2x a fresh pair's first 10%"
+	echo "churn: the aged pair's last 10% costs what a fresh pair's first 10% does: the machine, not the pair"
+fi
 echo "churn of $cycles connections over $RSK_TEST_TRANSPORT: ok"
