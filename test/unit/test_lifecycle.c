@@ -333,6 +333,27 @@ static void test_fork_prepare_and_failed(void **state)
 	accel_close(&a, 0);
 }
 
+/* The peer's read after waiting up to @wait ms for progress: bytes into @buf, 0 EOF, -EAGAIN
+ * nothing yet (the stream has not ended). */
+static ssize_t peer_read_into(struct accel *a, void *buf, size_t len, int wait)
+{
+	struct iovec iov = {buf, len};
+	int i;
+
+	for (i = 0; i < wait && rsk_stream_progress(&a->pst) == 0; i++)
+		unit_sleep_ms(1);
+	(void)rsk_stream_progress(&a->pst);
+	return rsk_stream_recv(&a->pst, &iov, 1, 0);
+}
+
+/* The peer's view after a look: 0 EOF, -EAGAIN nothing yet. */
+static ssize_t peer_read(struct accel *a, int wait)
+{
+	char buf[8];
+
+	return peer_read_into(a, buf, sizeof(buf), wait);
+}
+
 /* In the child: the shm connection stays shared and usable; kernel sockets start afresh. */
 struct child_arg {
 	struct accel *a;
@@ -371,9 +392,8 @@ static void test_fork_child(void **state)
 	struct child_arg k;
 	struct accel a;
 	char buf[64];
-	struct iovec iov = {buf, sizeof(buf)};
 	uint16_t port;
-	int l, i;
+	int l;
 
 	(void)state;
 	accel_open(&a);
@@ -391,9 +411,7 @@ static void test_fork_child(void **state)
 	rsk_life_fork_prepare();
 	assert_int_equal(unit_in_child(child_after_fork, &k, 5000), 0);
 	/* the child's message arrived on the connection both share */
-	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
-		unit_sleep_ms(1);
-	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 5);
+	assert_int_equal(peer_read_into(&a, buf, sizeof(buf), 1000), 5);
 	assert_memory_equal(buf, "child", 5);
 	/* the child held it and exited without closing it (_exit): still counted here */
 	assert_int_equal(a.c->holders, 2);
@@ -409,17 +427,12 @@ static void test_fork_child(void **state)
 static void test_exit_ends_streams(void **state)
 {
 	struct accel a;
-	char buf[8];
-	struct iovec iov = {buf, sizeof(buf)};
-	int i;
 
 	(void)state;
 	accel_open(&a);
 	rsk_life_exit();
 	assert_null(a.s->conn);
-	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
-		unit_sleep_ms(1);
-	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 0); /* EOF: a FIN, not a reset */
+	assert_int_equal(peer_read(&a, 1000), 0); /* EOF: a FIN, not a reset */
 	assert_true(a.peer->ops->peer_closed(a.peer));
 	/* a second exit hook finds nothing left to end */
 	rsk_life_exit();
@@ -430,9 +443,6 @@ static void test_exit_ends_streams(void **state)
 static void test_quick_exit_ends_streams(void **state)
 {
 	struct accel a;
-	char buf[8];
-	struct iovec iov = {buf, sizeof(buf)};
-	int i;
 
 	(void)state;
 	accel_open(&a);
@@ -443,9 +453,7 @@ static void test_quick_exit_ends_streams(void **state)
 	rsk_life_quick_exit(); /* returns once the thread ended the stream */
 	__atomic_sub_fetch(&rsk_conn_live, 1, __ATOMIC_RELAXED);
 	assert_null(a.s->conn);
-	for (i = 0; i < 1000 && rsk_stream_progress(&a.pst) == 0; i++)
-		unit_sleep_ms(1);
-	assert_int_equal(rsk_stream_recv(&a.pst, &iov, 1, 0), 0); /* EOF: a FIN, not a reset */
+	assert_int_equal(peer_read(&a, 1000), 0); /* EOF: a FIN, not a reset */
 	assert_true(a.peer->ops->peer_closed(a.peer));
 	accel_close(&a, 1);
 }
@@ -612,19 +620,6 @@ static void test_exec_handoff_failed(void **state)
 }
 
 /* ---- close() while another thread is inside a call on the socket ---- */
-
-/* The peer's view after a look: 0 EOF, -EAGAIN nothing yet (the stream has not ended). */
-static ssize_t peer_read(struct accel *a, int wait)
-{
-	char buf[8];
-	struct iovec iov = {buf, sizeof(buf)};
-	int i;
-
-	for (i = 0; i < wait && rsk_stream_progress(&a->pst) == 0; i++)
-		unit_sleep_ms(1);
-	(void)rsk_stream_progress(&a->pst);
-	return rsk_stream_recv(&a->pst, &iov, 1, 0);
-}
 
 /* Same file (the app end) behind two numbers. */
 static int same_file(int x, int y)
