@@ -181,6 +181,8 @@ static int rsk_accept_switch(struct rsk_sock *ls, struct rsk_sock *s, int fd,
 		rc = rsk_conn_prepare(c, fd, &app, &ctl, &tcp);
 	if (rc == 0 && (opts = rsk_sock_tcp_opts(ls)) != 0) /* inherited from the listener */
 		rsk_conn_know_opts(c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
+	if (rc == 0 && __atomic_load_n(&ls->opts_set, __ATOMIC_ACQUIRE))
+		rsk_opt_adopt_kernel(c, ls->domain, fd); /* the rest the listener gave it */
 	/* The answer first: a client that finds us EMPTY then always has our ctl end to wake
 	 * us with (its claims before our initial look find the placeholder SHOWN, and the look
 	 * itself catches what they announced). */

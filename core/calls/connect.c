@@ -132,6 +132,8 @@ static int rsk_client_setup(struct rsk_client *u, struct rsk_sock *s, int fd,
 		return RDMASOCK_FB_RESOURCES;
 	if ((opts = rsk_sock_tcp_opts(s)) != 0) /* every setsockopt on it came through us */
 		rsk_conn_know_opts(u->c, opts & RSK_SOCK_OPT_NODELAY, opts & RSK_SOCK_OPT_CORK);
+	if (__atomic_load_n(&s->opts_set, __ATOMIC_ACQUIRE)) /* timeouts, linger, keepalive */
+		rsk_opt_adopt_kernel(u->c, addr->sa_family, fd);
 	if (cm->offer != NULL && cm->offer(&u->d, u->ctl) < 0)
 		return u->d.why;
 	if (!cm->keeps_ctl) { /* the offer handed it to the peer, our waker */

@@ -84,6 +84,17 @@ static void rsk_opt_try(int tpl, struct rsk_opt_verdict *v)
 		if (rsk_sys_getsockopt(tpl, v->key.level, v->key.name, v->eff, &v->elen) < 0)
 			v->elen = 0;
 	}
+	/* The kernel keeps twice what SO_RCVBUF and SO_SNDBUF are given, and reads that back:
+	 * the old value is restored from half of it, or the template's default would double
+	 * with each try (and every unset socket read it). */
+	if (had && v->key.level == SOL_SOCKET &&
+	    (v->key.name == SO_RCVBUF || v->key.name == SO_SNDBUF) && olen == sizeof(int)) {
+		int half;
+
+		memcpy(&half, old, sizeof(half));
+		half /= 2;
+		memcpy(old, &half, sizeof(half));
+	}
 	if (had)
 		(void)rsk_sys_setsockopt(tpl, v->key.level, v->key.name, old, olen);
 }
@@ -217,6 +228,85 @@ int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len)
 	}
 	rsk_sock_put(s);
 	return rc;
+}
+
+/*
+ * Options a TCP socket carries into its connection: set before connect, inherited from the
+ * listener, or set before a move. The engine honours the timeouts and the linger; the rest
+ * read back as set. Read from the kernel's socket at the switch, and only when the
+ * application set an option there (rsk_sock's opts_set) or for a move: a connection whose
+ * owner set none pays no system call.
+ */
+static const struct {
+	int level, name;
+} rsk_opt_carried[] = {
+    {SOL_SOCKET, SO_RCVTIMEO},   {SOL_SOCKET, SO_SNDTIMEO},      {SOL_SOCKET, SO_LINGER},
+    {SOL_SOCKET, SO_KEEPALIVE},  {SOL_SOCKET, SO_RCVBUF},        {SOL_SOCKET, SO_SNDBUF},
+    {SOL_SOCKET, SO_OOBINLINE},  {SOL_SOCKET, SO_RCVLOWAT},      {SOL_SOCKET, SO_PRIORITY},
+    {IPPROTO_TCP, TCP_KEEPIDLE}, {IPPROTO_TCP, TCP_KEEPINTVL},   {IPPROTO_TCP, TCP_KEEPCNT},
+    {IPPROTO_TCP, TCP_USER_TIMEOUT},
+};
+#define RSK_OPT_CARRIED (sizeof(rsk_opt_carried) / sizeof(rsk_opt_carried[0]))
+
+/* Their defaults per family, read from the template once (under rsk_opt_lock). */
+static struct {
+	int have; /* 1 read, -1 unreadable */
+	socklen_t len;
+	unsigned char val[32];
+} rsk_opt_carried_def[2][RSK_OPT_CARRIED];
+
+/* Is @val the default of carried option @i for @family? */
+static int rsk_opt_is_default(int family, size_t i, const void *val, socklen_t len)
+{
+	typeof(rsk_opt_carried_def[0][0]) *d = &rsk_opt_carried_def[family == AF_INET6][i];
+	int tpl, same;
+
+	pthread_mutex_lock(&rsk_opt_lock);
+	if (d->have == 0) {
+		d->len = sizeof(d->val);
+		tpl = rsk_opt_template(family);
+		d->have = tpl >= 0 && rsk_sys_getsockopt(tpl, rsk_opt_carried[i].level,
+							  rsk_opt_carried[i].name, d->val,
+							  &d->len) == 0
+			      ? 1
+			      : -1;
+	}
+	same = d->have == 1 && d->len == len && memcmp(d->val, val, len) == 0;
+	pthread_mutex_unlock(&rsk_opt_lock);
+	return same;
+}
+
+/* @level/@name's index in rsk_opt_carried, or -1. */
+static int rsk_opt_carried_index(int level, int name)
+{
+	size_t i;
+
+	for (i = 0; i < RSK_OPT_CARRIED; i++)
+		if (rsk_opt_carried[i].level == level && rsk_opt_carried[i].name == name)
+			return (int)i;
+	return -1;
+}
+
+void rsk_opt_adopt_kernel(struct rsk_conn *c, int family, int tcp_fd)
+{
+	unsigned char val[32];
+	socklen_t len;
+	size_t i;
+
+	if (family != AF_INET && family != AF_INET6)
+		return;
+	for (i = 0; i < RSK_OPT_CARRIED; i++) {
+		int level = rsk_opt_carried[i].level, name = rsk_opt_carried[i].name;
+
+		len = sizeof(val);
+		if (rsk_sys_getsockopt(tcp_fd, level, name, val, &len) < 0 ||
+		    rsk_opt_is_default(family, i, val, len))
+			continue; /* (a default needs no slot of the bounded table) */
+		rsk_conn_lock(c);
+		rsk_opt_apply(c, level, name, val, len);
+		rsk_opt_keep(c, level, name, val, len);
+		rsk_conn_unlock(c);
+	}
 }
 
 /* The answer, truncated to the caller's buffer as getsockopt does (an int option too: the
@@ -688,6 +778,8 @@ int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t le
 	/* (on a new socket: a bearer sets it again, or connects over TCP; see sock.h) */
 	if (rc == 0)
 		rsk_sock_opt_new(fd, level, name, val, len);
+	if (rc == 0 && rsk_opt_carried_index(level, name) >= 0)
+		rsk_sock_opt_carried(fd);
 	if (rc != -EOPNOTSUPP || !rsk_opt_tcp_level(level) ||
 	    (fam = rsk_opt_standin_family(fd, &uniq)) == 0)
 		return rc;

@@ -9,6 +9,11 @@
 
 int rsk_opt_get(int fd, int level, int name, void *val, socklen_t *len);
 int rsk_opt_set(int fd, int level, int name, const void *val, socklen_t len);
+/* The options kernel TCP socket @tcp_fd (of @family) was given, made @c's own: its engine
+ * honours them and getsockopt reads them back (set before connect, on the listener, before a
+ * move). */
+struct rsk_conn;
+void rsk_opt_adopt_kernel(struct rsk_conn *c, int family, int tcp_fd);
 int rsk_opt_sockname(int fd, struct sockaddr *addr, socklen_t *len);
 int rsk_opt_peername(int fd, struct sockaddr *addr, socklen_t *len);
 

@@ -38,6 +38,7 @@
 #include "sock/listener.h"
 #include "transport/announce.h"
 #include "history.h"
+#include "sockopt.h"
 #include "upgrade.h"
 
 enum rsk_upg_state {
@@ -559,6 +560,7 @@ static void rsk_upg_dial(struct rsk_sock *s, struct rsk_upg *u, int fd)
 	if (cm->dialed != NULL)
 		cm->dialed(d); /* what the dial holds belongs to the endpoint now */
 	rsk_conn_take_tcp(u->c, fd, u->d.dest);
+	rsk_opt_adopt_kernel(u->c, u->c->domain, fd); /* (a move is rare: always asked) */
 	u->state = RSK_UPGS_DIALED;
 	rsk_upg_count_moving(u, 1);
 	u->born_ms = rsk_now_ms(); /* the offer's age from here */
@@ -754,6 +756,7 @@ static int rsk_upg_server_build(struct rsk_upg *u, int fd)
 		return rc;
 	}
 	rsk_conn_take_tcp(u->c, fd, NULL);
+	rsk_opt_adopt_kernel(u->c, u->c->domain, fd); /* (a move is rare: always asked) */
 	return 0;
 }
 

@@ -76,7 +76,7 @@ static struct rsk_sock *rsk_sock_alloc(void)
 	s->lst = NULL;
 	s->face_fd = s->face_on = 0;
 	s->bearer_fd = s->bearer_shut = s->bearer_unset = s->bearer_tcp_last = 0;
-	s->app_bound = s->app_opts = 0;
+	s->app_bound = s->app_opts = s->opts_set = 0;
 	s->newopts = NULL;
 	s->face_nb = 0;
 	s->nepregs = 0;
@@ -298,6 +298,20 @@ void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t le
 	    rsk_sock_newopt_keep(s, level, name, val, len) < 0)
 		__atomic_store_n(&s->app_opts, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&s->lock);
+	rsk_sock_put(s);
+}
+
+void rsk_sock_opt_carried(int fd)
+{
+	struct rsk_sock *s = rsk_sock_get(fd);
+	int st;
+
+	if (s == NULL)
+		return;
+	st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+	if ((st == RSK_SOCK_NEW || st == RSK_SOCK_LISTENING) &&
+	    !__atomic_load_n(&s->opts_set, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->opts_set, 1, __ATOMIC_RELEASE);
 	rsk_sock_put(s);
 }
 

@@ -98,6 +98,10 @@ struct rsk_sock {
 	/* It set a socket option while new that a bearer's unix socket cannot carry, or more
 	 * than newopts holds (atomic): it connects over TCP (calls/connect.c). */
 	int app_opts;
+	/* It set an option a connection carries while new or listening (atomic): its
+	 * connection, or one accepted from it, reads the kernel socket's values at the switch
+	 * (calls/sockopt.c rsk_opt_adopt_kernel). */
+	int opts_set;
 	/* The options it set while new that a bearer carries (sock/bearer.h), for it to set
 	 * again on its unix socket; NULL: none (under lock, made at the first). */
 	struct rsk_sock_newopts *newopts;
@@ -195,6 +199,9 @@ void rsk_sock_fl_seen(int fd, int cmd, unsigned long arg);
  * successfully: kept in newopts while the socket is new, if a bearer carries it (else
  * app_opts). */
 void rsk_sock_opt_new(int fd, int level, int name, const void *val, socklen_t len);
+/* ... and it is one a connection carries (calls/sockopt.c rsk_opt_adopt_kernel): while new
+ * or listening, the socket's opts_set. */
+void rsk_sock_opt_carried(int fd);
 /* @s's newopts, taken (the caller frees them; NULL: none): only its connect needs them. */
 struct rsk_sock_newopts *rsk_sock_newopts_take(struct rsk_sock *s);
 /* The application bound tracked socket @fd (bind() succeeded). */

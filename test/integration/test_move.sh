@@ -21,7 +21,7 @@ done
 RSK_TCP_FIRST=on RSK_UPGRADE_MS=0 SEMANTICS_EXPECT=$RSK_EXPECT pre "$RSK_PROGS/move" \
 	>"$RSK_TMP/move" 2>&1 || fail "preloaded: $(grep -v '^{' "$RSK_TMP/move")"
 grep -v '^{' "$RSK_TMP/move"
-[ "$(grep -c ': check .*: ok$' "$RSK_TMP/move")" = 9 ] || fail "not every move check said ok"
+[ "$(grep -c ': check .*: ok$' "$RSK_TMP/move")" = 10 ] || fail "not every move check said ok"
 
 # 2. full duplex from two threads per end, past the 1 MiB threshold: byte-exact, both ends on
 # the same side. (A server socket two threads use never moves, docs/design.md: here it stays.)

@@ -404,6 +404,51 @@ static int check_peek(void)
 	return 0;
 }
 
+/* Options set on the TCP connection are the moved connection's: SO_RCVTIMEO (a recv with
+ * nothing to read times out, never waits forever), SO_LINGER {1, 0} (the close resets the
+ * peer) and TCP_KEEPIDLE read back as set. Before, the move left them on the TCP socket. */
+static int check_options(void)
+{
+	struct timeval tv = {0, 200000};
+	struct linger lg = {1, 0}, lgot;
+	socklen_t l1 = sizeof(lgot), l2 = sizeof(int);
+	double end = now_sec() + 3, t0, dt;
+	int c, s, i, idle = 77, got = 0, more = 20;
+	ssize_t r;
+	char b;
+
+	TRY(pair(&c, &s));
+	REQ(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+		setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0 &&
+		setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) == 0,
+	    "setsockopt: %s", strerror(errno));
+	for (i = 0; more > 0; i++) {
+		if (both_moved(c, s) || now_sec() > end)
+			more--;
+		TRY(send_pat(c, SEED, (uint64_t)i, 1, 1));
+		TRY(recv_pat(s, SEED, (uint64_t)i, 1));
+	}
+	TRY(moved(c, s));
+	REQ(getsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &got, &l2) == 0 && got == idle,
+	    "TCP_KEEPIDLE reads %d after the move, set %d", got, idle);
+	REQ(getsockopt(s, SOL_SOCKET, SO_LINGER, &lgot, &l1) == 0 && lgot.l_onoff &&
+		!lgot.l_linger,
+	    "SO_LINGER reads {%d, %d} after the move", lgot.l_onoff, lgot.l_linger);
+	t0 = now_sec();
+	r = recv(s, &b, 1, 0);
+	dt = now_sec() - t0;
+	REQ(r < 0 && errno == EAGAIN && dt >= 0.15 && dt < 1.0,
+	    "recv with nothing to read: %zd (%s) after %.3f s, expected EAGAIN after 0.2 s", r,
+	    r < 0 ? strerror(errno) : "", dt);
+	close(s);
+	REQ(poll1(c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the peer saw nothing in 2 s");
+	r = recv(c, &b, 1, 0);
+	REQ(r < 0 && errno == ECONNRESET, "the peer's recv after a linger-0 close: %zd (%s)", r,
+	    r < 0 ? strerror(errno) : "EOF");
+	close(c);
+	return 0;
+}
+
 /*
  * A socket in more epoll sets than the socket keeps in itself (RSK_SOCK_EPREGS, 4): every set
  * must follow it onto the accelerated file. Before, a fifth set's registration stayed on the
@@ -467,6 +512,7 @@ static const struct check checks[] = {
 	{"blocked_reader", check_blocked_reader},
 	{"epoll_et", check_epoll_et},
 	{"peek", check_peek},
+	{"options", check_options},
 	{"many_sets", check_many_sets},
 };
 

@@ -879,6 +879,113 @@ static int chk_so_rcvtimeo(void)
 	return 0;
 }
 
+/* ---- options a connection carries from before it was one -------------------------------- */
+
+/* @fd's options as the kernel gave them: SO_RCVTIMEO 200 ms, keepalive on with TCP_KEEPIDLE
+ * @idle, SO_LINGER {1, 0}. */
+static int opts_read_back(int fd, int idle, const char *who)
+{
+	struct timeval tv;
+	struct linger lg;
+	int ka = 0, ki = 0;
+	socklen_t l1 = sizeof(tv), l2 = sizeof(lg), l3 = sizeof(ka), l4 = sizeof(ki);
+
+	REQ(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l1) == 0 && tv.tv_sec == 0 &&
+		tv.tv_usec >= 190000 && tv.tv_usec <= 210000,
+	    "%s: SO_RCVTIMEO reads %ld.%06ld, expected 0.2", who, (long)tv.tv_sec,
+	    (long)tv.tv_usec);
+	REQ(getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l2) == 0 && lg.l_onoff && !lg.l_linger,
+	    "%s: SO_LINGER reads {%d, %d}, expected {1, 0}", who, lg.l_onoff, lg.l_linger);
+	REQ(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &ka, &l3) == 0 && ka == 1,
+	    "%s: SO_KEEPALIVE reads %d", who, ka);
+	REQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &ki, &l4) == 0 && ki == idle,
+	    "%s: TCP_KEEPIDLE reads %d, expected %d", who, ki, idle);
+	return 0;
+}
+
+static int opts_set(int fd, int idle)
+{
+	struct timeval tv = {0, 200000};
+	struct linger lg = {1, 0};
+	int one = 1;
+
+	REQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0 &&
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == 0 &&
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) == 0,
+	    "setsockopt: %s", ename(errno));
+	return 0;
+}
+
+/* @fd (with SO_RCVTIMEO 200 ms and SO_LINGER {1, 0}) times out in recv, then its close resets
+ * @peer, as the kernel's would. */
+static int opts_honoured(int fd, int peer, const char *who)
+{
+	double t0 = now_sec(), dt;
+	ssize_t r;
+	char b;
+
+	r = recv(fd, &b, 1, 0);
+	dt = now_sec() - t0;
+	REQ(r < 0 && errno == EAGAIN && dt >= 0.15 && dt < 1.0,
+	    "%s: recv with no data: %zd %s after %.3f s, expected EAGAIN after 0.2 s", who, r,
+	    r < 0 ? ename(errno) : "", dt);
+	close(fd);
+	REQ(poll1(peer, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "%s: peer saw nothing in 2 s",
+	    who);
+	r = recv(peer, &b, 1, 0);
+	REQ(r < 0 && errno == ECONNRESET,
+	    "%s: the peer's recv after a close with SO_LINGER {1, 0}: %zd %s, expected ECONNRESET",
+	    who, r, r < 0 ? ename(errno) : "EOF");
+	close(peer);
+	return 0;
+}
+
+/* Options set before connect() are the connection's: honoured and read back. */
+static int chk_opts_before_connect(void)
+{
+	struct sockaddr_in sa = loopback(lport);
+	int c, s;
+
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	REQ(c >= 0, "socket: %s", strerror(errno));
+	TRY(opts_set(c, 44));
+	REQ(connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s", ename(errno));
+	s = accept(lfd, NULL, NULL);
+	REQ(s >= 0, "accept: %s", strerror(errno));
+	TRY(on_transport(c, "client end"));
+	TRY(on_transport(s, "server end"));
+	TRY(opts_read_back(c, 44, "client"));
+	return opts_honoured(c, s, "client");
+}
+
+/* An accepted connection inherits its listener's options, set before listen() or after. */
+static int chk_listener_opts_inherited(void)
+{
+	struct sockaddr_in sa = loopback(0);
+	socklen_t len = sizeof(sa);
+	int l, c, s, idle = 33;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	REQ(l >= 0, "socket: %s", strerror(errno));
+	TRY(opts_set(l, 5));
+	REQ(bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 8) == 0 &&
+		getsockname(l, (struct sockaddr *)&sa, &len) == 0,
+	    "listener: %s", strerror(errno));
+	REQ(setsockopt(l, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) == 0,
+	    "setsockopt on the listener: %s", ename(errno));
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	REQ(c >= 0 && connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
+	    ename(errno));
+	s = accept(l, NULL, NULL);
+	REQ(s >= 0, "accept: %s", strerror(errno));
+	close(l);
+	TRY(on_transport(c, "client end"));
+	TRY(on_transport(s, "server end"));
+	TRY(opts_read_back(s, 33, "accepted"));
+	return opts_honoured(s, c, "accepted");
+}
+
 /* ---- EINTR per signal: what TCP does is decided by the handler of the signal that came */
 
 static pthread_t eintr_target;
@@ -1449,6 +1556,8 @@ static const struct check checks[] = {
     {"fionread", chk_fionread},
     {"so_rcvtimeo", chk_so_rcvtimeo},
     {"so_sndtimeo", chk_so_sndtimeo},
+    {"opts_before_connect", chk_opts_before_connect},
+    {"listener_opts_inherited", chk_listener_opts_inherited},
     {"eintr_per_signal", chk_eintr_per_signal},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},

@@ -395,6 +395,88 @@ static void test_applied(void **state)
 	assert_int_equal(v, 1);
 }
 
+/* What a TCP socket was given before it became a connection (before connect, by its
+ * listener, before a move) is the connection's: applied, and read back as the kernel reads
+ * it; defaults take no slot of the table. */
+static void test_adopt_kernel(void **state)
+{
+	struct timeval tv = {1, 500000};
+	struct linger lg = {1, 0}, lgot;
+	socklen_t len = sizeof(lgot);
+	int v, k;
+
+	(void)state;
+	assert_int_equal(setsockopt(A.kfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(setsockopt(A.kfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	assert_int_equal(set_int(A.kfd, SOL_SOCKET, SO_KEEPALIVE, 1), 0);
+	assert_int_equal(set_int(A.kfd, IPPROTO_TCP, TCP_KEEPIDLE, 55), 0);
+	assert_int_equal(set_int(A.kfd, SOL_SOCKET, SO_RCVBUF, 12345), 0);
+	rsk_opt_adopt_kernel(A.c, AF_INET, A.kfd);
+	assert_int_equal(A.c->rcvtimeo_us, 1500000);
+	assert_int_equal(A.c->linger0, 1);
+	assert_int_equal(A.c->sndtimeo_us, 0);
+	assert_int_equal(A.c->nopts, 5); /* the five set; every default left out */
+	assert_int_equal(rsk_opt_get(A.fd, SOL_SOCKET, SO_LINGER, &lgot, &len), 0);
+	assert_int_equal(lgot.l_onoff, 1);
+	assert_int_equal(lgot.l_linger, 0);
+	assert_int_equal(get_int(A.fd, SOL_SOCKET, SO_KEEPALIVE, &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(get_int(A.fd, IPPROTO_TCP, TCP_KEEPIDLE, &v), 0);
+	assert_int_equal(v, 55);
+	assert_int_equal(get_int(A.fd, SOL_SOCKET, SO_RCVBUF, &v), 0);
+	assert_int_equal(get_int(A.kfd, SOL_SOCKET, SO_RCVBUF, &k), 0);
+	assert_int_equal(v, k); /* (doubled, as the kernel keeps it) */
+	/* an unknown family: nothing read */
+	rsk_opt_adopt_kernel(A.c, AF_UNIX, A.kfd);
+	assert_int_equal(A.c->nopts, 5);
+}
+
+/* Trying a value on the template leaves its default as it was: SO_SNDBUF read back doubled
+ * and set again so doubled it at every try, and an unset socket read that. */
+static void test_template_default_kept(void **state)
+{
+	int v, k, i;
+
+	(void)state;
+	for (i = 0; i < 3; i++)
+		assert_int_equal(set_int(A.fd, SOL_SOCKET, SO_SNDBUF, 20000 + i), 0);
+	A.c->nopts = 0; /* unset again: the template's default answers */
+	assert_int_equal(get_int(A.fd, SOL_SOCKET, SO_SNDBUF, &v), 0);
+	assert_int_equal(get_int(A.kfd, SOL_SOCKET, SO_SNDBUF, &k), 0);
+	assert_int_equal(v, k);
+}
+
+/* A new or listening socket notes an option a connection carries, and only such a one: a
+ * listener's SO_REUSEADDR costs its connections no look at the kernel's socket. */
+static void test_carried_noted(void **state)
+{
+	struct timeval tv = {0, 300000};
+	int one = 1, k = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct rsk_sock *s;
+
+	(void)state;
+	assert_int_equal(rsk_sock_track(k, AF_INET, RSK_SOCK_NEW), 0);
+	s = rsk_sock_get(k);
+	assert_int_equal(rsk_opt_plain_set(k, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	assert_int_equal(rsk_opt_plain_set(k, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+	assert_int_equal(s->opts_set, 0);
+	assert_int_equal(rsk_opt_plain_set(k, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(s->opts_set, 1);
+	/* listening: noted too (its connections inherit it) */
+	s->opts_set = 0;
+	s->state = RSK_SOCK_LISTENING;
+	assert_int_equal(rsk_opt_plain_set(k, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+	assert_int_equal(s->opts_set, 1);
+	/* a connection's own setsockopt: not a note for anyone */
+	s->opts_set = 0;
+	s->state = RSK_SOCK_CONNECTED;
+	assert_int_equal(rsk_opt_plain_set(k, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+	assert_int_equal(s->opts_set, 0);
+	rsk_sock_put(s);
+	assert_int_equal(rsk_sock_release_fd(k), 1);
+	close(k);
+}
+
 /* The per-connection table is bounded: beyond it a set still works (applied, checked) and
  * reads give the default again, not an error. Refused values are never kept. */
 static void test_kept_table_bounded(void **state)
@@ -959,6 +1041,9 @@ int main(void)
 		T(test_tcp_info),
 		T(test_set_get_like_kernel),
 		T(test_applied),
+		T(test_adopt_kernel),
+		T(test_template_default_kept),
+		cmocka_unit_test(test_carried_noted),
 		T(test_kept_table_bounded),
 		T(test_names),
 		T(test_ioctls),
