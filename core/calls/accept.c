@@ -99,9 +99,10 @@ static int rsk_accept_blocks(struct rsk_sock *s, int fd)
 	return nb == 2;
 }
 
-/* A bearer client @rc taken from listener @s's rendezvous (or an error, made -EAGAIN unless
- * TCP's accept would give it too): TCP_NODELAY inherited, as TCP's accept does. */
-static int rsk_accept_bearer_got(struct rsk_sock *s, int rc)
+/* A bearer client @rc taken from listener @s's rendezvous at @fd (or an error, made -EAGAIN
+ * unless TCP's accept would give it too): TCP_NODELAY and the listener's other options
+ * inherited, as TCP's accept does. */
+static int rsk_accept_bearer_got(struct rsk_sock *s, int fd, int rc)
 {
 	if (rc >= 0) {
 		if (__atomic_load_n(&s->bearer_tcp_last, __ATOMIC_RELAXED))
@@ -109,6 +110,10 @@ static int rsk_accept_bearer_got(struct rsk_sock *s, int rc)
 		if (rsk_sock_tcp_opts(s) & RSK_SOCK_OPT_NODELAY)
 			(void)rsk_opt_plain_set(rc, IPPROTO_TCP, TCP_NODELAY, &(int){1},
 						sizeof(int));
+		else if (!(rsk_sock_tcp_opts(s) & RSK_SOCK_OPT_KNOWN))
+			rsk_opt_standin_nodelay(rc, rsk_face_kfd(fd));
+		if (__atomic_load_n(&s->opts_set, __ATOMIC_ACQUIRE))
+			rsk_opt_standin_inherit(rc, rsk_face_kfd(fd));
 	}
 	rsk_sock_put(s);
 	return rc >= 0 || rsk_accept_bearer_fatal(rc) ? rc : -EAGAIN;
@@ -134,7 +139,7 @@ int rsk_accept_bearer(int fd, struct sockaddr *addr, socklen_t *len, int flags, 
 	if (rc == -EAGAIN && !__atomic_load_n(&s->bearer_shut, __ATOMIC_ACQUIRE) &&
 	    rsk_accept_blocks(s, fd))
 		rc = rsk_bearer_accept(s, fd, addr, len, flags);
-	return rsk_accept_bearer_got(s, rc);
+	return rsk_accept_bearer_got(s, fd, rc);
 }
 
 int rsk_accept_bearer_later(int fd, struct sockaddr *addr, socklen_t *len, int flags)
@@ -143,7 +148,7 @@ int rsk_accept_bearer_later(int fd, struct sockaddr *addr, socklen_t *len, int f
 
 	if (s == NULL)
 		return -EAGAIN;
-	return rsk_accept_bearer_got(s, rsk_bearer_accept(s, -1, addr, len, flags));
+	return rsk_accept_bearer_got(s, fd, rsk_bearer_accept(s, -1, addr, len, flags));
 }
 
 /*

@@ -744,6 +744,43 @@ void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o)
 	}
 }
 
+void rsk_opt_standin_inherit(int fd, int lfd)
+{
+	unsigned char val[32];
+	socklen_t len;
+	int fam;
+	size_t i;
+
+	if ((fam = rsk_opt_standin_family(fd, NULL)) == 0)
+		return;
+	for (i = 0; i < RSK_OPT_CARRIED; i++) {
+		int level = rsk_opt_carried[i].level, name = rsk_opt_carried[i].name;
+
+		len = sizeof(val);
+		if (rsk_sys_getsockopt(lfd, level, name, val, &len) < 0 ||
+		    rsk_opt_is_default(fam, i, val, len))
+			continue;
+		if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) &&
+		    len == sizeof(int)) {
+			int half; /* (read back doubled: set as the application did) */
+
+			memcpy(&half, val, sizeof(half));
+			half /= 2;
+			memcpy(val, &half, sizeof(half));
+		}
+		(void)rsk_opt_plain_set(fd, level, name, val, len);
+	}
+}
+
+void rsk_opt_standin_nodelay(int fd, int lfd)
+{
+	socklen_t len = sizeof(int);
+	int v = 0;
+
+	if (rsk_sys_getsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v)
+		(void)rsk_opt_plain_set(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v));
+}
+
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len)
 {
 	int rc = rsk_sys_getsockopt(rsk_face_kfd(fd), level, name, val, len), fam;

@@ -33,6 +33,12 @@ int rsk_opt_plain_is_standin(int fd);
  * table (one getsockname for all). */
 struct rsk_sock_newopts;
 void rsk_opt_standin_adopt(int fd, const struct rsk_sock_newopts *o);
+/* Stand-in @fd (a bearer's accepted socket) takes what TCP listener @lfd gives its
+ * connections: the carried options that differ from the default. (SO_LINGER {1, 0} reads
+ * back, but a unix socket's close never resets.) */
+void rsk_opt_standin_inherit(int fd, int lfd);
+/* Stand-in @fd takes TCP listener @lfd's TCP_NODELAY (where not known: set while listening). */
+void rsk_opt_standin_nodelay(int fd, int lfd);
 int rsk_opt_plain_get(int fd, int level, int name, void *val, socklen_t *len);
 int rsk_opt_plain_set(int fd, int level, int name, const void *val, socklen_t len);
 

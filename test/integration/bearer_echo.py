@@ -24,6 +24,7 @@ import os
 import select
 import selectors
 import socket
+import struct
 import sys
 
 SIZES = [1, 64, 1500, 65536, 1 << 20]
@@ -55,8 +56,14 @@ def serve_one(c, addr, lport):
     _, pname = check_tcp(c, "accepted", own=("127.0.0.1", lport))
     if pname != addr:
         raise SystemExit("accept said %r, getpeername %r" % (addr, pname))
-    if c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) not in (0, 1):
-        raise SystemExit("accepted: TCP_NODELAY unreadable")
+    # what the listener gave it, as TCP's accept does (set before listen and after it)
+    got = (c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+           c.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+           c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+           struct.unpack("ll", c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)))
+    if got != (1, 1, 33, (7, 0)):
+        raise SystemExit("accepted: TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE, SO_RCVTIMEO "
+                         "read %r, not the listener's (1, 1, 33, (7, 0))" % (got,))
     h, n = hashlib.sha256(), 0
     while True:
         d = c.recv(1 << 16)
@@ -115,8 +122,12 @@ close_and_reuse.k = 0
 def server(portfile, total, how):
     l = socket.socket()
     l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 7, 0))
     l.bind(("0.0.0.0" if how == "wildcard" else "127.0.0.1", 0))
     l.listen(64)
+    l.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 33)  # (after listen: inherited too)
+    l.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     lport = l.getsockname()[1]
     with open(portfile + ".tmp", "w") as f:
         f.write("%d\n" % lport)
