@@ -76,10 +76,12 @@ static int rsk_io_sleep_rx(struct rsk_conn *c, int fd)
 /*
  * Wait for the app end (@s's, the application's @app_fd: rsk_sock_call_fd) to report
  * @events, until @deadline_us (0: forever). Returns 0 to retry the operation, -EAGAIN at the
- * deadline, -EINTR for a signal the caller must see.
+ * deadline, -EINTR for a signal the caller must see. A call that moved bytes already
+ * (@progress) returns them at any signal, SA_RESTART or not, as TCP's does: it sleeps in
+ * poll, which reports every signal, not in the peek the kernel would restart unseen.
  */
 static int rsk_io_sleep(struct rsk_conn *c, const struct rsk_sock *s, int app_fd, short events,
-			 int64_t deadline_us, int pending)
+			 int64_t deadline_us, int pending, int progress)
 {
 	struct pollfd p = {.fd = -1, .events = events};
 	int64_t left;
@@ -94,7 +96,7 @@ static int rsk_io_sleep(struct rsk_conn *c, const struct rsk_sock *s, int app_fd
 			return 0; /* data came: retry */
 	}
 	p.fd = fd = rsk_sock_call_fd(s, app_fd);
-	if (events == POLLIN && !deadline_us && !pending) {
+	if (events == POLLIN && !deadline_us && !pending && !progress) {
 		rsk_conn_sleep_begin(); /* a quiet endpoint (ours too) is armed and harvested */
 		rc = rsk_io_sleep_rx(c, fd);
 		rsk_conn_sleep_end();
@@ -114,7 +116,7 @@ static int rsk_io_sleep(struct rsk_conn *c, const struct rsk_sock *s, int app_fd
 	rsk_conn_sleep_begin();
 	rc = rsk_sys_poll(&p, 1, ms);
 	rsk_conn_sleep_end();
-	if (rc == -EINTR && (deadline_us || !rsk_io_restartable()))
+	if (rc == -EINTR && (deadline_us || progress || !rsk_io_restartable()))
 		return -EINTR; /* with a timeout set, TCP never restarts */
 	if (rc > 0)
 		rsk_conn_saw_events(c, fd, p.revents); /* a hang-up: the peer went */
@@ -133,6 +135,7 @@ struct rsk_io_ctx {
 	int spinning;        /* a wait is under way (0: the next wait starts one, and its spin) */
 	int skip;            /* its spin is skipped (rsk_spin_pays): slept at once */
 	int crowded;         /* its spin ended at a yield that found the core wanted */
+	int progress;        /* the call moved bytes already: a signal ends it (rsk_io_sleep) */
 	int slept;           /* it slept */
 	int64_t wait_at;     /* when the wait began (its spin's first clock read, or the skip) */
 	int rx_hint;         /* arrivals show in user space (rsk_conn_can_lazy, set locked) */
@@ -177,6 +180,7 @@ static int rsk_io_begin(int fd, int flags, int64_t timeo_us, struct rsk_io_ctx *
 	x->spinning = 0;
 	x->pending = 0;
 	x->rx_hint = 0;
+	x->progress = 0;
 	/* (read once: the exit's release may clear it meanwhile, rsk_life_exit) */
 	x->c = x->s != NULL ? __atomic_load_n(&x->s->conn, __ATOMIC_ACQUIRE) : NULL;
 	if (x->s != NULL && x->c == NULL && x->s->upg != NULL)
@@ -366,7 +370,7 @@ static int rsk_io_wait(struct rsk_io_ctx *x, short events)
 		return 0;
 	}
 	x->slept = 1;
-	rc = rsk_io_sleep(x->c, x->s, x->app_fd, events, x->deadline, x->pending);
+	rc = rsk_io_sleep(x->c, x->s, x->app_fd, events, x->deadline, x->pending, x->progress);
 	if (rc == -EAGAIN)
 		rsk_io_waited(x, 0); /* the deadline: nothing came within the window either */
 	return rc;
@@ -429,6 +433,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 			return (ssize_t)total;
 		if (n != -EAGAIN)
 			return n;
+		x->progress = total > 0;
 		rc = rsk_io_wait(x, POLLIN);
 		if (rc < 0)
 			return total > 0 ? (ssize_t)total : rc;
@@ -473,6 +478,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 			}
 			return (ssize_t)total;
 		}
+		x->progress = total > 0;
 		rc = rsk_io_wait(x, POLLOUT);
 		if (rc < 0)
 			return total > 0 ? (ssize_t)total : rc;

@@ -1076,6 +1076,56 @@ static int chk_eintr_per_signal(void)
 	return 0;
 }
 
+/* A signal to this thread after 150 ms (eintr_poker without data). */
+static int eintr_arm(pthread_t *t, struct eintr_job *j)
+{
+	eintr_target = pthread_self();
+	eintr_hits = 0;
+	return pthread_create(t, NULL, eintr_poker, j) == 0 ? 0 : -1;
+}
+
+/*
+ * A blocking call that moved bytes already returns them at a signal, SA_RESTART or not: TCP
+ * restarts only a call that moved nothing. A recv(MSG_WAITALL) of 10 with 3 there returns 3;
+ * a blocking send larger than the window returns what it sent. Before, the library restarted
+ * both: the recv then waited for 7 more bytes that never came, the send for a reader.
+ */
+static int chk_eintr_after_progress(void)
+{
+	static char big[16 << 20];
+	struct eintr_job j = {SIGUSR1, -1};
+	struct sigaction sa, old;
+	pthread_t t;
+	ssize_t r;
+	char b[10];
+	int c, s, e;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_eintr_sig;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, &old);
+	TRY(pair(&c, &s));
+	TRY(send_all(c, "abc", 3));
+	REQ(eintr_arm(&t, &j) == 0, "pthread_create failed");
+	r = recv(s, b, sizeof(b), MSG_WAITALL);
+	e = errno;
+	pthread_join(t, NULL);
+	REQ(r == 3 && eintr_hits == 1, "recv(MSG_WAITALL) of 10 with 3 there across an SA_RESTART "
+	    "signal: %zd %s, expected 3", r, r < 0 ? ename(e) : "");
+	REQ(eintr_arm(&t, &j) == 0, "pthread_create failed");
+	r = send(c, big, sizeof(big), MSG_NOSIGNAL);
+	e = errno;
+	pthread_join(t, NULL);
+	REQ(r > 0 && (size_t)r < sizeof(big) && eintr_hits == 1,
+	    "a blocking send of 16 MiB nobody reads across an SA_RESTART signal: %zd %s, expected "
+	    "what it sent",
+	    r, r < 0 ? ename(e) : "");
+	sigaction(SIGUSR1, &old, NULL);
+	close(c);
+	close(s);
+	return 0;
+}
+
 static int chk_so_sndtimeo(void)
 {
 	static char big[262144];
@@ -1559,6 +1609,7 @@ static const struct check checks[] = {
     {"opts_before_connect", chk_opts_before_connect},
     {"listener_opts_inherited", chk_listener_opts_inherited},
     {"eintr_per_signal", chk_eintr_per_signal},
+    {"eintr_after_progress", chk_eintr_after_progress},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},
