@@ -409,8 +409,14 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 	ssize_t n;
 	int rc;
 
-	if (want == 0)
-		return 0;
+	if (want == 0) { /* TCP's: 0 once a byte or the end is there to read; until then a
+			  * read's EAGAIN or wait, and 0 at SO_RCVTIMEO's end */
+		char b;
+		struct iovec one = {&b, 1};
+
+		n = rsk_io_recv_loop(x, &one, 1, MSG_PEEK);
+		return n > 0 || (n == -EAGAIN && !x->nonblock) ? 0 : n;
+	}
 	for (;;) {
 		rsk_conn_lock(x->c);
 		n = rsk_stream_recv(&x->c->st, iov, cnt, flags);
@@ -649,6 +655,27 @@ static ssize_t rsk_io_upg_msg(struct rsk_io_ctx *x, int fd, const struct msghdr 
 	return n;
 }
 
+/*
+ * Flags a TCP connection answers without its stream: 1 with the answer in *@res. Its error
+ * queue holds nothing of ours (an empty queue says EAGAIN; read from the stream, it took the
+ * application's data); no urgent byte is ever pending (EINVAL, as TCP without one; the
+ * stream carries a sent one inline); a connected socket refuses MSG_FASTOPEN (EISCONN).
+ */
+static inline int rsk_io_flags_answer(int flags, int rx, ssize_t *res)
+{
+	if (rsk_likely(!(flags & (MSG_ERRQUEUE | MSG_OOB | MSG_FASTOPEN))))
+		return 0;
+	if (rx && (flags & MSG_ERRQUEUE))
+		*res = -EAGAIN;
+	else if (rx && (flags & MSG_OOB))
+		*res = -EINVAL;
+	else if (!rx && (flags & MSG_FASTOPEN))
+		*res = -EISCONN;
+	else
+		return 0;
+	return 1;
+}
+
 /* The application's call on a socket of ours: its iovec checked, then the right path. */
 static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
 {
@@ -661,7 +688,10 @@ static ssize_t rsk_io_msg(int fd, const struct msghdr *msg, int flags, int rx)
 	rc = rsk_io_begin(fd, flags, 0, &x);
 	if (rc < 0)
 		return rc;
-	n = rc == 1 ? rsk_io_upg_msg(&x, fd, msg, flags, rx) : rsk_io_accel_msg(&x, msg, flags, rx);
+	if (rc == 1)
+		n = rsk_io_upg_msg(&x, fd, msg, flags, rx); /* (on TCP: the kernel answers them) */
+	else if (!rsk_io_flags_answer(flags, rx, &n))
+		n = rsk_io_accel_msg(&x, msg, flags, rx);
 	rsk_sock_put(x.s);
 	return n;
 }

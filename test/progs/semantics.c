@@ -1076,6 +1076,67 @@ static int chk_eintr_per_signal(void)
 	return 0;
 }
 
+/* Flags TCP answers without touching the stream: an empty error queue (EAGAIN), no urgent
+ * byte (EINVAL), MSG_FASTOPEN on a connected socket (EISCONN). The bytes stay for the next
+ * read. Before, the library read the stream for the first two (and waited when empty), and
+ * sent for the third. */
+static int chk_flags_answered(void)
+{
+	char b[8];
+	ssize_t r;
+	int c, s;
+
+	TRY(pair(&c, &s));
+	TRY(send_all(c, "abc", 3));
+	TRY(wait_fionread(s, 3, 2000));
+	r = recv(s, b, sizeof(b), MSG_ERRQUEUE);
+	REQ(r < 0 && errno == EAGAIN, "recv(MSG_ERRQUEUE): %zd %s, expected EAGAIN", r,
+	    r < 0 ? ename(errno) : "");
+	r = recv(s, b, sizeof(b), MSG_OOB);
+	REQ(r < 0 && errno == EINVAL, "recv(MSG_OOB) with no urgent byte: %zd %s, expected EINVAL",
+	    r, r < 0 ? ename(errno) : "");
+	r = send(c, "x", 1, MSG_FASTOPEN | MSG_NOSIGNAL);
+	REQ(r < 0 && errno == EISCONN, "send(MSG_FASTOPEN) connected: %zd %s, expected EISCONN", r,
+	    r < 0 ? ename(errno) : "");
+	TRY(wait_fionread(s, 3, 200));
+	REQ(recv(s, b, sizeof(b), 0) == 3 && memcmp(b, "abc", 3) == 0, "the bytes did not stay");
+	close(c);
+	close(s);
+	return 0;
+}
+
+/* A read of 0 bytes: EAGAIN when nothing is there (non-blocking), 0 once something is; a
+ * blocking one waits, and says 0 at SO_RCVTIMEO's end. Before, the library said 0 at once. */
+static int chk_recv_zero(void)
+{
+	struct timeval tv = {0, 200000};
+	double t0, dt;
+	char b;
+	ssize_t r;
+	int c, s;
+
+	TRY(pair(&c, &s));
+	r = recv(s, &b, 0, MSG_DONTWAIT);
+	REQ(r < 0 && errno == EAGAIN, "recv of 0, nothing there: %zd %s, expected EAGAIN", r,
+	    r < 0 ? ename(errno) : "");
+	REQ(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "setsockopt: %s",
+	    ename(errno));
+	t0 = now_sec();
+	r = recv(s, &b, 0, 0);
+	dt = now_sec() - t0;
+	REQ(r == 0 && dt >= 0.15 && dt < 1.0,
+	    "blocking recv of 0 with SO_RCVTIMEO 0.2 s: %zd %s after %.3f s, expected 0 after it", r,
+	    r < 0 ? ename(errno) : "", dt);
+	TRY(send_all(c, "z", 1));
+	TRY(wait_fionread(s, 1, 2000));
+	r = recv(s, &b, 0, MSG_DONTWAIT);
+	REQ(r == 0, "recv of 0 with a byte there: %zd %s", r, r < 0 ? ename(errno) : "");
+	TRY(wait_fionread(s, 1, 200)); /* (and the byte stays) */
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* A signal to this thread after 150 ms (eintr_poker without data). */
 static int eintr_arm(pthread_t *t, struct eintr_job *j)
 {
@@ -1610,6 +1671,8 @@ static const struct check checks[] = {
     {"listener_opts_inherited", chk_listener_opts_inherited},
     {"eintr_per_signal", chk_eintr_per_signal},
     {"eintr_after_progress", chk_eintr_after_progress},
+    {"flags_answered", chk_flags_answered},
+    {"recv_zero", chk_recv_zero},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},

@@ -215,9 +215,13 @@ static void test_which_sockets(void **state)
 	m.msg_iovlen = (size_t)IOV_MAX + 1;
 	assert_int_equal(rsk_io_recvmsg(P.sv, &m, 0), -EINVAL);
 	assert_int_equal(rsk_io_sendmsg(P.cl, &m, MSG_NOSIGNAL), -EINVAL);
-	/* nothing asked: nothing done, at once (no wait) */
+	/* nothing asked: TCP's answers, EAGAIN with nothing there (a blocking one would wait),
+	 * 0 once a byte is, which stays */
 	m.msg_iovlen = 1;
+	assert_int_equal(rsk_io_recvmsg(P.sv, &m, MSG_DONTWAIT), -EAGAIN);
+	assert_int_equal(ucl_send(P.cl, "q", 1, 0), 1);
 	assert_int_equal(rsk_io_recvmsg(P.sv, &m, 0), 0);
+	assert_int_equal(ucl_recv(P.sv, b, sizeof(b), 0), 1);
 	assert_int_equal(rsk_io_shutdown(P.sv, 7), -EINVAL);
 	ucl_close(k);
 	close(u);
