@@ -164,6 +164,6 @@ RSK_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size
 		       !rsk_fdtab_is_accel(rsk_fdtab_load(out))))
 		return RSK_REAL(splice)(in, off_in, out, off_out, n, flags);
 	if (rsk_fdtab_is_accel(rsk_fdtab_load(out)))
-		return rsk_ret(rsk_io_sendfile(out, in, (off_t *)off_in, n));
+		return rsk_ret(rsk_io_splice_to(in, off_in, out, n, flags));
 	return rsk_ret(rsk_io_splice_from(in, out, off_out, n));
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -816,6 +817,43 @@ ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n)
 	}
 	free(buf);
 	return total;
+}
+
+/*
+ * TCP's splice from a pipe moves what the pipe holds, up to @n: it waits only while the pipe
+ * is empty (with SPLICE_F_NONBLOCK not at all: EAGAIN), and says 0 once its writers are
+ * gone. Before, the pipe was read as sendfile reads a file, until @n: a pipe holding less
+ * waited for bytes that might never come. One read takes what is there; all of it is then
+ * sent (a non-blocking socket's short send loses the rest, as before: the pipe cannot take
+ * it back). Only a pipe can be spliced from into a socket (EINVAL), at no offset (ESPIPE).
+ */
+ssize_t rsk_io_splice_to(int in_fd, loff_t *off_in, int out_fd, size_t n, unsigned int flags)
+{
+	struct pollfd p = {.fd = in_fd, .events = POLLIN};
+	struct iovec iov;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct stat st;
+	ssize_t got, sent;
+	char *buf;
+
+	if (fstat(in_fd, &st) < 0)
+		return -errno;
+	if (!S_ISFIFO(st.st_mode))
+		return -EINVAL;
+	if (off_in != NULL)
+		return -ESPIPE;
+	if (n == 0)
+		return 0;
+	if ((flags & SPLICE_F_NONBLOCK) && rsk_sys_poll(&p, 1, 0) == 0)
+		return -EAGAIN;
+	if ((buf = malloc(RSK_BOUNCE)) == NULL)
+		return -ENOMEM;
+	got = rsk_sys_read(in_fd, buf, n < RSK_BOUNCE ? n : RSK_BOUNCE);
+	iov.iov_base = buf;
+	iov.iov_len = got > 0 ? (size_t)got : 0;
+	sent = got > 0 ? rsk_io_sendmsg(out_fd, &msg, MSG_NOSIGNAL) : got;
+	free(buf);
+	return sent;
 }
 
 ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n)

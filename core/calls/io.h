@@ -30,6 +30,8 @@ int rsk_io_tcp_one(int fd, void *buf, size_t n, int flags, int rx, ssize_t *res)
  */
 ssize_t rsk_io_sendfile(int out_fd, int in_fd, off_t *off_in, size_t n);
 ssize_t rsk_io_splice_from(int in_fd, int out_fd, loff_t *off_out, size_t n);
+/* splice() from pipe @in_fd into accelerated socket @out_fd (SPLICE_F_* @flags). */
+ssize_t rsk_io_splice_to(int in_fd, loff_t *off_in, int out_fd, size_t n, unsigned int flags);
 
 int rsk_io_shutdown(int fd, int how);
 

@@ -1137,6 +1137,40 @@ static int chk_recv_zero(void)
 	return 0;
 }
 
+/* splice() from a pipe into the socket moves what the pipe holds (not a wait for @n); with
+ * SPLICE_F_NONBLOCK an empty pipe says EAGAIN; from anything but a pipe, EINVAL. Before, the
+ * library read the pipe until @n and so waited forever for bytes nobody wrote. */
+static int chk_splice_in(void)
+{
+	char b[16], path[] = "/tmp/semantics.XXXXXX";
+	int c, s, p[2], f;
+	ssize_t r;
+
+	TRY(pair(&c, &s));
+	REQ(pipe(p) == 0, "pipe: %s", strerror(errno));
+	REQ(write(p[1], "piped", 5) == 5, "write to the pipe: %s", strerror(errno));
+	r = splice(p[0], NULL, c, NULL, 100, 0);
+	REQ(r == 5, "splice of 100 from a pipe holding 5: %zd %s", r, r < 0 ? ename(errno) : "");
+	TRY(recv_exact(s, b, 5));
+	REQ(memcmp(b, "piped", 5) == 0, "the peer read other bytes");
+	r = splice(p[0], NULL, c, NULL, 100, SPLICE_F_NONBLOCK);
+	REQ(r < 0 && errno == EAGAIN, "splice from an empty pipe, SPLICE_F_NONBLOCK: %zd %s", r,
+	    r < 0 ? ename(errno) : "");
+	f = mkstemp(path);
+	REQ(f >= 0 && write(f, "file", 4) == 4 && lseek(f, 0, SEEK_SET) == 0, "temp file: %s",
+	    strerror(errno));
+	unlink(path);
+	r = splice(f, NULL, c, NULL, 4, 0);
+	REQ(r < 0 && errno == EINVAL, "splice from a file: %zd %s, expected EINVAL", r,
+	    r < 0 ? ename(errno) : "");
+	close(f);
+	close(p[0]);
+	close(p[1]);
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* A signal to this thread after 150 ms (eintr_poker without data). */
 static int eintr_arm(pthread_t *t, struct eintr_job *j)
 {
@@ -1673,6 +1707,7 @@ static const struct check checks[] = {
     {"eintr_after_progress", chk_eintr_after_progress},
     {"flags_answered", chk_flags_answered},
     {"recv_zero", chk_recv_zero},
+    {"splice_in", chk_splice_in},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},
