@@ -330,8 +330,9 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 	int err;
 
 	(void)rsk_stream_progress(st);
-	/* What arrived before a reset is read first, as from TCP's receive queue. */
-	n = st->shut_rd ? 0 : rsk_stream_copy_out(st, iov, iovcnt, !(flags & MSG_PEEK));
+	/* What arrived before a reset is read first, as from TCP's receive queue; after our
+	 * shutdown(SHUT_RD) too: Linux's only ends the wait for more (0 once none is there). */
+	n = rsk_stream_copy_out(st, iov, iovcnt, !(flags & MSG_PEEK));
 	if (n > 0) {
 		st->bytes_rcvd += (flags & MSG_PEEK) ? 0 : n;
 		(void)rsk_stream_pop_empty(st);
