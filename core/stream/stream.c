@@ -581,9 +581,12 @@ int rsk_stream_peer_unread(const struct rsk_stream *st)
 	return st->data_out && rsk_stream_in_flight(st);
 }
 
-void rsk_stream_error_unreported(struct rsk_stream *st)
+void rsk_stream_error_unreported(struct rsk_stream *st, int rx)
 {
-	st->err_seen_tx = 0;
+	if (rx)
+		st->err_seen_rx = 0;
+	else
+		st->err_seen_tx = 0;
 }
 
 int rsk_stream_readable(const struct rsk_stream *st)

@@ -1178,6 +1178,44 @@ static int chk_splice_in(void)
 	return 0;
 }
 
+/* Close @fd with SO_LINGER {1, 0} (a reset) after 150 ms. */
+static void *reset_later(void *arg)
+{
+	struct linger lg = {1, 0};
+	int fd = *(int *)arg;
+
+	usleep(150000);
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+	return NULL;
+}
+
+/* A reset that ends a recv(MSG_WAITALL) which had bytes: the bytes now, ECONNRESET at the
+ * next recv, then EOF. Before, the library reported the reset to nobody (the next recv
+ * said EOF): the peer's abort looked like a clean end. */
+static int chk_waitall_reset(void)
+{
+	pthread_t t;
+	char b[10];
+	ssize_t r;
+	int c, s;
+
+	TRY(pair(&c, &s));
+	TRY(send_all(c, "abc", 3));
+	REQ(pthread_create(&t, NULL, reset_later, &c) == 0, "pthread_create failed");
+	r = recv(s, b, sizeof(b), MSG_WAITALL);
+	pthread_join(t, NULL);
+	REQ(r == 3, "recv(MSG_WAITALL) of 10 ended by a reset after 3: %zd %s", r,
+	    r < 0 ? ename(errno) : "");
+	r = recv(s, b, sizeof(b), 0);
+	REQ(r < 0 && errno == ECONNRESET, "the recv after it: %zd %s, expected ECONNRESET", r,
+	    r < 0 ? ename(errno) : "");
+	r = recv(s, b, sizeof(b), 0);
+	REQ(r == 0, "the recv after ECONNRESET: %zd %s, expected 0", r, r < 0 ? ename(errno) : "");
+	close(s);
+	return 0;
+}
+
 /* A signal to this thread after 150 ms (eintr_poker without data). */
 static int eintr_arm(pthread_t *t, struct eintr_job *j)
 {
@@ -1715,6 +1753,7 @@ static const struct check checks[] = {
     {"flags_answered", chk_flags_answered},
     {"recv_zero", chk_recv_zero},
     {"splice_in", chk_splice_in},
+    {"waitall_reset", chk_waitall_reset},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},
