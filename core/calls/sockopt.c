@@ -70,6 +70,19 @@ static int rsk_opt_template(int family)
 	return fd;
 }
 
+/* The kernel keeps twice what SO_RCVBUF and SO_SNDBUF are given, and reads that back: @val,
+ * read so, becomes what to set for the same value again (its half). */
+static void rsk_opt_buf_as_set(int level, int name, void *val, socklen_t len)
+{
+	int half;
+
+	if (level != SOL_SOCKET || (name != SO_RCVBUF && name != SO_SNDBUF) || len != sizeof(int))
+		return;
+	memcpy(&half, val, sizeof(half));
+	half /= 2;
+	memcpy(val, &half, sizeof(half));
+}
+
 /* Set @key on the template, read back the effective value, and restore the old one. */
 static void rsk_opt_try(int tpl, struct rsk_opt_verdict *v)
 {
@@ -84,19 +97,12 @@ static void rsk_opt_try(int tpl, struct rsk_opt_verdict *v)
 		if (rsk_sys_getsockopt(tpl, v->key.level, v->key.name, v->eff, &v->elen) < 0)
 			v->elen = 0;
 	}
-	/* The kernel keeps twice what SO_RCVBUF and SO_SNDBUF are given, and reads that back:
-	 * the old value is restored from half of it, or the template's default would double
-	 * with each try (and every unset socket read it). */
-	if (had && v->key.level == SOL_SOCKET &&
-	    (v->key.name == SO_RCVBUF || v->key.name == SO_SNDBUF) && olen == sizeof(int)) {
-		int half;
-
-		memcpy(&half, old, sizeof(half));
-		half /= 2;
-		memcpy(old, &half, sizeof(half));
-	}
-	if (had)
+	/* (a buffer size restored from what it read, the template's default doubled with each
+	 * try, and every unset socket read that) */
+	if (had) {
+		rsk_opt_buf_as_set(v->key.level, v->key.name, old, olen);
 		(void)rsk_sys_setsockopt(tpl, v->key.level, v->key.name, old, olen);
+	}
 }
 
 /* The kernel's verdict on setting @val (cached). 0 or -errno; *@out holds what it reads
@@ -276,6 +282,14 @@ static int rsk_opt_is_default(int family, size_t i, const void *val, socklen_t l
 	return same;
 }
 
+/* Carried option @i of socket @fd (of @family) into @val: 1 when read and not the default. */
+static int rsk_opt_carried_read(int fd, int family, size_t i, void *val, socklen_t *len)
+{
+	return rsk_sys_getsockopt(fd, rsk_opt_carried[i].level, rsk_opt_carried[i].name, val,
+				  len) == 0 &&
+	       !rsk_opt_is_default(family, i, val, *len);
+}
+
 /* @level/@name's index in rsk_opt_carried, or -1. */
 static int rsk_opt_carried_index(int level, int name)
 {
@@ -299,8 +313,7 @@ void rsk_opt_adopt_kernel(struct rsk_conn *c, int family, int tcp_fd)
 		int level = rsk_opt_carried[i].level, name = rsk_opt_carried[i].name;
 
 		len = sizeof(val);
-		if (rsk_sys_getsockopt(tcp_fd, level, name, val, &len) < 0 ||
-		    rsk_opt_is_default(family, i, val, len))
+		if (!rsk_opt_carried_read(tcp_fd, family, i, val, &len))
 			continue; /* (a default needs no slot of the bounded table) */
 		rsk_conn_lock(c);
 		rsk_opt_apply(c, level, name, val, len);
@@ -757,17 +770,9 @@ void rsk_opt_standin_inherit(int fd, int lfd)
 		int level = rsk_opt_carried[i].level, name = rsk_opt_carried[i].name;
 
 		len = sizeof(val);
-		if (rsk_sys_getsockopt(lfd, level, name, val, &len) < 0 ||
-		    rsk_opt_is_default(fam, i, val, len))
+		if (!rsk_opt_carried_read(lfd, fam, i, val, &len))
 			continue;
-		if (level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) &&
-		    len == sizeof(int)) {
-			int half; /* (read back doubled: set as the application did) */
-
-			memcpy(&half, val, sizeof(half));
-			half /= 2;
-			memcpy(val, &half, sizeof(half));
-		}
+		rsk_opt_buf_as_set(level, name, val, len); /* (read back doubled) */
 		(void)rsk_opt_plain_set(fd, level, name, val, len);
 	}
 }
