@@ -924,9 +924,12 @@ int rsk_io_shutdown(int fd, int how)
 	if (done)
 		return rc;
 	RSK_WITH_CONN(fd, c, {
-		if (how != SHUT_WR)
+		(void)rsk_stream_progress(&c->st);
+		if (rsk_stream_ended(&c->st))
+			rc = -ENOTCONN; /* TCP's socket is CLOSE: nothing to shut */
+		if (rc == 0 && how != SHUT_WR)
 			c->st.shut_rd = 1;
-		if (how != SHUT_RD)
+		if (rc == 0 && how != SHUT_RD)
 			rc = rsk_stream_shutdown_wr(&c->st);
 		rsk_conn_sync(c, fd);
 	});

@@ -351,11 +351,12 @@ static void rsk_opt_tcp_info(struct rsk_conn *c, struct tcp_info *ti)
 {
 	const struct rsk_stream *st = &c->st;
 
+	(void)rsk_stream_progress(&c->st); /* a FIN or reset that arrived counts */
 	memset(ti, 0, sizeof(*ti));
 	ti->tcpi_state = RSK_TCPS_ESTABLISHED;
-	if (st->err)
+	if (rsk_stream_ended(st))
 		ti->tcpi_state = RSK_TCPS_CLOSE;
-	else if (st->fin_rcvd && (st->shut_wr || st->fin_sent))
+	else if (st->fin_rcvd && st->shut_wr) /* (our FIN not gone yet) */
 		ti->tcpi_state = RSK_TCPS_CLOSING;
 	else if (st->fin_rcvd)
 		ti->tcpi_state = RSK_TCPS_CLOSE_WAIT;
@@ -448,6 +449,13 @@ static int rsk_opt_name(int fd, struct sockaddr *addr, socklen_t *len, int peer)
 	if (c == NULL)
 		return -EBADF;
 	n = peer ? c->peer_len : c->local_len;
+	if (peer) { /* (what arrived counts: a FIN or a reset waiting in the ring) */
+		rsk_conn_lock(c);
+		(void)rsk_stream_progress(&c->st);
+		if (rsk_stream_ended(&c->st))
+			n = 0;
+		rsk_conn_unlock(c);
+	}
 	if (addr == NULL || len == NULL)
 		rc = -EFAULT;
 	else if (n == 0)

@@ -589,6 +589,11 @@ void rsk_stream_error_unreported(struct rsk_stream *st, int rx)
 		st->err_seen_tx = 0;
 }
 
+int rsk_stream_ended(const struct rsk_stream *st)
+{
+	return st->err || (st->fin_rcvd && st->fin_sent);
+}
+
 int rsk_stream_readable(const struct rsk_stream *st)
 {
 	return st->rx_bytes > 0 || st->fin_rcvd || st->err || st->shut_rd;

@@ -113,6 +113,8 @@ void rsk_stream_error_unreported(struct rsk_stream *st, int rx);
 
 /* Readiness as TCP defines it. */
 int rsk_stream_readable(const struct rsk_stream *st); /* data, EOF or error */
+/* A reset, or both FINs gone: TCP's socket is CLOSE (no peer name, no shutdown). */
+int rsk_stream_ended(const struct rsk_stream *st);
 int rsk_stream_writable(const struct rsk_stream *st); /* a data credit, or error */
 
 /* The peer went without a FIN and left nothing of ours unread: as its kernel would have

@@ -1216,6 +1216,63 @@ static int chk_waitall_reset(void)
 	return 0;
 }
 
+/* getpeername() of @fd fails with ENOTCONN within 1 s (TCP's state becomes CLOSE once the
+ * last ACK is in). */
+static int peer_gone(int fd, const char *who)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	double end = now_sec() + 1;
+	int r;
+
+	do {
+		len = sizeof(ss);
+		r = getpeername(fd, (struct sockaddr *)&ss, &len);
+		if (r < 0)
+			break;
+		usleep(1000);
+	} while (now_sec() < end);
+	REQ(r < 0 && errno == ENOTCONN, "%s: getpeername once the connection ended: %d %s", who, r,
+	    r < 0 ? ename(errno) : "");
+	REQ(shutdown(fd, SHUT_RDWR) < 0 && errno == ENOTCONN,
+	    "%s: shutdown once the connection ended: %s, expected ENOTCONN", who, ename(errno));
+	return 0;
+}
+
+/* Once both FINs went, or a reset came, TCP's socket is CLOSE: no peer name, nothing to
+ * shut down (ENOTCONN). The library answered both as for a live connection. */
+static int chk_names_after_end(void)
+{
+	char b[4];
+	ssize_t r;
+	int c, s;
+
+	TRY(pair(&c, &s));
+	REQ(shutdown(c, SHUT_WR) == 0, "shutdown: %s", ename(errno));
+	TRY(expect_eof(s, "server"));
+	REQ(shutdown(s, SHUT_WR) == 0, "shutdown: %s", ename(errno));
+	TRY(expect_eof(c, "client"));
+	TRY(peer_gone(c, "client after both FINs"));
+	TRY(peer_gone(s, "server after both FINs"));
+	close(c);
+	close(s);
+	TRY(pair(&c, &s));
+	{
+		struct linger lg = {1, 0};
+
+		REQ(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "setsockopt: %s",
+		    ename(errno));
+	}
+	close(s);
+	REQ(poll1(c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the reset not seen in 2 s");
+	r = recv(c, b, sizeof(b), 0);
+	REQ(r < 0 && errno == ECONNRESET, "recv after the reset: %zd %s", r,
+	    r < 0 ? ename(errno) : "");
+	TRY(peer_gone(c, "client after a reset"));
+	close(c);
+	return 0;
+}
+
 /* A signal to this thread after 150 ms (eintr_poker without data). */
 static int eintr_arm(pthread_t *t, struct eintr_job *j)
 {
@@ -1754,6 +1811,7 @@ static const struct check checks[] = {
     {"recv_zero", chk_recv_zero},
     {"splice_in", chk_splice_in},
     {"waitall_reset", chk_waitall_reset},
+    {"names_after_end", chk_names_after_end},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},

@@ -281,9 +281,21 @@ static void test_tcp_info(void **state)
 	A.c->st.fin_rcvd = 1;
 	assert_int_equal(rsk_opt_get(A.fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
 	assert_int_equal(ti.tcpi_state, 8); /* CLOSE_WAIT */
-	A.c->st.fin_sent = 1;
+	A.c->st.shut_wr = 1; /* our FIN not gone yet */
 	assert_int_equal(rsk_opt_get(A.fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
 	assert_int_equal(ti.tcpi_state, 11); /* CLOSING */
+	A.c->st.fin_sent = 1; /* both FINs: the kernel's socket is CLOSE, its peer name gone */
+	assert_int_equal(rsk_opt_get(A.fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
+	assert_int_equal(ti.tcpi_state, 7); /* CLOSE */
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		assert_int_equal(rsk_opt_peername(A.fd, (struct sockaddr *)&ss, &sl), -ENOTCONN);
+		sl = sizeof(ss);
+		assert_int_equal(rsk_opt_sockname(A.fd, (struct sockaddr *)&ss, &sl), 0);
+	}
+	A.c->st.fin_sent = A.c->st.shut_wr = A.c->st.fin_rcvd = 0;
 	A.c->st.err = -ECONNRESET;
 	assert_int_equal(rsk_opt_get(A.fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0);
 	assert_int_equal(ti.tcpi_state, 7); /* CLOSE */
