@@ -438,7 +438,7 @@ static ssize_t rsk_io_recv_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 		}
 		if (n != -EAGAIN && n < 0 && total > 0 && n == x->c->st.err) {
 			rsk_conn_lock(x->c); /* the reset waits for the next call, as TCP's */
-			rsk_stream_error_unreported(&x->c->st, 1);
+			rsk_stream_error_unreported(&x->c->st);
 			rsk_conn_unlock(x->c);
 		}
 		if (n == 0 || (n != -EAGAIN && total > 0))
@@ -485,7 +485,7 @@ static ssize_t rsk_io_send_loop(struct rsk_io_ctx *x, struct iovec *iov, int cnt
 				return n;
 			if (n == x->c->st.err) { /* the error waits for the next call */
 				rsk_conn_lock(x->c);
-				rsk_stream_error_unreported(&x->c->st, 0);
+				rsk_stream_error_unreported(&x->c->st);
 				rsk_conn_unlock(x->c);
 			}
 			return (ssize_t)total;

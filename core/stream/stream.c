@@ -340,7 +340,9 @@ ssize_t rsk_stream_recv(struct rsk_stream *st, const struct iovec *iov, int iovc
 		return (ssize_t)n;
 	}
 	if (st->err && !st->err_seen_rx) {
-		st->err_seen_rx = 1; /* report the reset once, then EOF, as TCP does */
+		/* TCP's one pending error, reported once to whichever call comes: then EOF here
+		 * and EPIPE for a send */
+		st->err_seen_rx = st->err_seen_tx = 1;
 		err = st->err;
 		return err;
 	}
@@ -483,7 +485,7 @@ ssize_t rsk_stream_send(struct rsk_stream *st, const struct iovec *iov, int iovc
 	if (st->err) {
 		if (st->err_seen_tx)
 			return -EPIPE; /* TCP: the reset once, then EPIPE */
-		st->err_seen_tx = 1;
+		st->err_seen_tx = st->err_seen_rx = 1; /* (then a recv's EOF) */
 		return st->err;
 	}
 	if (st->peer_quit || st->ep->ops->peer_closed(st->ep))
@@ -581,12 +583,9 @@ int rsk_stream_peer_unread(const struct rsk_stream *st)
 	return st->data_out && rsk_stream_in_flight(st);
 }
 
-void rsk_stream_error_unreported(struct rsk_stream *st, int rx)
+void rsk_stream_error_unreported(struct rsk_stream *st)
 {
-	if (rx)
-		st->err_seen_rx = 0;
-	else
-		st->err_seen_tx = 0;
+	st->err_seen_rx = st->err_seen_tx = 0;
 }
 
 int rsk_stream_ended(const struct rsk_stream *st)

@@ -106,10 +106,9 @@ int rsk_stream_hello(struct rsk_stream *st);
 /* Abortive close: tell the peer to reset (best effort). */
 void rsk_stream_reset(struct rsk_stream *st);
 
-/* A send (a recv, @rx) returned the stream's error but the caller reports a short count
- * instead: the error is still owed to the next one (a send's then EPIPE, a recv's then EOF),
- * as TCP does. */
-void rsk_stream_error_unreported(struct rsk_stream *st, int rx);
+/* A send or recv returned the stream's error but the caller reports a short count instead:
+ * the error is still owed to the next call, as TCP's pending error is. */
+void rsk_stream_error_unreported(struct rsk_stream *st);
 
 /* Readiness as TCP defines it. */
 int rsk_stream_readable(const struct rsk_stream *st); /* data, EOF or error */

@@ -1273,6 +1273,51 @@ static int chk_names_after_end(void)
 	return 0;
 }
 
+/* A pair whose server end closed with SO_LINGER {1, 0}, the reset seen by the client. */
+static int reset_pair(int *c)
+{
+	struct linger lg = {1, 0};
+	int s;
+
+	TRY(pair(c, &s));
+	REQ(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "setsockopt: %s",
+	    ename(errno));
+	close(s);
+	REQ(poll1(*c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the reset not seen in 2 s");
+	return 0;
+}
+
+/* TCP keeps one pending error: the first call of any kind reports the reset, and then a
+ * recv says EOF and a send EPIPE; SO_ERROR reads 0 once it was reported. The library
+ * reported it once per direction (recv ECONNRESET, then send ECONNRESET again). */
+static int chk_reset_reported_once(void)
+{
+	char b[4];
+	ssize_t r;
+	int c, e = -1;
+	socklen_t el = sizeof(e);
+
+	TRY(reset_pair(&c));
+	r = recv(c, b, sizeof(b), 0);
+	REQ(r < 0 && errno == ECONNRESET, "recv after the reset: %zd %s", r,
+	    r < 0 ? ename(errno) : "");
+	r = send(c, "x", 1, MSG_NOSIGNAL);
+	REQ(r < 0 && errno == EPIPE, "send after recv reported the reset: %zd %s, expected EPIPE", r,
+	    r < 0 ? ename(errno) : "");
+	close(c);
+	TRY(reset_pair(&c));
+	r = send(c, "x", 1, MSG_NOSIGNAL);
+	REQ(r < 0 && errno == ECONNRESET, "send after the reset: %zd %s", r,
+	    r < 0 ? ename(errno) : "");
+	REQ(getsockopt(c, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0,
+	    "SO_ERROR after send reported the reset: %s, expected 0", ename(e));
+	r = recv(c, b, sizeof(b), 0);
+	REQ(r == 0, "recv after send reported the reset: %zd %s, expected 0", r,
+	    r < 0 ? ename(errno) : "");
+	close(c);
+	return 0;
+}
+
 /* A signal to this thread after 150 ms (eintr_poker without data). */
 static int eintr_arm(pthread_t *t, struct eintr_job *j)
 {
@@ -1812,6 +1857,7 @@ static const struct check checks[] = {
     {"splice_in", chk_splice_in},
     {"waitall_reset", chk_waitall_reset},
     {"names_after_end", chk_names_after_end},
+    {"reset_reported_once", chk_reset_reported_once},
     {"tcp_nodelay", chk_tcp_nodelay},
     {"so_rcvbuf_sndbuf", chk_so_bufs},
     {"sockname_peername", chk_names},
