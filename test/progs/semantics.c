@@ -1239,6 +1239,20 @@ static int peer_gone(int fd, const char *who)
 	return 0;
 }
 
+/* A pair whose server end closed with SO_LINGER {1, 0}, the reset seen by the client. */
+static int reset_pair(int *c)
+{
+	struct linger lg = {1, 0};
+	int s;
+
+	TRY(pair(c, &s));
+	REQ(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "setsockopt: %s",
+	    ename(errno));
+	close(s);
+	REQ(poll1(*c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the reset not seen in 2 s");
+	return 0;
+}
+
 /* Once both FINs went, or a reset came, TCP's socket is CLOSE: no peer name, nothing to
  * shut down (ENOTCONN). The library answered both as for a live connection. */
 static int chk_names_after_end(void)
@@ -1256,34 +1270,12 @@ static int chk_names_after_end(void)
 	TRY(peer_gone(s, "server after both FINs"));
 	close(c);
 	close(s);
-	TRY(pair(&c, &s));
-	{
-		struct linger lg = {1, 0};
-
-		REQ(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "setsockopt: %s",
-		    ename(errno));
-	}
-	close(s);
-	REQ(poll1(c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the reset not seen in 2 s");
+	TRY(reset_pair(&c));
 	r = recv(c, b, sizeof(b), 0);
 	REQ(r < 0 && errno == ECONNRESET, "recv after the reset: %zd %s", r,
 	    r < 0 ? ename(errno) : "");
 	TRY(peer_gone(c, "client after a reset"));
 	close(c);
-	return 0;
-}
-
-/* A pair whose server end closed with SO_LINGER {1, 0}, the reset seen by the client. */
-static int reset_pair(int *c)
-{
-	struct linger lg = {1, 0};
-	int s;
-
-	TRY(pair(c, &s));
-	REQ(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "setsockopt: %s",
-	    ename(errno));
-	close(s);
-	REQ(poll1(*c, POLLIN, 2000) & (POLLIN | POLLERR | POLLHUP), "the reset not seen in 2 s");
 	return 0;
 }
 
